@@ -1,0 +1,37 @@
+"""onnx-bundler: ship an ONNX model to the browser as a static web app on onnxruntime-web.
+
+Library use mirrors the CLI:
+
+    import bundler
+    manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
+    report = bundler.check_bundle(Path("dist"))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from bundler.build import build
+    from bundler.config import BuildOptions
+    from bundler.conformance import check_bundle
+
+_LAZY = {
+    "build": "bundler.build",
+    "BuildOptions": "bundler.config",
+    "check_bundle": "bundler.conformance",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `bundle --help` should not pay for onnx and onnxruntime.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bundler' has no attribute {name!r}")
+
+
+__all__ = ["BuildOptions", "__version__", "build", "check_bundle"]

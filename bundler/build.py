@@ -1,0 +1,220 @@
+"""`bundle build`: model -> static web app folder, written atomically.
+
+The stages run in order into a temporary folder beside the output (inspect -> prepare -> fetch
+runtime -> render site -> verify in the browser); only a complete build is moved into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bundler import __version__
+from bundler.config import BuildOptions
+from bundler.conformance import (
+    REPORT_COLUMNS,
+    ConformanceReport,
+    check_bundle,
+    read_manifest,
+    sha256_of,
+)
+from bundler.console import Reporter
+from bundler.errors import BrowserError, BundlerError, ConfigError
+from bundler.inspect import describe, model_bytes, read_model
+from bundler.prepare import prepare_model
+from bundler.reference import NotRunnable, fingerprint, runnable_feeds
+from bundler.resources import example_model
+from bundler.runtime import (
+    BUILDS,
+    PACKAGE,
+    copy_runtime,
+    locate_runtime,
+    needed_files,
+    runtime_version_of,
+)
+from bundler.site import render_site, write_manifest
+
+RUNTIME_DIR = "runtime/"
+MODELS_DIR = "models/"
+TOOL = "onnx-bundler"
+
+
+def _significant(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.3g}")
+
+
+def _made_by_us(directory: Path) -> bool:
+    try:
+        return read_manifest(directory).get("tool", {}).get("name") == TOOL
+    except BundlerError:
+        return False
+
+
+def _check_output(output: Path, model: Path, force: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"output {output} is a file; give a folder with -o")
+    if not output.is_dir() or not any(output.iterdir()):
+        return
+    if model.resolve().is_relative_to(output.resolve()) or output.resolve() == Path.cwd():
+        raise ConfigError(f"refusing to replace {output}: it holds the model or is the current"
+                          " folder; choose another -o")
+    if not force and not _made_by_us(output):
+        raise ConfigError(f"{output} is not empty and was not made by bundle build; pass --force"
+                          " to replace it, or choose another -o")
+
+
+@contextlib.contextmanager
+def _staging(output: Path) -> Iterator[Path]:
+    """A temporary folder beside `output` (same file system, so the final move is a rename)."""
+    created = [p for p in [output.parent, *output.parent.parents] if not p.exists()]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a static host must be able to read it
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # nearest first: leave nothing behind a failed build
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _move_into_place(staging: Path, output: Path) -> None:
+    old = None
+    if output.exists():
+        old = output.with_name(f".{output.name}.old-{staging.name}")
+        output.rename(old)
+    staging.rename(output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def verification_record(report: ConformanceReport | None, reason: str | None) -> dict[str, Any]:
+    """What bundle.json says about the build-time browser check (see the README)."""
+    if report is None:
+        return {"status": "not_done", "reason": reason, "hint": "run: bundle test DIR"}
+    if report.not_done is not None:
+        return {"status": "not_done", "reason": report.not_done.reason,
+                "hint": f"pass {report.not_done.hint} to bundle build or bundle test"}
+    results: dict[str, dict[str, Any]] = {}
+    fallback = None
+    for check in report.checks:
+        entry = {
+            "passed": check.passed,
+            "max_abs_error": _significant(check.worst_abs_error),
+            "max_normalized_error": _significant(
+                max((c.max_normalized_error for c in check.outputs), default=None)),
+        }
+        if check.error:
+            entry["error"] = check.error
+        if check.requested is None:
+            fallback = entry
+        else:
+            results.setdefault(check.variant, {})[check.label] = entry
+    record: dict[str, Any] = {
+        "status": "passed" if report.ok else "failed",
+        "dims": report.dims,
+        "results": results,
+    }
+    if fallback is not None:
+        record["fallback"] = fallback
+    if report.problems:
+        record["problems"] = report.problems
+    return record
+
+
+def build(
+    model: Path | None = None,
+    options: BuildOptions | None = None,
+    *,
+    force: bool = False,
+    reporter: Reporter | None = None,
+) -> dict[str, Any]:
+    """Build the bundle and return its manifest (the content of bundle.json)."""
+    options = options or BuildOptions()
+    reporter = reporter or Reporter()
+    source = Path(model or options.model or example_model())
+    output = Path(options.output)
+    read_model(source, load_weights=False)  # fail fast, before any folder is made
+    _check_output(output, source, force)
+    with _staging(output) as staging:
+        with reporter.step(f"Checking {source}"):
+            fp32 = staging / MODELS_DIR / "fp32.onnx"
+            notes = prepare_model(source, fp32, reporter)
+            info = describe(read_model(fp32), fp32)
+        for note in notes:
+            reporter.info(note)
+        try:
+            reference: dict[str, Any] | None = fingerprint(
+                runnable_feeds(fp32, info.inputs, options.dims))
+        except NotRunnable:
+            reference = None  # recorded under "verification" when the browser check runs
+        files = needed_files(options.execution_providers)
+        with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
+            dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
+            copy_runtime(dist, staging / RUNTIME_DIR, files)
+        manifest: dict[str, Any] = {
+            "name": options.name or source.stem,
+            "tool": {"name": TOOL, "version": __version__},
+            "runtime": {
+                "package": PACKAGE,
+                "version": runtime_version_of(dist) or options.runtime_version,
+                "dir": RUNTIME_DIR,
+                "builds": {
+                    ep: {"module": RUNTIME_DIR + BUILDS[ep].module}
+                    for ep in options.execution_providers
+                },
+            },
+            "inputs": [spec.to_json() for spec in info.inputs],
+            "outputs": [spec.to_json() for spec in info.outputs],
+            "variants": [{
+                "name": "fp32",
+                "file": MODELS_DIR + fp32.name,
+                "bytes": fp32.stat().st_size,
+                "sha256": sha256_of(fp32),
+                "reference": reference,
+            }],
+            "default_variant": "fp32",
+            "source": {"file": source.name, "bytes": model_bytes(source)},
+            "notes": notes,
+        }
+        render_site(staging, manifest)
+        report, reason = None, "built with --no-verify"
+        if options.verify:
+            write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
+            try:
+                report = check_bundle(staging, execution_providers=options.execution_providers,
+                                      dims=options.dims, reporter=reporter)
+            except BrowserError as error:
+                reason = f"no browser to verify in ({error})"
+                reporter.warn(f"{reason}; the bundle is not verified")
+            else:
+                reporter.table("Browser vs native onnxruntime", REPORT_COLUMNS, report.rows())
+        manifest["verification"] = verification_record(report, reason)
+        write_manifest(staging, manifest)
+        _move_into_place(staging, output)
+    _summarise(manifest, output, reporter)
+    return manifest
+
+
+def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter) -> None:
+    verification = manifest["verification"]
+    if verification["status"] == "not_done":
+        reporter.warn(f"not verified in the browser: {verification['reason']}"
+                      f" ({verification['hint']})")
+    elif verification["status"] == "failed":
+        for variant, results in verification["results"].items():
+            for ep, entry in results.items():
+                if not entry["passed"]:
+                    why = entry.get("error") or f"worst abs error {entry['max_abs_error']}"
+                    reporter.warn(f"{variant} on {ep} failed browser verification ({why});"
+                                  " load() skips it unless told ignoreVerification: true")
+        for problem in verification.get("problems", []):
+            reporter.warn(problem)
+    reporter.info(f"Built {output}/ ({manifest['name']}: {len(manifest['variants'])} variant(s))")
+

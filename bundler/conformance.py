@@ -1,0 +1,377 @@
+"""Does the browser compute what native onnxruntime computes? (`bundle test`, build verification)
+
+The bundle folder is served on 127.0.0.1; headless Chromium loads it through `bundle.mjs` on each
+execution provider with seeded inputs, and the outputs are compared with native onnxruntime (CPU)
+running the same model file on the same inputs. A second browser without WebGPU checks that the
+default `load()` falls back to WASM and still computes the right numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.console import Reporter
+from bundler.errors import ModelError
+from bundler.inspect import TensorSpec
+from bundler.reference import (
+    NUMPY_TYPES,
+    NotRunnable,
+    Reference,
+    fingerprint_mismatch,
+    runnable_feeds,
+)
+from bundler.server import HARNESS_PATH, serve_directory
+
+MANIFEST = "bundle.json"
+REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
+                  "worst normalised error", "result")
+
+# Runs in the page: import bundle.mjs, load, run once on the given inputs, return the outputs.
+_HARNESS_JS = """
+async ({ moduleUrl, options, feeds }) => {
+  const typed = {
+    float32: Float32Array, float64: Float64Array, float16: globalThis.Float16Array ?? Uint16Array,
+    int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
+    int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
+    bool: Uint8Array,
+  };
+  const decode = (text, type) => {
+    const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+    return new typed[type](bytes.buffer);
+  };
+  const encode = (array) => {
+    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    let text = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return btoa(text);
+  };
+  const { load } = await import(moduleUrl);
+  const model = await load(options);
+  const inputs = {};
+  for (const [name, feed] of Object.entries(feeds)) {
+    inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
+  }
+  const outputs = await model.run(inputs);
+  const encoded = {};
+  for (const [name, tensor] of Object.entries(outputs)) {
+    encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
+  }
+  const result = { ep: model.ep, fallbackReason: model.fallbackReason, variant: model.variant,
+                   outputs: encoded };
+  await model.release();
+  return result;
+}
+"""
+
+
+@dataclasses.dataclass
+class OutputCheck:
+    output: str
+    max_abs_error: float
+    max_normalized_error: float
+    passed: bool
+    note: str = ""
+
+
+@dataclasses.dataclass
+class EPCheck:
+    """One page load: `ep` asked for (None: the default load()), what ran, and the comparison."""
+
+    label: str
+    variant: str
+    requested: list[str] | None
+    used_ep: str | None = None
+    fallback_reason: str | None = None
+    outputs: list[OutputCheck] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(check.passed for check in self.outputs)
+
+    @property
+    def worst_abs_error(self) -> float | None:
+        return max((c.max_abs_error for c in self.outputs), default=None)
+
+
+@dataclasses.dataclass
+class ConformanceReport:
+    directory: Path
+    dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    checks: list[EPCheck] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    console: list[str] = dataclasses.field(default_factory=list)
+    external_requests: list[str] = dataclasses.field(default_factory=list)
+    not_done: NotRunnable | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.not_done is None
+            and not self.problems
+            and not self.external_requests
+            and all(check.passed for check in self.checks)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": str(self.directory),
+            "ok": self.ok,
+            "dims": self.dims,
+            "not_done": None if self.not_done is None else {
+                "reason": self.not_done.reason, "hint": self.not_done.hint,
+            },
+            "problems": self.problems,
+            "external_requests": self.external_requests,
+            "checks": [
+                {**dataclasses.asdict(check), "passed": check.passed} for check in self.checks
+            ],
+            "console": self.console,
+        }
+
+    def rows(self) -> list[list[str]]:
+        rows = []
+        for check in self.checks:
+            ran = check.used_ep or "-"
+            if check.error:
+                rows.append([check.label, check.variant, ran, "-", "-", "-", f"ERROR: {check.error}"])
+            for out in check.outputs:
+                rows.append([
+                    check.label, check.variant, ran, out.output, f"{out.max_abs_error:.3g}",
+                    f"{out.max_normalized_error:.3g}", ("pass" if out.passed else "FAIL")
+                    + (f" ({out.note})" if out.note else ""),
+                ])
+        return rows
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    path = directory / MANIFEST
+    if not directory.is_dir():
+        raise ModelError(f"{directory} is not a folder; give a folder made by bundle build")
+    if not path.is_file():
+        raise ModelError(f"{directory} has no {MANIFEST}; give a folder made by bundle build")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _integrity_problems(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for variant in manifest["variants"]:
+        path = directory / variant["file"]
+        if not path.is_file():
+            problems.append(f"variant {variant['name']}: {variant['file']} is missing")
+        elif sha256_of(path) != variant["sha256"]:
+            problems.append(
+                f"variant {variant['name']}: {variant['file']} does not match the sha256 in"
+                f" {MANIFEST} (the file was changed after the build)"
+            )
+    return problems
+
+
+def compare(
+    name: str, browser: np.ndarray, native: np.ndarray, atol: float, rtol: float
+) -> OutputCheck:
+    """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere."""
+    if browser.shape != native.shape:
+        return OutputCheck(name, float("inf"), float("inf"), False,
+                           f"shape {list(browser.shape)} != native {list(native.shape)}")
+    if browser.size == 0:
+        return OutputCheck(name, 0.0, 0.0, True)
+    actual = browser.astype(np.float64)
+    expected = native.astype(np.float64)
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    same_inf = np.isinf(expected) & (actual == expected)
+    diff = np.where(both_nan | same_inf, 0.0, np.abs(actual - expected))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    normalized = diff / (atol + rtol * np.where(np.isfinite(expected), np.abs(expected), 0.0))
+    worst_normalized = float(normalized.max())
+    return OutputCheck(name, float(diff.max()), worst_normalized, worst_normalized <= 1.0)
+
+
+def _encode_feeds(feeds: Mapping[str, np.ndarray], inputs: Sequence[TensorSpec]) -> dict:
+    types = {spec.name: spec.type for spec in inputs}
+    return {
+        name: {
+            "type": types[name],
+            "dims": list(value.shape),
+            "data": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii"),
+        }
+        for name, value in feeds.items()
+    }
+
+
+def _decode_output(encoded: Mapping[str, Any]) -> np.ndarray:
+    dtype = np.uint16 if encoded["type"] == "float16" else NUMPY_TYPES[encoded["type"]]
+    data = np.frombuffer(base64.b64decode(encoded["data"]), dtype=dtype)
+    if encoded["type"] == "float16":
+        data = data.view(np.float16)
+    return data.reshape(encoded["dims"])
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0][:400] if lines else "unknown error"
+
+
+class _Session:
+    """One browser (with or without WebGPU) loading pages from one served bundle."""
+
+    def __init__(self, browser: Any, base_url: str, settings: BrowserSettings,
+                 report: ConformanceReport) -> None:
+        self.browser = browser
+        self.base_url = base_url
+        self.settings = settings
+        self.report = report
+
+    def run(self, label: str, options: dict[str, Any], feeds: dict) -> tuple[dict | None, str | None]:
+        context = self.browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(self.settings.timeouts_ms["load"] + self.settings.timeouts_ms["run"])
+        page.on("console", lambda message: self.report.console.append(
+            f"[{label}] {message.type}: {message.text}"))
+        page.on("pageerror", lambda error: self.report.console.append(
+            f"[{label}] pageerror: {error}"))
+        page.on("request", self._watch_request)
+        try:
+            page.goto(self.base_url + HARNESS_PATH.lstrip("/"))
+            result = page.evaluate(
+                _HARNESS_JS,
+                {"moduleUrl": self.base_url + "bundle.mjs", "options": options, "feeds": feeds},
+            )
+            return result, None
+        except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
+            message = _first_line(str(error).replace("Error: page.evaluate: ", ""))
+            return None, message
+        finally:
+            context.close()
+
+    def _watch_request(self, request: Any) -> None:
+        url = request.url
+        if not url.startswith((self.base_url, "data:", "blob:")):
+            self.report.external_requests.append(url)
+
+
+def _check(session: _Session, label: str, variant: str, requested: list[str] | None,
+           expect_ep: str, reference: Reference, inputs: Sequence[TensorSpec],
+           outputs: Sequence[TensorSpec]) -> EPCheck:
+    options: dict[str, Any] = {}
+    if requested is not None:
+        options = {"executionProviders": requested, "variant": variant, "ignoreVerification": True}
+    check = EPCheck(label=label, variant=variant, requested=requested)
+    result, error = session.run(label, options, _encode_feeds(reference.feeds, inputs))
+    if error is not None:
+        check.error = error
+        return check
+    assert result is not None
+    check.used_ep = result["ep"]
+    check.fallback_reason = result["fallbackReason"]
+    check.variant = result["variant"]
+    if check.used_ep != expect_ep:
+        check.error = f"ran on {check.used_ep}, expected {expect_ep}"
+        if check.fallback_reason:
+            check.error += f" ({check.fallback_reason})"
+        return check
+    tolerance = session.settings.tolerances[expect_ep]
+    for spec in outputs:
+        if spec.name not in result["outputs"]:
+            check.outputs.append(OutputCheck(spec.name, float("inf"), float("inf"), False,
+                                             "missing from the browser's outputs"))
+            continue
+        browser = _decode_output(result["outputs"][spec.name])
+        check.outputs.append(compare(spec.name, browser, reference.outputs[spec.name],
+                                     tolerance["atol"], tolerance["rtol"]))
+    return check
+
+
+def _default_variant(manifest: Mapping[str, Any], ep: str) -> str:
+    default = manifest["default_variant"]
+    return default if isinstance(default, str) else default.get(ep, next(iter(default.values())))
+
+
+def check_bundle(
+    directory: Path,
+    *,
+    execution_providers: Sequence[str] = ("webgpu", "wasm"),
+    dims: Mapping[str, int] | None = None,
+    check_fallback: bool = True,
+    settings: BrowserSettings | None = None,
+    reporter: Reporter | None = None,
+) -> ConformanceReport:
+    """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime."""
+    reporter = reporter or Reporter()
+    settings = settings or load_settings()
+    manifest = read_manifest(directory)
+    inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
+    outputs = [TensorSpec.from_json(spec) for spec in manifest["outputs"]]
+    report = ConformanceReport(directory=directory)
+    report.problems = _integrity_problems(directory, manifest)
+    if report.problems:
+        return report
+    shipped = [ep for ep in execution_providers if ep in manifest["runtime"]["builds"]]
+    report.problems += [
+        f"this bundle has no runtime for {ep}; rebuild it with that execution provider"
+        for ep in execution_providers if ep not in shipped
+    ]
+    references: dict[str, Reference] = {}
+    with reporter.step("Running the model natively (onnxruntime CPU) for reference outputs"):
+        for variant in manifest["variants"]:
+            recorded = variant.get("reference")
+            try:
+                reference = runnable_feeds(directory / variant["file"], inputs,
+                                           dims or (recorded or {}).get("dims", {}))
+            except NotRunnable as not_runnable:
+                report.not_done = not_runnable
+                return report
+            references[variant["name"]] = reference
+            if recorded and recorded["dims"] == reference.dims:
+                changed = fingerprint_mismatch(recorded, reference.outputs)
+                if changed:
+                    report.problems.append(
+                        f"variant {variant['name']}: native outputs of {variant['file']} differ"
+                        f" from those recorded at build time ({changed}); the model was changed"
+                    )
+    report.dims = next(iter(references.values())).dims
+    with serve_directory(directory) as base_url, playwright_session() as playwright:
+        if shipped:
+            with reporter.step(f"Comparing in Chromium on {', '.join(shipped)}"), \
+                    launch(playwright, settings, webgpu="webgpu" in shipped) as browser:
+                session = _Session(browser, base_url, settings, report)
+                for ep in shipped:
+                    for variant in manifest["variants"]:
+                        report.checks.append(_check(
+                            session, ep, variant["name"], [ep], ep,
+                            references[variant["name"]], inputs, outputs,
+                        ))
+        if check_fallback and "wasm" in manifest["runtime"]["builds"]:
+            with reporter.step("Checking the fallback to WASM in Chromium without WebGPU"), \
+                    launch(playwright, settings, webgpu=False) as browser:
+                session = _Session(browser, base_url, settings, report)
+                variant = _default_variant(manifest, "wasm")
+                fallback = _check(session, "fallback", variant, None, "wasm",
+                                  references[variant], inputs, outputs)
+                if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:
+                    fallback.error = "fell back to wasm without saying why (fallbackReason empty)"
+                report.checks.append(fallback)
+    return report
+

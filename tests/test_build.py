@@ -1,0 +1,145 @@
+"""bundle build without the browser: layout, manifest, determinism, atomic replacement, wheel."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import onnx
+import pytest
+
+from bundler.build import build
+from bundler.config import BuildOptions
+from bundler.errors import ConfigError
+from bundler.resources import example_model
+from tests import models
+from tests.conftest import ROOT
+
+
+def tree(directory: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*")) if path.is_file()
+    }
+
+
+def test_manifest_describes_types_and_symbolic_dims(build_bundle, tmp_path):
+    directory, manifest = build_bundle(models.multi_io(tmp_path), name="multi")
+    assert json.loads((directory / "bundle.json").read_text()) == manifest
+    assert manifest["name"] == "multi_io"
+    assert manifest["inputs"] == [
+        {"name": "x", "type": "float32", "shape": ["batch", 4]},
+        {"name": "ids", "type": "int64", "shape": ["batch", 3]},
+        {"name": "mask", "type": "int32", "shape": ["batch", 3]},
+    ]
+    assert [o["type"] for o in manifest["outputs"]] == ["float32", "int32"]
+    assert manifest["runtime"]["package"] == "onnxruntime-web"
+    assert manifest["runtime"]["version"] == "1.31.1"
+    assert manifest["tool"]["name"] == "onnx-bundler"
+    (variant,) = manifest["variants"]
+    assert variant["name"] == manifest["default_variant"] == "fp32"
+    assert variant["bytes"] == (directory / variant["file"]).stat().st_size
+    assert manifest["verification"]["status"] == "not_done"
+
+
+def test_only_the_runtime_files_the_page_needs_are_shipped(build_bundle):
+    directory, manifest = build_bundle(None)
+    assert sorted(p.name for p in (directory / "runtime").iterdir()) == [
+        "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm",
+        "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
+        "ort.wasm.min.mjs", "ort.webgpu.min.mjs",
+    ]
+    wasm_only, _ = build_bundle(None, name="wasm-only", execution_providers=("wasm",))
+    assert sorted(p.name for p in (wasm_only / "runtime").iterdir()) == [
+        "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm", "ort.wasm.min.mjs",
+    ]
+    assert set(json.loads((wasm_only / "bundle.json").read_text())["runtime"]["builds"]) == {
+        "wasm"}
+    for text_file in ["bundle.mjs", "app.mjs", "index.html"]:
+        assert "http://" not in (directory / text_file).read_text().replace(
+            "http://www.w3.org", "")
+        assert "https://" not in (directory / text_file).read_text()
+
+
+def test_same_model_and_options_give_byte_identical_output(build_bundle, tmp_path):
+    model = models.conv_stack(tmp_path)
+    first, _ = build_bundle(model, name="first")
+    second, _ = build_bundle(model, name="second")
+    assert tree(first) == tree(second)
+
+
+def test_example_model_is_the_default_and_the_page_names_it(build_bundle):
+    directory, manifest = build_bundle(None)
+    assert manifest["source"]["file"] == example_model().name
+    assert manifest["inputs"] == [{"name": "image", "type": "float32", "shape": ["batch", 1, 8, 8]}]
+    html = (directory / "index.html").read_text()
+    assert "<title>digits · onnx-bundler</title>" in html
+    assert 'src="./app.mjs"' in html
+    assert oct(directory.stat().st_mode & 0o777) == "0o755"
+
+
+def test_external_data_is_inlined_into_the_shipped_model(build_bundle, tmp_path):
+    directory, manifest = build_bundle(models.external_data(tmp_path))
+    shipped = onnx.load(str(directory / manifest["variants"][0]["file"]), load_external_data=False)
+    assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in shipped.graph.initializer)
+    assert sorted(p.name for p in (directory / "models").iterdir()) == ["fp32.onnx"]
+
+
+def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):
+    _, manifest = build_bundle(models.ml_classifier(tmp_path))
+    assert manifest["outputs"] == [
+        {"name": "label", "type": "int64", "shape": ["batch"]},
+        {"name": "probabilities", "type": "float32", "shape": None},
+    ]
+    assert "ZipMap removed" in manifest["notes"][0]
+
+
+def test_rebuild_replaces_its_own_folder_and_force_replaces_others(build_bundle, tmp_path):
+    directory, _ = build_bundle(None)
+    (directory / "stale.txt").write_text("old")
+    build_bundle(None)
+    assert not (directory / "stale.txt").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="--force"):
+        build(None, BuildOptions(output=other, verify=False))
+    assert (other / "keep.txt").exists()
+
+
+def test_failed_build_leaves_the_previous_bundle_untouched(build_bundle, tmp_path):
+    directory, _ = build_bundle(None)
+    before = tree(directory)
+    with pytest.raises(Exception, match="lacks"):
+        build(None, BuildOptions(output=directory, verify=False, runtime_dir=tmp_path))
+    assert tree(directory) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_path, runtime_dist):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+         "-w", str(tmp_path / "wheel"), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    (wheel,) = (tmp_path / "wheel").glob("onnx_bundler-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for expected in ["bundler/templates/index.html.j2", "bundler/web/bundle.mjs",
+                     "bundler/web/app.mjs", "bundler/defaults/playwright.config.py",
+                     "bundler/example/digits.onnx"]:
+        assert expected in names
+    target = tmp_path / "site-packages"
+    zipfile.ZipFile(wheel).extractall(target)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "bundler", "build", "--no-verify", "-o", "out",
+         "--runtime-dir", str(runtime_dist)],
+        cwd=elsewhere, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (elsewhere / "out" / "index.html").is_file()
+    assert (elsewhere / "out" / "bundle.mjs").read_bytes() == (ROOT / "web" / "bundle.mjs").read_bytes()

@@ -1,0 +1,173 @@
+"""The bundle.mjs contract and the demo page, driven in headless Chromium."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bundler.reference import run_native
+from tests import models
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def contract_bundles(tmp_path_factory, runtime_dist):
+    from bundler.build import build
+    from bundler.config import BuildOptions
+
+    root = tmp_path_factory.mktemp("contract")
+    built = {}
+    for name in ["multi_io", "scalar_input", "digits"]:
+        model = None if name == "digits" else models.ALL[name](root / "models")
+        output = root / "site" / name
+        built[name] = (output, build(model, BuildOptions(output=output, verify=False,
+                                                          runtime_dir=runtime_dist)))
+    return root / "site", built
+
+
+RUN = """async ({ url, options, feeds }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const out = await model.run(feeds);
+  const plain = Object.fromEntries(Object.entries(out).map(
+    ([k, t]) => [k, { type: t.type, dims: t.dims, data: Array.from(t.data, Number) }]));
+  return { ep: model.ep, fallbackReason: model.fallbackReason, variant: model.variant,
+           inputs: model.inputs, outputs: plain };
+}"""
+
+
+def test_plain_arrays_int64_and_scalars_are_converted(contract_bundles, webgpu_browser, open_bundle):
+    site, built = contract_bundles
+    directory, manifest = built["multi_io"]
+    x = [[0.1, 0.2, 0.3, 0.4], [0.5, -0.6, 0.7, 0.8]]
+    ids = [[0, 1, 7], [3, 3, 2]]
+    mask = [[1, 0, 1], [1, 1, 1]]
+    feeds = {"x": {"dims": [2, 4], "data": sum(x, [])},
+             "ids": {"type": "int64", "dims": [2, 3], "data": sum(ids, [])},
+             "mask": {"dims": [2, 3], "data": sum(mask, [])}}
+    with open_bundle(webgpu_browser, directory) as page:
+        result = page.evaluate(RUN, {"url": page.base_url + "bundle.mjs",
+                                     "options": {"executionProviders": ["wasm"]}, "feeds": feeds})
+        assert all(url.startswith(page.base_url) for url in page.requests), page.requests
+    native = run_native(directory / manifest["variants"][0]["file"], {
+        "x": np.array(x, np.float32), "ids": np.array(ids, np.int64),
+        "mask": np.array(mask, np.int32)})
+    assert result["ep"] == "wasm" and result["fallbackReason"] is None
+    assert result["inputs"] == manifest["inputs"]
+    assert result["outputs"]["y"]["dims"] == [2, 2]
+    np.testing.assert_allclose(result["outputs"]["y"]["data"], native["y"].ravel(), atol=1e-5)
+    assert result["outputs"]["count"] == {"type": "int32", "dims": [2],
+                                          "data": native["count"].tolist()}
+
+    scalar_dir, _ = built["scalar_input"]
+    with open_bundle(webgpu_browser, scalar_dir) as page:
+        result = page.evaluate(RUN, {"url": page.base_url + "bundle.mjs",
+                                     "options": {"executionProviders": ["wasm"]},
+                                     "feeds": {"x": {"data": [1, 2, 3]}, "scale": 2,
+                                               "step": {"dims": [], "data": [3]}}})
+    assert result["outputs"]["y"]["data"] == [5.0, 7.0, 9.0]
+
+
+REJECT = """async ({ url, feeds }) => {
+  const { load } = await import(url);
+  const model = await load({ executionProviders: ['wasm'] });
+  try { await model.run(feeds); return null; } catch (error) { return error.message; }
+}"""
+
+
+@pytest.mark.parametrize(("feeds", "message"), [
+    ({"x": {"dims": [1, 4], "data": [0, 0, 0, 0]}}, "missing input 'ids' (int64 [batch, 3])"),
+    ({"nope": 1}, "unknown input 'nope'; this model takes: 'x' (float32 [batch, 4])"),
+    ({"x": {"type": "int32", "dims": [1, 4], "data": [0, 0, 0, 0]}},
+     "input 'x': expected float32, got int32"),
+    ({"x": {"dims": [1, 5], "data": [0, 0, 0, 0, 0]}},
+     "input 'x': expected shape [batch, 4], got [1, 5]"),
+    ({"x": {"dims": [1, 4], "data": [0, 0, 0]}}, "input 'x': dims [1, 4] hold 4 values, data has 3"),
+])
+def test_bad_feeds_reject_naming_the_input(contract_bundles, webgpu_browser, open_bundle, feeds,
+                                           message):
+    _, built = contract_bundles
+    directory, _ = built["multi_io"]
+    complete = {"x": {"dims": [1, 4], "data": [0, 0, 0, 0]},
+                "ids": {"dims": [1, 3], "data": [0, 0, 0]},
+                "mask": {"dims": [1, 3], "data": [0, 0, 0]}}
+    feeds = feeds if "missing" in message or "unknown" in message else {**complete, **feeds}
+    if "unknown" in message:
+        feeds = {**complete, **feeds}
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(REJECT, {"url": page.base_url + "bundle.mjs", "feeds": feeds})
+    assert got is not None and got.startswith(message), got
+
+
+PROBE = """async ({ url, options }) => {
+  const { load } = await import(url);
+  const stages = [];
+  try {
+    const model = await load({ ...options, onProgress: (e) => stages.push(e.stage) });
+    return { ep: model.ep, fallbackReason: model.fallbackReason, stages };
+  } catch (error) { return { error: error.message }; }
+}"""
+
+
+def test_default_load_prefers_webgpu_and_reports_progress(contract_bundles, webgpu_browser,
+                                                          open_bundle):
+    _, built = contract_bundles
+    with open_bundle(webgpu_browser, built["digits"][0]) as page:
+        result = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
+    assert result["ep"] == "webgpu" and result["fallbackReason"] is None
+    assert {"manifest", "runtime", "model", "session"} <= set(result["stages"])
+
+
+def test_without_webgpu_load_falls_back_and_says_why(contract_bundles, plain_browser, open_bundle):
+    _, built = contract_bundles
+    with open_bundle(plain_browser, built["digits"][0]) as page:
+        fallback = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
+        forced = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs",
+                                       "options": {"executionProviders": ["webgpu"]}})
+    assert fallback["ep"] == "wasm"
+    assert fallback["fallbackReason"].startswith("WebGPU unavailable")
+    assert forced["error"].startswith("no execution provider could run this model: WebGPU")
+
+
+def test_load_skips_an_ep_that_failed_verification_unless_forced(tmp_path, contract_bundles,
+                                                                 webgpu_browser, open_bundle):
+    _, built = contract_bundles
+    directory = tmp_path / "digits"
+    shutil.copytree(built["digits"][0], directory)
+    manifest = {**built["digits"][1], "verification": {"status": "failed", "results": {
+        "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5}, "wasm": {"passed": True}}}}}
+    (directory / "bundle.json").write_text(json.dumps(manifest))
+    with open_bundle(webgpu_browser, directory) as page:
+        skipped = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
+        forced = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs",
+                                       "options": {"ignoreVerification": True}})
+    assert skipped["ep"] == "wasm"
+    assert "webgpu skipped: it failed verification" in skipped["fallbackReason"]
+    assert forced["ep"] == "webgpu"
+
+
+def test_bundle_works_under_a_sub_path(contract_bundles, plain_browser, open_bundle):
+    site, built = contract_bundles
+    with open_bundle(plain_browser, site) as page:
+        result = page.evaluate(PROBE, {"url": page.base_url + "scalar_input/bundle.mjs",
+                                       "options": {}})
+    assert result["ep"] == "wasm", result
+
+
+def test_demo_page_draws_runs_and_predicts(contract_bundles, webgpu_browser, open_bundle, tmp_path):
+    _, built = contract_bundles
+    with open_bundle(webgpu_browser, built["digits"][0], path="index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        assert page.page.text_content("#status").startswith("Running on WebGPU")
+        canvas = page.page.locator("canvas.draw").bounding_box()
+        page.page.mouse.move(canvas["x"] + canvas["width"] * 0.5, canvas["y"] + 20)
+        page.page.mouse.down()
+        page.page.mouse.move(canvas["x"] + canvas["width"] * 0.5, canvas["y"] + canvas["height"] - 20,
+                             steps=10)
+        page.page.mouse.up()
+        page.page.wait_for_function("document.getElementById('prediction').textContent !== ''")
+        assert page.page.text_content("#prediction").startswith("Predicted class: ")
+        assert "first run" in page.page.text_content("#timings")
+        page.page.screenshot(path=str(tmp_path / "demo.png"))

@@ -1,0 +1,49 @@
+from pathlib import Path
+
+import pytest
+
+from bundler.config import BuildOptions, load_config, merge, parse_dims
+from bundler.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bundle.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_config_values_are_validated_and_paths_resolved_against_the_file(tmp_path):
+    config = load_config(write(tmp_path, 'model = "m.onnx"\nverify = false\n[dims]\nbatch = 4\n'))
+    assert config == {"model": tmp_path / "m.onnx", "verify": False, "dims": {"batch": 4}}
+
+
+def test_every_bad_key_is_named_with_the_file(tmp_path):
+    path = write(tmp_path, 'modle = "m.onnx"\nverify = "yes"\nexecution_providers = ["webgl"]\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: ")
+    assert "unknown key 'modle'" in message
+    assert "key 'verify': expected true or false" in message
+    assert "unknown execution provider 'webgl'" in message
+
+
+def test_invalid_toml_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "model = \n"))
+
+
+def test_flags_win_over_the_config_and_dims_merge():
+    config = {"name": "from-config", "dims": {"batch": 2, "height": 32}, "verify": False}
+    options = merge(config, {"name": "from-flag", "dims": {"height": 64}, "verify": None})
+    assert options == BuildOptions(name="from-flag", dims={"batch": 2, "height": 64}, verify=False)
+
+
+@pytest.mark.parametrize("text", ["batch", "batch=", "=3", "batch=-1", "batch=x", "image:h=3"])
+def test_bad_dim_is_rejected_with_the_accepted_forms(text):
+    with pytest.raises(ConfigError, match="--dim"):
+        parse_dims([text])
+
+
+def test_dims_by_name_and_by_input_axis():
+    assert parse_dims(["batch=2", "image:3=224"]) == {"batch": 2, "image:3": 224}
