@@ -144,14 +144,16 @@ def runnable_feeds(
     runner = session(model)
     unfixed = open_dims(inputs, dims)
     batch_like = {
-        spec.shape[0] for spec in inputs if spec.shape and isinstance(spec.shape[0], str)
+        spec.shape[0] if spec.shape[0] != "?" else _dim_key(spec, 0)
+        for spec in inputs if spec.shape and isinstance(spec.shape[0], str)
     }
     tries = [dict.fromkeys(unfixed, 1)]
-    sizable = [key for key in unfixed if key not in batch_like]
-    if sizable:
-        tries += [
-            {key: (1 if key in batch_like else size) for key in unfixed} for size in COMMON_SIZES
-        ]
+    if any(key not in batch_like for key in unfixed):
+        # Batch 1 with the other dims at a common size; then every dim at that size, for models
+        # whose unnamed dims must agree with the batch (a state tensor [2, batch, 128]).
+        tries += [{key: 1 if key in batch_like else size for key in unfixed}
+                  for size in COMMON_SIZES]
+        tries += [dict.fromkeys(unfixed, size) for size in COMMON_SIZES]
     first_error: Exception | None = None
     for guess in tries:
         chosen = {**guess, **dims}

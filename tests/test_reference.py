@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+
+from bundler.inspect import TensorSpec, describe, read_model
+from bundler.reference import (
+    INTEGER_RANGE,
+    NotRunnable,
+    fingerprint,
+    fingerprint_mismatch,
+    make_feeds,
+    resolve_shapes,
+    runnable_feeds,
+)
+from tests import models
+
+
+def specs(path):
+    return describe(read_model(path), path).inputs
+
+
+def test_feeds_are_seeded_typed_and_honour_scalars(tmp_path):
+    inputs = specs(models.ALL["multi_io"](tmp_path)) + [
+        spec for spec in specs(models.ALL["scalar_input"](tmp_path)) if spec.name != "x"]
+    shapes = resolve_shapes(inputs, {"batch": 2})
+    feeds = make_feeds(inputs, shapes, seed=3)
+    assert feeds["x"].dtype == np.float32 and feeds["x"].shape == (2, 4)
+    assert feeds["ids"].dtype == np.int64 and feeds["ids"].shape == (2, 3)
+    assert feeds["ids"].min() >= INTEGER_RANGE[0] and feeds["ids"].max() < INTEGER_RANGE[1]
+    assert feeds["step"].shape == () and feeds["step"] == 1
+    assert all(np.array_equal(a, b) for a, b in zip(
+        feeds.values(), make_feeds(inputs, shapes, seed=3).values(), strict=True))
+
+
+def test_dims_by_input_axis_win_over_dims_by_name():
+    spec = TensorSpec("image", "float32", ("batch", 3, "size", "size"))
+    shapes = resolve_shapes([spec], {"size": 32, "image:3": 48})
+    assert shapes == {"image": (1, 3, 32, 48)}
+
+
+def test_symbolic_height_and_width_that_fail_at_one_find_a_size_that_runs(tmp_path):
+    path = models.ALL["symbolic_hw"](tmp_path)
+    reference = runnable_feeds(path, specs(path), {})
+    assert reference.dims["height"] >= 3 and reference.dims["width"] >= 3
+    assert reference.outputs["features"].shape[:2] == (1, 2)
+
+
+def test_sizes_the_user_fixed_are_kept_and_failure_names_the_flags(tmp_path):
+    path = models.ALL["symbolic_hw"](tmp_path)
+    with pytest.raises(NotRunnable) as raised:
+        runnable_feeds(path, specs(path), {"height": 1, "width": 1})
+    assert "native onnxruntime fails" in raised.value.reason
+    with pytest.raises(NotRunnable) as raised:
+        runnable_feeds(path, specs(path), {"height": 2})
+    assert raised.value.hint == "--dim width=VALUE"
+
+
+def test_fingerprint_notices_changed_outputs(tmp_path):
+    path = models.ALL["conv_stack"](tmp_path)
+    reference = runnable_feeds(path, specs(path), {})
+    recorded = fingerprint(reference)
+    assert fingerprint_mismatch(recorded, reference.outputs) is None
+    changed = {**reference.outputs, "scores": reference.outputs["scores"] + 0.01}
+    assert fingerprint_mismatch(recorded, changed) == "output 'scores'"
