@@ -19,8 +19,8 @@ def specs(path):
 
 
 def test_feeds_are_seeded_typed_and_honour_scalars(tmp_path):
-    inputs = specs(models.ALL["multi_io"](tmp_path)) + [
-        spec for spec in specs(models.ALL["scalar_input"](tmp_path)) if spec.name != "x"]
+    inputs = [*specs(models.ALL["multi_io"](tmp_path)), *
+        (spec for spec in specs(models.ALL["scalar_input"](tmp_path)) if spec.name != "x")]
     shapes = resolve_shapes(inputs, {"batch": 2})
     feeds = make_feeds(inputs, shapes, seed=3)
     assert feeds["x"].dtype == np.float32 and feeds["x"].shape == (2, 4)
