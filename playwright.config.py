@@ -47,3 +47,11 @@ TOLERANCES = {
     "wasm": {"atol": 1e-4, "rtol": 1e-3},
     "webgpu": {"atol": 1e-3, "rtol": 1e-2},
 }
+
+# Quantized variants (fp16, int8, int4) are compared relative to each output's range instead:
+# dynamic int8 rounds its scales differently in WASM and on x86 (about 1 % of the range apart on
+# the same file), so elementwise tolerances would fail a variant that computes correctly.
+QUANTIZED_TOLERANCES = {
+    "wasm": {"range_fraction": 0.02},
+    "webgpu": {"range_fraction": 0.03},
+}

@@ -24,6 +24,7 @@ class BrowserSettings:
     webgpu_args: tuple[str, ...]
     timeouts_ms: dict[str, int]
     tolerances: dict[str, dict[str, float]]
+    quantized_tolerances: dict[str, dict[str, float]]
     source: Path
 
 
@@ -41,6 +42,9 @@ def load_settings(path: Path | None = None) -> BrowserSettings:
             webgpu_args=tuple(values["WEBGPU_ARGS"]),
             timeouts_ms=dict(values["TIMEOUTS_MS"]),
             tolerances={ep: dict(tol) for ep, tol in values["TOLERANCES"].items()},
+            quantized_tolerances={
+                ep: dict(tol) for ep, tol in values["QUANTIZED_TOLERANCES"].items()
+            },
             source=path,
         )
     except KeyError as error:

@@ -20,13 +20,11 @@ from bundler.conformance import (
     ConformanceReport,
     check_bundle,
     read_manifest,
-    sha256_of,
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import describe, model_bytes, read_model
+from bundler.inspect import model_bytes, read_model
 from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, fingerprint, runnable_feeds
 from bundler.resources import example_model
 from bundler.runtime import (
     BUILDS,
@@ -37,6 +35,7 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.site import render_site, write_manifest
+from bundler.variants import budget_of, choose, default_variant, make_variants
 
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
@@ -112,6 +111,8 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
         }
         if check.error:
             entry["error"] = check.error
+        if check.unsupported:
+            entry["unsupported"] = True
         if check.requested is None:
             fallback = entry
         else:
@@ -128,6 +129,40 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
     return record
 
 
+def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, reporter: Reporter,
+            title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
+                                                                   str | None]:
+    """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    render_site(staging, manifest)
+    write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
+    try:
+        report = check_bundle(staging, execution_providers=options.execution_providers,
+                              dims=options.dims, reporter=reporter)
+    except BrowserError as error:
+        reason = f"no browser to verify in ({error})"
+        reporter.warn(f"{reason}; the bundle is not verified")
+        return None, reason
+    reporter.table(title, REPORT_COLUMNS, report.rows())
+    return report, None
+
+
+def _browser_ok(report: ConformanceReport | None, names: list[str]) -> dict[str, bool]:
+    """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
+    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants.)"""
+    if report is None:
+        return dict.fromkeys(names, True)
+    by_variant: dict[str, dict[str, bool]] = {}
+    for check in report.checks:
+        if check.requested is not None:
+            by_variant.setdefault(check.variant, {})[check.label] = check.passed
+    baseline = {ep for ep, ok in by_variant.get("fp32", {}).items() if ok}
+    return {
+        name: any(by_variant.get(name, {}).values()) and all(
+            ok for ep, ok in by_variant.get(name, {}).items() if ep in baseline or not baseline)
+        for name in names
+    }
+
+
 def build(
     model: Path | None = None,
     options: BuildOptions | None = None,
@@ -138,22 +173,23 @@ def build(
     """Build the bundle and return its manifest (the content of bundle.json)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
+    is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
     read_model(source, load_weights=False)  # fail fast, before any folder is made
     _check_output(output, source, force)
     with _staging(output) as staging:
+        work = staging / ".work"
         with reporter.step(f"Checking {source}"):
-            fp32 = staging / MODELS_DIR / "fp32.onnx"
-            notes = prepare_model(source, fp32, reporter)
-            info = describe(read_model(fp32), fp32)
+            prepared = work / "source.onnx"
+            notes = prepare_model(source, prepared, reporter)
         for note in notes:
             reporter.info(note)
-        try:
-            reference: dict[str, Any] | None = fingerprint(
-                runnable_feeds(fp32, info.inputs, options.dims))
-        except NotRunnable:
-            reference = None  # recorded under "verification" when the browser check runs
+        variants, optimization, inputs, outputs = make_variants(
+            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
+            is_example=is_example, reporter=reporter,
+        )
+        names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
@@ -170,33 +206,33 @@ def build(
                     for ep in options.execution_providers
                 },
             },
-            "inputs": [spec.to_json() for spec in info.inputs],
-            "outputs": [spec.to_json() for spec in info.outputs],
-            "variants": [{
-                "name": "fp32",
-                "file": MODELS_DIR + fp32.name,
-                "bytes": fp32.stat().st_size,
-                "sha256": sha256_of(fp32),
-                "reference": reference,
-            }],
-            "default_variant": "fp32",
+            "inputs": [spec.to_json() for spec in inputs],
+            "outputs": [spec.to_json() for spec in outputs],
+            "variants": [variant.entry for variant in variants],
+            "default_variant": names[0] if options.quantize == "auto"
+            else default_variant(options, names),
             "source": {"file": source.name, "bytes": model_bytes(source)},
+            "optimization": optimization,
             "notes": notes,
         }
-        render_site(staging, manifest)
-        report, reason = None, "built with --no-verify"
-        if options.verify:
-            write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
-            try:
-                report = check_bundle(staging, execution_providers=options.execution_providers,
-                                      dims=options.dims, reporter=reporter)
-            except BrowserError as error:
-                reason = f"no browser to verify in ({error})"
-                reporter.warn(f"{reason}; the bundle is not verified")
-            else:
-                reporter.table("Browser vs native onnxruntime", REPORT_COLUMNS, report.rows())
+        if options.quantize == "auto":
+            report = (_verify(staging, manifest, options, reporter, "Browser check of the"
+                              " candidates")[0] if options.verify else None)
+            chosen, candidates = choose(variants, _browser_ok(report, names), options)
+            for variant in variants:
+                if variant.entry["name"] != chosen:
+                    (staging / variant.entry["file"]).unlink()
+            manifest["variants"] = [v.entry for v in variants if v.entry["name"] == chosen]
+            manifest["default_variant"] = chosen
+            manifest["selection"] = {"mode": "auto", "budget": str(budget_of(options)),
+                                     "chosen": chosen, "candidates": candidates}
+            reporter.info(f"auto: shipping {chosen}")
+        report, reason = (_verify(staging, manifest, options, reporter) if options.verify
+                          else (None, "built with --no-verify"))
         manifest["verification"] = verification_record(report, reason)
+        render_site(staging, manifest)
         write_manifest(staging, manifest)
+        shutil.rmtree(work)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter)
     return manifest

@@ -18,7 +18,7 @@ def _options(config: Path | None, **flags: object):
     from bundler.config import find_config, load_config, merge
 
     path = find_config(config, Path.cwd())
-    return merge(load_config(path) if path else {}, flags)
+    return merge(load_config(path) if path else {}, flags, source=str(path or "options"))
 
 
 def _reporter():
@@ -35,31 +35,46 @@ def main() -> None:
 
 def _build_options(function):
     for option in reversed([
-        click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-                     help="Output folder (default: dist)."),
+        click.option("-o", "--output", default=None, help="Output folder (default: dist)."),
         click.option("--name", default=None, help="Model name shown on the page and in bundle.json."),
         click.option("--config", type=click.Path(path_type=Path), default=None,
                      help="bundle.toml to read options from (default: ./bundle.toml if present)."),
         click.option("--runtime-version", default=None,
                      help="onnxruntime-web version from npm (default: the tested pin)."),
-        click.option("--runtime-dir", type=click.Path(path_type=Path), default=None,
+        click.option("--runtime-dir", default=None,
                      help="Use this onnxruntime-web dist/ or npm pack tarball (offline)."),
-        click.option("--ep", "eps", multiple=True, type=_EP,
+        click.option("--ep", "execution_providers", multiple=True,
                      help="Execution providers to ship, in order of preference (repeat)."),
         click.option("--dim", "dims", multiple=True, help=_DIM_HELP),
+        click.option("--optimize/--no-optimize", default=None,
+                     help="Graph optimisation (onnxslim + onnxruntime basic passes; default on)."),
+        click.option("--fix-dim", "fix_dims", multiple=True,
+                     help="Fix a symbolic dim in the shipped model: NAME=VALUE (repeat)."),
+        click.option("--quantize", default=None,
+                     help="fp32 (default), fp16, int8-weights, int8, int8-static, int4 or auto."),
+        click.option("--variants", default=None,
+                     help="Ship several variants: a comma list (with --quantize auto: the"
+                          " candidates)."),
+        click.option("--default-variant", default=None,
+                     help="Variant load() picks: NAME, or per EP: webgpu=fp16,wasm=int8."),
+        click.option("--calibration", default=None,
+                     help=".npz with one array per input (samples on axis 0) for int8-static and"
+                          " accuracy."),
+        click.option("--calibration-method", default=None, help="minmax (default), percentile,"
+                     " entropy."),
+        click.option("--validation", default=None,
+                     help=".npz of inputs to measure accuracy on (default: the calibration data)."),
+        click.option("--max-error", default=None,
+                     help="Accuracy budget for auto, e.g. cosine>=0.999,top1>=0.99."),
+        click.option("--format", default=None, help="onnx (default) or ort (ORT format)."),
     ]):
         function = option(function)
     return function
 
 
-def _flags(output, name, runtime_version, runtime_dir, eps, dims) -> dict[str, object]:
-    from bundler.config import parse_dims
-
-    return {
-        "output": output, "name": name, "runtime_version": runtime_version,
-        "runtime_dir": runtime_dir.resolve() if runtime_dir else None,
-        "execution_providers": tuple(eps) or None, "dims": parse_dims(dims) or None,
-    }
+def _flags(**flags: object) -> dict[str, object]:
+    """Click gives () for a repeatable flag that was not used; None means 'not given'."""
+    return {key: (None if value == () else value) for key, value in flags.items()}
 
 
 @main.command()
@@ -68,12 +83,11 @@ def _flags(output, name, runtime_version, runtime_dir, eps, dims) -> dict[str, o
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--verify/--no-verify", default=None,
               help="Check the bundle in headless Chromium against native onnxruntime (default).")
-def build(model, output, name, config, runtime_version, runtime_dir, eps, dims, force, verify):
+def build(model, config, force, **flags):
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
     from bundler.build import build as run_build
 
-    flags = _flags(output, name, runtime_version, runtime_dir, eps, dims)
-    options = _options(config, model=model, verify=verify, **flags)
+    options = _options(config, model=model, **_flags(**flags))
     run_build(options=options, force=force, reporter=_reporter())
 
 
@@ -119,11 +133,9 @@ def test(directory, eps, dims, report, fallback):
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-def serve(model, output, name, config, runtime_version, runtime_dir, eps, dims, host, port,
-          open_browser):
+def serve(model, config, host, port, open_browser, **flags):
     """Build MODEL into a temporary folder and serve it, rebuilding and reloading on change."""
     from bundler.serve import serve as run_serve
 
-    flags = _flags(output, name, runtime_version, runtime_dir, eps, dims)
-    options = _options(config, model=model, verify=False, **flags)
+    options = _options(config, model=model, **{**_flags(**flags), "verify": False})
     run_serve(options, host=host, port=port, open_browser=open_browser, reporter=_reporter())

@@ -28,6 +28,11 @@ CONFIG_FILE_NAME = "bundle.toml"
 _DIM_PATTERN = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>\d+)$")
 
 
+QUANTIZE_CHOICES = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4", "auto")
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
+FORMATS = ("onnx", "ort")
+
+
 @dataclasses.dataclass
 class BuildOptions:
     """Everything `bundle build` can be told. Paths are absolute once validated."""
@@ -40,9 +45,28 @@ class BuildOptions:
     verify: bool = True
     dims: dict[str, int] = dataclasses.field(default_factory=dict)
     execution_providers: tuple[str, ...] = EXECUTION_PROVIDERS
+    optimize: bool = True
+    fix_dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    quantize: str = "fp32"
+    variants: tuple[str, ...] = ()
+    default_variant: str | dict[str, str] | None = None
+    calibration: Path | None = None
+    calibration_method: str = "minmax"
+    validation: Path | None = None
+    max_error: str | None = None
+    format: str = "onnx"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The variants to make: the candidates of `auto`, or what ships."""
+        if self.quantize == "auto":
+            return self.variants or QUANTIZE_CHOICES[:-1]
+        return self.variants or (self.quantize,)
 
 
 def _path(value: Any, base: Path) -> Path:
+    if isinstance(value, Path):
+        return value.resolve()
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a path string, got {value!r}")
     return (base / value).resolve()
@@ -60,7 +84,34 @@ def _bool(value: Any, base: Path) -> bool:
     return value
 
 
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any, Path], str]:
+    def check(value: Any, base: Path) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
+
+
+def _names(choices: tuple[str, ...]) -> Callable[[Any, Path], tuple[str, ...]]:
+    """A list, or a comma-separated string, of names from `choices` (order kept, no repeats)."""
+
+    def check(value: Any, base: Path) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError(f"expected a list from {', '.join(choices)}, got {value!r}")
+        unknown = [item for item in value if item not in choices]
+        if unknown:
+            raise ValueError(f"unknown {unknown[0]!r}; expected some of {', '.join(choices)}")
+        return tuple(dict.fromkeys(value))
+
+    return check
+
+
 def _dims(value: Any, base: Path) -> dict[str, int]:
+    if isinstance(value, list | tuple):  # from flags: ["batch=1", "image:2=224"]
+        return parse_dims(value)
     if not isinstance(value, Mapping):
         raise ValueError(f'expected a table like {{ batch = 1, "image:2" = 224 }}, got {value!r}')
     dims = {}
@@ -71,48 +122,76 @@ def _dims(value: Any, base: Path) -> dict[str, int]:
     return dims
 
 
-def _execution_providers(value: Any, base: Path) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"expected a list from {list(EXECUTION_PROVIDERS)}, got {value!r}")
+def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
+    """A variant name, or per EP: a table {webgpu = "fp16", wasm = "int8"} or "webgpu=fp16,…"."""
+    if isinstance(value, str) and "=" in value:
+        pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+        value = {ep.strip(): name.strip() for ep, name in pairs}
+    if isinstance(value, str) and value.strip():
+        return value
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(f"expected a variant name or a table of EP = variant, got {value!r}")
     unknown = [ep for ep in value if ep not in EXECUTION_PROVIDERS]
     if unknown:
-        raise ValueError(
-            f"unknown execution provider {unknown[0]!r};"
-            f" expected one of {list(EXECUTION_PROVIDERS)}"
-        )
-    return tuple(dict.fromkeys(value))
+        raise ValueError(f"unknown execution provider {unknown[0]!r};"
+                         f" expected {', '.join(EXECUTION_PROVIDERS)}")
+    return {ep: str(value[ep]) for ep in EXECUTION_PROVIDERS if ep in value}
 
 
-SCHEMA: dict[str, tuple[str, Callable[[Any, Path], Any]]] = {
-    "model": ("model", _path),
-    "output": ("output", _path),
-    "name": ("name", _string),
-    "runtime_version": ("runtime_version", _string),
-    "runtime_dir": ("runtime_dir", _path),
-    "verify": ("verify", _bool),
-    "dims": ("dims", _dims),
-    "execution_providers": ("execution_providers", _execution_providers),
+def _budget(value: Any, base: Path) -> str:
+    from bundler.quantize import parse_budget
+
+    try:
+        return str(parse_budget(_string(value, base)))
+    except ConfigError as error:
+        raise ValueError(error.message) from None
+
+
+SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
+    "model": _path,
+    "output": _path,
+    "name": _string,
+    "runtime_version": _string,
+    "runtime_dir": _path,
+    "verify": _bool,
+    "dims": _dims,
+    "execution_providers": _names(EXECUTION_PROVIDERS),
+    "optimize": _bool,
+    "fix_dims": _dims,
+    "quantize": _one_of(QUANTIZE_CHOICES),
+    "variants": _names(QUANTIZE_CHOICES[:-1]),
+    "default_variant": _default_variant,
+    "calibration": _path,
+    "calibration_method": _one_of(CALIBRATION_METHODS),
+    "validation": _path,
+    "max_error": _budget,
+    "format": _one_of(FORMATS),
 }
+# How flags are spelled where they differ from the key.
+FLAG_NAMES = {"execution_providers": "--ep", "dims": "--dim", "fix_dims": "--fix-dim",
+              "output": "-o/--output"}
 
 
-def validate(values: Mapping[str, Any], source: str, base: Path) -> dict[str, Any]:
-    """Check `values` (from `source`, resolved against `base`) against SCHEMA; one error for all."""
+def validate(values: Mapping[str, Any], source: str | None, base: Path) -> dict[str, Any]:
+    """Check `values` against SCHEMA, collecting every problem into one ConfigError.
+
+    `source` names the config file; None means the values are command-line flags.
+    """
     problems: list[str] = []
     checked: dict[str, Any] = {}
     for key, value in values.items():
+        where = f"key {key!r}" if source else FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
         if key not in SCHEMA:
-            known = ", ".join(sorted(SCHEMA))
-            problems.append(f"unknown key {key!r} (known keys: {known})")
+            problems.append(f"unknown key {key!r} (known keys: {', '.join(sorted(SCHEMA))})")
             continue
-        field, convert = SCHEMA[key]
         try:
-            checked[field] = convert(value, base)
+            checked[key] = SCHEMA[key](value, base)
         except ValueError as error:
-            problems.append(f"key {key!r}: {error}")
+            problems.append(f"{where}: {error}")
+        except ConfigError as error:
+            problems.append(error.message)
     if problems:
-        raise ConfigError(f"{source}: " + "; ".join(problems))
+        raise ConfigError((f"{source}: " if source else "") + "; ".join(problems))
     return checked
 
 
@@ -135,27 +214,39 @@ def find_config(explicit: Path | None, cwd: Path) -> Path | None:
     return default if default.is_file() else None
 
 
-def merge(config: Mapping[str, Any], flags: Mapping[str, Any]) -> BuildOptions:
-    """Options from the config file with the flags that were given (not None) on top."""
-    values = dict(config)
-    values.update({key: value for key, value in flags.items() if value is not None})
-    if "dims" in config and "dims" in flags and flags["dims"] is not None:
-        values["dims"] = {**config["dims"], **flags["dims"]}
-    return BuildOptions(**values)
+def _check_combination(options: BuildOptions, source: str) -> None:
+    if options.variants and options.quantize not in ("fp32", "auto"):
+        raise ConfigError(f"{source}: give quantize or variants, not both (variants lists what"
+                          " ships; with quantize = auto it lists the candidates)")
 
 
-def parse_dims(texts: Iterable[str], flag: str = "--dim") -> dict[str, int]:
+def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None = None,
+          source: str = "options") -> BuildOptions:
+    """Options from the (validated) config with the flags that were given (not None) on top;
+    flags are validated here, against the same schema."""
+    given = validate({key: value for key, value in flags.items() if value is not None},
+                     None, (cwd or Path.cwd()).resolve())
+    values = {**config, **given}
+    for key in ("dims", "fix_dims"):
+        if key in config and key in given:
+            values[key] = {**config[key], **given[key]}
+    options = BuildOptions(**values)
+    _check_combination(options, source)
+    return options
+
+
+def parse_dims(texts: Iterable[str]) -> dict[str, int]:
     """`NAME=VALUE` (a symbolic dim by name) or `INPUT:AXIS=VALUE` (one axis of one input)."""
     dims: dict[str, int] = {}
     for text in texts:
         match = _DIM_PATTERN.match(text.strip())
         if not match:
-            raise ConfigError(
-                f"{flag} {text!r}: expected NAME=VALUE or INPUT:AXIS=VALUE with a non-negative"
-                " integer VALUE, e.g. --dim batch=1 or --dim image:2=224"
+            raise ValueError(
+                f"{text!r}: expected NAME=VALUE or INPUT:AXIS=VALUE with a non-negative"
+                " integer VALUE, e.g. batch=1 or image:2=224"
             )
         key = match["key"]
         if ":" in key and not key.rsplit(":", 1)[1].isdigit():
-            raise ConfigError(f"{flag} {text!r}: the AXIS in INPUT:AXIS=VALUE must be an integer")
+            raise ValueError(f"{text!r}: the AXIS in INPUT:AXIS=VALUE must be an integer")
         dims[key] = int(match["value"])
     return dims

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
 from bundler.errors import ModelError
-from bundler.inspect import TensorSpec
+from bundler.inspect import TensorSpec, sha256_of
 from bundler.reference import (
     NUMPY_TYPES,
     NotRunnable,
@@ -95,6 +94,9 @@ class EPCheck:
     fallback_reason: str | None = None
     outputs: list[OutputCheck] = dataclasses.field(default_factory=list)
     error: str | None = None
+    # The EP could not create a session (a kernel or device feature it lacks): a property of the
+    # browser and device, unlike wrong numbers, so load() still tries it and falls back at run time.
+    unsupported: bool = False
 
     @property
     def passed(self) -> bool:
@@ -145,7 +147,9 @@ class ConformanceReport:
         for check in self.checks:
             ran = check.used_ep or "-"
             if check.error:
-                rows.append([check.label, check.variant, ran, "-", "-", "-", f"ERROR: {check.error}"])
+                kind = "UNSUPPORTED" if check.unsupported else "ERROR"
+                rows.append([check.label, check.variant, ran, "-", "-", "-",
+                             f"{kind}: {check.error[:160]}"])
             for out in check.outputs:
                 rows.append([
                     check.label, check.variant, ran, out.output, f"{out.max_abs_error:.3g}",
@@ -167,14 +171,6 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _integrity_problems(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
     problems = []
     for variant in manifest["variants"]:
@@ -190,9 +186,11 @@ def _integrity_problems(directory: Path, manifest: Mapping[str, Any]) -> list[st
 
 
 def compare(
-    name: str, browser: np.ndarray, native: np.ndarray, atol: float, rtol: float
+    name: str, browser: np.ndarray, native: np.ndarray, *, atol: float = 0.0, rtol: float = 0.0,
+    range_fraction: float | None = None,
 ) -> OutputCheck:
-    """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere."""
+    """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
+    with `range_fraction`, when |browser - native| <= range_fraction * the native output's range."""
     if browser.shape != native.shape:
         return OutputCheck(name, float("inf"), float("inf"), False,
                            f"shape {list(browser.shape)} != native {list(native.shape)}")
@@ -204,7 +202,13 @@ def compare(
     same_inf = np.isinf(expected) & (actual == expected)
     diff = np.where(both_nan | same_inf, 0.0, np.abs(actual - expected))
     diff = np.where(np.isnan(diff), np.inf, diff)
-    normalized = diff / (atol + rtol * np.where(np.isfinite(expected), np.abs(expected), 0.0))
+    if range_fraction is not None:
+        finite = expected[np.isfinite(expected)]
+        spread = float(np.ptp(finite)) if finite.size else 0.0
+        normalized = diff / (range_fraction * max(spread, float(np.abs(finite).max(initial=0)),
+                                                  1e-6))
+    else:
+        normalized = diff / (atol + rtol * np.where(np.isfinite(expected), np.abs(expected), 0.0))
     worst_normalized = float(normalized.max())
     return OutputCheck(name, float(diff.max()), worst_normalized, worst_normalized <= 1.0)
 
@@ -272,16 +276,18 @@ class _Session:
             self.report.external_requests.append(url)
 
 
-def _check(session: _Session, label: str, variant: str, requested: list[str] | None,
+def _check(session: _Session, label: str, variant: Mapping[str, Any], requested: list[str] | None,
            expect_ep: str, reference: Reference, inputs: Sequence[TensorSpec],
            outputs: Sequence[TensorSpec]) -> EPCheck:
     options: dict[str, Any] = {}
     if requested is not None:
-        options = {"executionProviders": requested, "variant": variant, "ignoreVerification": True}
-    check = EPCheck(label=label, variant=variant, requested=requested)
+        options = {"executionProviders": requested, "variant": variant["name"],
+                   "ignoreVerification": True}
+    check = EPCheck(label=label, variant=variant["name"], requested=requested)
     result, error = session.run(label, options, _encode_feeds(reference.feeds, inputs))
     if error is not None:
         check.error = error
+        check.unsupported = requested is not None and f"{expect_ep} session creation failed" in error
         return check
     assert result is not None
     check.used_ep = result["ep"]
@@ -292,7 +298,10 @@ def _check(session: _Session, label: str, variant: str, requested: list[str] | N
         if check.fallback_reason:
             check.error += f" ({check.fallback_reason})"
         return check
-    tolerance = session.settings.tolerances[expect_ep]
+    if variant.get("kind", "fp32") == "fp32":
+        tolerance = session.settings.tolerances[expect_ep]
+    else:
+        tolerance = session.settings.quantized_tolerances[expect_ep]
     for spec in outputs:
         if spec.name not in result["outputs"]:
             check.outputs.append(OutputCheck(spec.name, float("inf"), float("inf"), False,
@@ -300,13 +309,14 @@ def _check(session: _Session, label: str, variant: str, requested: list[str] | N
             continue
         browser = _decode_output(result["outputs"][spec.name])
         check.outputs.append(compare(spec.name, browser, reference.outputs[spec.name],
-                                     tolerance["atol"], tolerance["rtol"]))
+                                     **tolerance))
     return check
 
 
-def _default_variant(manifest: Mapping[str, Any], ep: str) -> str:
+def _default_variant(manifest: Mapping[str, Any], ep: str) -> Mapping[str, Any]:
     default = manifest["default_variant"]
-    return default if isinstance(default, str) else default.get(ep, next(iter(default.values())))
+    name = default if isinstance(default, str) else default.get(ep, next(iter(default.values())))
+    return next(variant for variant in manifest["variants"] if variant["name"] == name)
 
 
 def check_bundle(
@@ -360,7 +370,7 @@ def check_bundle(
                 for ep in shipped:
                     for variant in manifest["variants"]:
                         report.checks.append(_check(
-                            session, ep, variant["name"], [ep], ep,
+                            session, ep, variant, [ep], ep,
                             references[variant["name"]], inputs, outputs,
                         ))
         if check_fallback and "wasm" in manifest["runtime"]["builds"]:
@@ -369,7 +379,7 @@ def check_bundle(
                 session = _Session(browser, base_url, settings, report)
                 variant = _default_variant(manifest, "wasm")
                 fallback = _check(session, "fallback", variant, None, "wasm",
-                                  references[variant], inputs, outputs)
+                                  references[variant["name"]], inputs, outputs)
                 if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:
                     fallback.error = "fell back to wasm without saying why (fallbackReason empty)"
                 report.checks.append(fallback)

@@ -34,6 +34,8 @@ class TerminalReporter(Reporter):
     def __init__(self) -> None:
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.results = Console(file=sys.stdout, highlight=False)
+        if not self.results.is_terminal:  # logs and pipes: no wrapping at 80 columns
+            self.results.width = 200
 
     def info(self, message: str) -> None:
         self.console.print(message)

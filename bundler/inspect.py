@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import onnx
@@ -177,3 +178,11 @@ def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:
         external_data=_external_locations(model),
         bytes=model_bytes(path),
     )
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

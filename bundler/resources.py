@@ -25,3 +25,8 @@ def resource(name: str) -> Path:
 
 def example_model() -> Path:
     return _PACKAGE_DIR / "example" / "digits.onnx"
+
+
+def example_calibration() -> Path:
+    """64 held-out samples of the example (arrays `image` and `label`)."""
+    return _PACKAGE_DIR / "example" / "digits_calibration.npz"

@@ -91,7 +91,7 @@ def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):
     _, manifest = build_bundle(models.ml_classifier(tmp_path))
     assert manifest["outputs"] == [
         {"name": "label", "type": "int64", "shape": ["batch"]},
-        {"name": "probabilities", "type": "float32", "shape": None},
+        {"name": "probabilities", "type": "float32", "shape": ["batch", 3]},  # inferred
     ]
     assert "ZipMap removed" in manifest["notes"][0]
 

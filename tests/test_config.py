@@ -25,7 +25,7 @@ def test_every_bad_key_is_named_with_the_file(tmp_path):
     assert message.startswith(f"{path}: ")
     assert "unknown key 'modle'" in message
     assert "key 'verify': expected true or false" in message
-    assert "unknown execution provider 'webgl'" in message
+    assert "key 'execution_providers': unknown 'webgl'; expected some of webgpu, wasm" in message
 
 
 def test_invalid_toml_is_one_clear_error(tmp_path):
@@ -40,9 +40,33 @@ def test_flags_win_over_the_config_and_dims_merge():
 
 
 @pytest.mark.parametrize("text", ["batch", "batch=", "=3", "batch=-1", "batch=x", "image:h=3"])
-def test_bad_dim_is_rejected_with_the_accepted_forms(text):
-    with pytest.raises(ConfigError, match="--dim"):
-        parse_dims([text])
+def test_bad_dim_flag_is_rejected_naming_the_flag(text):
+    with pytest.raises(ConfigError, match=r"^--dim: .*(NAME=VALUE|AXIS)"):
+        merge({}, {"dims": [text]})
+    with pytest.raises(ConfigError, match=r"^--fix-dim: "):
+        merge({}, {"fix_dims": [text]})
+
+
+def test_flags_are_validated_against_the_same_schema(tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        merge({}, {"quantize": "int3", "format": "tflite", "max_error": "cosine>1.5"})
+    message = str(raised.value)
+    assert "--quantize: expected one of fp32, fp16, int8-weights, int8, int8-static, int4, auto" \
+        in message
+    assert "--format: expected one of onnx, ort" in message
+    assert "cosine" in message
+
+
+def test_variants_and_per_ep_default_from_flags_and_config(tmp_path):
+    options = merge({}, {"variants": "fp16,int8", "default_variant": "webgpu=fp16,wasm=int8"})
+    assert options.variants == ("fp16", "int8")
+    assert options.default_variant == {"webgpu": "fp16", "wasm": "int8"}
+    assert options.kinds == ("fp16", "int8")
+    config = load_config(write(tmp_path, 'quantize = "auto"\n[default_variant]\nwasm = "int8"\n'))
+    assert merge(config, {}).kinds == ("fp32", "fp16", "int8-weights", "int8", "int8-static",
+                                       "int4")
+    with pytest.raises(ConfigError, match="not both"):
+        merge({}, {"quantize": "int8", "variants": "fp16"})
 
 
 def test_dims_by_name_and_by_input_axis():

@@ -64,7 +64,7 @@ def test_config_in_the_current_folder_is_read(tmp_path):
 
 def test_bad_dim_is_rejected_before_anything_is_written(tmp_path):
     result = run_cli("build", models.multi_io(tmp_path), "-o", tmp_path / "dist", "--dim", "batch")
-    assert_one_line_error(result, "--dim 'batch'", "NAME=VALUE")
+    assert_one_line_error(result, "--dim: 'batch'", "NAME=VALUE")
     assert not (tmp_path / "dist").exists()
 
 

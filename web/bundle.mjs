@@ -87,7 +87,8 @@ function pickVariant(manifest, ep, requested) {
 
 function verificationFailure(manifest, variant, ep) {
   const result = manifest.verification?.results?.[variant.name]?.[ep];
-  if (!result || result.passed !== false) return null;
+  // A session that could not be created at build time may well be created on this device.
+  if (!result || result.passed !== false || result.unsupported) return null;
   const worst = result.max_abs_error === undefined ? '' : ` (worst abs error ${result.max_abs_error})`;
   return `${ep} skipped: it failed verification for this model at build time${worst};` +
     ' pass ignoreVerification: true to use it anyway';

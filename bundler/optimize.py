@@ -1,0 +1,287 @@
+"""Graph optimisation that stays portable to onnxruntime-web (WASM and WebGPU).
+
+onnxslim (constant folding, dead-node and identity removal, its standard-op fusions), then
+onnxruntime's offline optimiser at ORT_ENABLE_BASIC only: the extended and layout levels emit
+com.microsoft CPU-only ops and NCHWc, which the browser EPs cannot run. Each step that fails or
+breaks the model falls back to the model before it, and the report says which and why.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import onnx
+import onnxruntime as ort
+import onnxslim
+from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
+
+from bundler.errors import ConfigError, ModelError
+from bundler.inspect import model_bytes, read_model
+
+# MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
+# apply to the result; the browser EPs run either form equally well.
+_SLIM_SKIPPED_FUSIONS = ["FusionGemm"]
+_ORT_DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
+
+Status = Literal["ok", "fell back", "skipped"]
+
+
+@dataclass
+class StepResult:
+    name: str
+    status: Status
+    detail: str = ""
+
+
+@dataclass
+class OptimizeReport:
+    steps: list[StepResult]
+    nodes_before: int
+    nodes_after: int
+    bytes_before: int
+    bytes_after: int
+
+
+def first_line(error: BaseException) -> str:
+    """`Type: message` cut to its first line, for one-line reports."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:240]}" if text else type(error).__name__
+
+
+def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of the graph and of its subgraphs (If, Loop, Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g, *attribute.graphs]:
+                yield from walk_nodes(subgraph)
+
+
+def save_model(model: onnx.ModelProto, path: Path) -> None:
+    """Write `model` to `path`; weights go to `<name>.data` beside it only past protobuf's 2 GB."""
+    data = path.with_name(path.name + ".data")
+    # onnx appends to an existing external data file instead of replacing it
+    data.unlink(missing_ok=True)
+    if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
+        onnx.save_model(model, path)
+    else:
+        onnx.save_model(
+            model,
+            path,
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data.name,
+            size_threshold=1024,
+        )
+
+
+def copy_model(src: Path, dst: Path) -> None:
+    """Copy a model file; one with external data is rewritten so its data is named after `dst`."""
+    if src.resolve() == dst.resolve():
+        return
+    if model_bytes(src) == src.stat().st_size:
+        dst.with_name(dst.name + ".data").unlink(missing_ok=True)
+        shutil.copyfile(src, dst)
+    else:
+        save_model(read_model(src), dst)
+
+
+def cpu_session(
+    model: Path,
+    *,
+    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    threads: int = 0,
+    optimized_path: Path | None = None,
+    save_format: Literal["ONNX", "ORT"] = "ONNX",
+    disabled_optimizers: list[str] | None = None,
+) -> ort.InferenceSession:
+    """A quiet CPU-EP session; with `optimized_path`, onnxruntime also writes the graph there."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = level
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    if optimized_path is not None:
+        options.optimized_model_filepath = str(optimized_path)
+        options.add_session_config_entry("session.save_model_format", save_format)
+        if save_format == "ONNX":
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name",
+                optimized_path.name + ".data",
+            )
+    return ort.InferenceSession(
+        str(model),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=disabled_optimizers or [],
+    )
+
+
+def _interface(model: onnx.ModelProto, shapes: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """What the JS API sees: graph inputs (type and shape) and outputs (type), by name."""
+    weights = {tensor.name for tensor in model.graph.initializer}
+
+    def describe(value: onnx.ValueInfoProto, with_shape: bool) -> str:
+        tensor = value.type.tensor_type
+        kind = onnx.TensorProto.DataType.Name(tensor.elem_type).lower()
+        if not with_shape:
+            return kind
+        dims = (d.dim_param or (str(d.dim_value) if d.dim_value else "?") for d in tensor.shape.dim)
+        return f"{kind}[{','.join(dims)}]"
+
+    inputs = {v.name: describe(v, shapes) for v in model.graph.input if v.name not in weights}
+    outputs = {v.name: describe(v, False) for v in model.graph.output}
+    return inputs, outputs
+
+
+def _check_interface(before: onnx.ModelProto, after: onnx.ModelProto, shapes: bool) -> None:
+    for role, old, new in zip(
+        ("inputs", "outputs"), _interface(before, shapes), _interface(after, shapes), strict=True
+    ):
+        if list(old.items()) == list(new.items()):
+            continue
+        changes = [
+            f"{name} {spec} -> {new[name]}" if name in new else f"dropped {name}"
+            for name, spec in old.items()
+            if new.get(name) != spec
+        ]
+        changes += [f"added {name}" for name in new if name not in old]
+        raise ValueError(f"it changed the graph {role}: {'; '.join(changes) or 'their order'}")
+
+
+def _check_loads(model: onnx.ModelProto, workdir: Path) -> None:
+    path = workdir / "check.onnx"
+    save_model(model, path)
+    cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+
+
+def _fix_dims(model: onnx.ModelProto, fix_dims: dict[str, int]) -> onnx.ModelProto:
+    declared = {
+        dim.dim_param
+        for value in model.graph.input
+        for dim in value.type.tensor_type.shape.dim
+        if dim.dim_param
+    }
+    unknown = sorted(set(fix_dims) - declared)
+    if unknown:
+        raise ConfigError(
+            f"fix_dims names {', '.join(unknown)}, which no model input has; its symbolic dims"
+            f" are: {', '.join(sorted(declared)) or 'none'}"
+        )
+    bad = sorted(name for name, value in fix_dims.items() if value < 1)
+    if bad:
+        raise ConfigError(
+            f"fix_dims values must be positive integers (got {bad[0]}={fix_dims[bad[0]]})"
+        )
+    fixed = copy.deepcopy(model)
+    for name in sorted(fix_dims):
+        make_dim_param_fixed(fixed.graph, name, fix_dims[name])
+    # strict: a value the graph cannot take (a position table with fewer rows) is refused here
+    return onnx.shape_inference.infer_shapes(fixed, strict_mode=True)
+
+
+def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
+    return onnxslim.slim(copy.deepcopy(model), skip_fusion_patterns=_SLIM_SKIPPED_FUSIONS)
+
+
+def _ort_basic(model: onnx.ModelProto, workdir: Path) -> onnx.ModelProto:
+    source, optimized = workdir / "ort_in.onnx", workdir / "ort_out.onnx"
+    save_model(model, source)
+    cpu_session(
+        source,
+        level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        optimized_path=optimized,
+        disabled_optimizers=_ORT_DISABLED_OPTIMIZERS,
+    )
+    result = onnx.load_model(optimized)
+    # onnxruntime stamps every domain it knows (com.microsoft.nchwc, ...) into the opset list
+    used = {node.domain for function in result.functions for node in function.node}
+    used |= {node.domain for node in walk_nodes(result.graph)}
+    kept = [o for o in result.opset_import if o.domain in used | {"", "ai.onnx"}]
+    del result.opset_import[:]
+    result.opset_import.extend(kept)
+    return result
+
+
+def optimize(
+    src: Path,
+    dst: Path,
+    *,
+    fix_dims: dict[str, int] | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> OptimizeReport:
+    """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB)."""
+    model = read_model(src)
+    nodes_before, bytes_before = len(model.graph.node), model_bytes(src)
+    steps: list[StepResult] = []
+
+    with tempfile.TemporaryDirectory(prefix="bundler-optimize-") as tmp:
+        workdir = Path(tmp)
+        try:
+            _check_loads(model, workdir)
+        except Exception as error:
+            raise ModelError(
+                f"{src.name} does not load in onnxruntime ({first_line(error)}); export it again"
+                " with a supported opset"
+            ) from None
+
+        def step(
+            name: str,
+            current: onnx.ModelProto,
+            run: Callable[[onnx.ModelProto], onnx.ModelProto],
+            detail: str = "",
+        ) -> onnx.ModelProto:
+            try:
+                result = run(current)
+                _check_interface(current, result, shapes=name != "fix-dims")
+                _check_loads(result, workdir)
+            except ConfigError:
+                raise
+            except Exception as error:
+                reason = first_line(error)
+                steps.append(StepResult(name, "fell back", f"kept the previous model: {reason}"))
+                log(f"optimize: {name} fell back ({reason})")
+                return current
+            detail = detail or f"{len(current.graph.node)} -> {len(result.graph.node)} nodes"
+            steps.append(StepResult(name, "ok", detail))
+            log(f"optimize: {name} ok" + (f" ({detail})" if detail else ""))
+            return result
+
+        if fix_dims:
+            model = step(
+                "fix-dims",
+                model,
+                lambda m: _fix_dims(m, fix_dims),
+                ", ".join(f"{name}={value}" for name, value in sorted(fix_dims.items())),
+            )
+        else:
+            steps.append(StepResult("fix-dims", "skipped", "no fix_dims given"))
+        model = step("onnxslim", model, _slim)
+        model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
+
+        save_model(model, dst)
+        try:
+            cpu_session(dst)
+        except Exception as error:
+            reason = first_line(error)
+            copy_model(src, dst)
+            model = read_model(dst, load_weights=False)
+            steps.append(StepResult("validate", "fell back", f"wrote the input as is: {reason}"))
+            log(f"optimize: the result does not load ({reason}); wrote the input unchanged")
+        else:
+            steps.append(StepResult("validate", "ok", "loads in onnxruntime"))
+
+    return OptimizeReport(
+        steps=steps,
+        nodes_before=nodes_before,
+        nodes_after=len(model.graph.node),
+        bytes_before=bytes_before,
+        bytes_after=model_bytes(dst),
+    )

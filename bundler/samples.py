@@ -1,0 +1,63 @@
+"""Sample inputs for calibration and accuracy: from an .npz the user gives, or generated.
+
+An .npz holds one array per input name with samples along the first axis; each sample becomes one
+feed dict (keeping a batch axis of 1 when the input has one).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bundler.errors import ConfigError
+from bundler.inspect import TensorSpec
+from bundler.reference import NUMPY_TYPES, Feeds, make_feeds, resolve_shapes
+
+GENERATED_SAMPLES = 16
+
+
+def _fits(spec: TensorSpec, shape: tuple[int, ...]) -> bool:
+    return spec.shape is None or (
+        len(shape) == len(spec.shape)
+        and all(isinstance(d, str) or d == n for d, n in zip(spec.shape, shape, strict=True))
+    )
+
+
+def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Feeds]:
+    """Read `path` (given as option `key`) into one feed dict per sample."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise ConfigError(f"{key} {path}: cannot read it as .npz ({error})") from None
+    missing = [spec.name for spec in inputs if spec.name not in arrays]
+    if missing:
+        raise ConfigError(f"{key} {path}: no array for input {missing[0]!r} (it has:"
+                          f" {', '.join(sorted(arrays)) or 'nothing'}); save one array per input")
+    counts = {arrays[spec.name].shape[0] if arrays[spec.name].ndim else 0 for spec in inputs}
+    if len(counts) != 1 or 0 in counts:
+        raise ConfigError(f"{key} {path}: every input's array needs the same number of samples"
+                          " along its first axis")
+    samples: list[Feeds] = [{} for _ in range(counts.pop())]
+    for spec in inputs:
+        array = arrays[spec.name]
+        if spec.type in NUMPY_TYPES:
+            array = array.astype(NUMPY_TYPES[spec.type], copy=False)
+        batched = spec.shape is not None and array.ndim == len(spec.shape)
+        for index, sample in enumerate(samples):
+            sample[spec.name] = array[index:index + 1] if batched else array[index]
+        if not _fits(spec, samples[0][spec.name].shape):
+            shape = "unknown rank" if spec.shape is None else list(spec.shape)
+            raise ConfigError(f"{key} {path}: samples of {spec.name!r} have shape"
+                              f" {list(samples[0][spec.name].shape)}, the model takes {shape}")
+    return samples
+
+
+def generated_samples(
+    inputs: Sequence[TensorSpec], dims: Mapping[str, int], count: int = GENERATED_SAMPLES
+) -> list[Feeds]:
+    shapes = resolve_shapes(inputs, dims)
+    return [make_feeds(inputs, shapes, seed=seed) for seed in range(count)]

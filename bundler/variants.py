@@ -1,0 +1,222 @@
+"""The model files a bundle ships: optimise once, make each variant, measure it against fp32.
+
+`make_variants` runs the graph optimisation, then for every requested kind (fp32, fp16, int8, …)
+writes the file into the bundle's models/ folder and measures it natively against the original
+fp32 model on real inputs when the user gave some (calibration or validation data), else on
+generated ones (and says that accuracy is then unknown). `choose` implements `--quantize auto`
+once the browser verification has run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bundler.config import BuildOptions
+from bundler.console import Reporter
+from bundler.errors import ConfigError, QuantizeError
+from bundler.inspect import TensorSpec, describe, read_model, sha256_of
+from bundler.optimize import OptimizeReport, copy_model, optimize
+from bundler.quantize import (
+    DEFAULT_BUDGET,
+    Budget,
+    Metrics,
+    choose_auto,
+    make_variant,
+    measure,
+    native_latency_ms,
+    parse_budget,
+    to_ort_format,
+)
+from bundler.reference import Feeds, NotRunnable, fingerprint, runnable_feeds
+from bundler.resources import example_calibration
+from bundler.samples import generated_samples, load_samples
+
+GENERATED_NOTE = (
+    "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
+    " (or --validation) with real samples"
+)
+VARIANT_COLUMNS = ("variant", "bytes", "ratio", "max_abs", "mean_rel", "cosine", "top1",
+                   "native ms (1 thread)", "notes")
+
+
+@dataclasses.dataclass
+class Samples:
+    calibration: list[Feeds] | None
+    validation: list[Feeds] | None
+    source: str  # "calibration", "validation", "generated" or "none"
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class Variant:
+    entry: dict[str, Any]  # its bundle.json entry
+    metrics: Metrics | None
+    latency_ms: float | None  # shown, not recorded: bundle.json must not change between builds
+
+
+def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
+             is_example: bool, reporter: Reporter) -> Samples:
+    calibration_path = options.calibration or (example_calibration() if is_example else None)
+    calibration = (load_samples(calibration_path, inputs, "--calibration")
+                   if calibration_path else None)
+    validation = (load_samples(options.validation, inputs, "--validation")
+                  if options.validation else None)
+    if validation or calibration:
+        return Samples(calibration, validation or calibration,
+                       "validation" if validation else "calibration")
+    try:
+        dims = runnable_feeds(source_model, inputs, options.dims).dims
+    except NotRunnable:
+        return Samples(None, None, "none", "no accuracy measured: native onnxruntime does not"
+                       " run the model on generated inputs; pass --calibration or --dim")
+    generated = generated_samples(inputs, dims)
+    if options.kinds != ("fp32",):
+        reporter.warn(GENERATED_NOTE)
+    return Samples(generated, generated, "generated", GENERATED_NOTE)
+
+
+def _optimize(source: Path, destination: Path, options: BuildOptions,
+              reporter: Reporter) -> dict[str, Any]:
+    if not options.optimize:
+        copy_model(source, destination)
+        return {"enabled": False}
+    report: OptimizeReport = optimize(source, destination, fix_dims=options.fix_dims or None)
+    for step in report.steps:
+        if step.status == "fell back":
+            reporter.warn(f"optimize: {step.name} fell back ({step.detail})")
+    reporter.info(f"Optimised: {report.nodes_before} -> {report.nodes_after} nodes,"
+                  f" {report.bytes_before} -> {report.bytes_after} bytes")
+    return {
+        "enabled": True,
+        "nodes_before": report.nodes_before,
+        "nodes_after": report.nodes_after,
+        "steps": [dataclasses.asdict(step) for step in report.steps],
+    }
+
+
+def _row(variant: Variant) -> list[str]:
+    entry = variant.entry
+    accuracy = entry.get("accuracy") or {}
+
+    def number(key: str) -> str:
+        value = accuracy.get(key)
+        return "-" if value is None else f"{value:.4g}"
+
+    return [entry["name"], str(entry["bytes"]), f"{entry['ratio']:.3f}", number("max_abs"),
+            number("mean_rel"), number("cosine"), number("top1_agreement"),
+            "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
+            "; ".join(entry.get("notes", []))]
+
+
+def make_variants(
+    source: Path,
+    work: Path,
+    models_dir: Path,
+    options: BuildOptions,
+    *,
+    source_bytes: int,
+    is_example: bool,
+    reporter: Reporter,
+) -> tuple[list[Variant], dict[str, Any], tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """Write every variant of the prepared fp32 `source` into `models_dir`.
+
+    Returns the variants, the optimisation record, and the shipped inputs and outputs.
+    """
+    optimized = work / "optimized.onnx"
+    with reporter.step("Optimising the graph"):
+        optimization = _optimize(source, optimized, options, reporter)
+    info = describe(read_model(optimized), optimized)
+    samples = _samples(options, source, info.inputs, is_example, reporter)
+    if samples.validation is None and options.kinds != ("fp32",):
+        raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
+    extension = ".ort" if options.format == "ort" else ".onnx"
+    variants: list[Variant] = []
+    for kind in options.kinds:
+        with reporter.step(f"Making the {kind} variant"):
+            try:
+                result = make_variant(kind, optimized, work / f"{kind}.onnx",
+                                      calibration=samples.calibration,
+                                      calibration_method=options.calibration_method)
+            except QuantizeError as error:
+                if options.quantize != "auto":
+                    raise
+                reporter.warn(f"auto: {kind} left out ({error.message})")
+                continue
+        shipped = models_dir / f"{kind}{extension}"
+        shipped.parent.mkdir(parents=True, exist_ok=True)
+        if options.format == "ort":
+            with reporter.step(f"Converting {kind} to ORT format"):
+                to_ort_format(result.path, shipped, samples.validation)
+        else:
+            shutil.copyfile(result.path, shipped)
+        metrics = latency = None
+        if samples.validation:
+            with reporter.step(f"Measuring {kind} against fp32"):
+                metrics = measure(source, result.path, samples.validation)
+                latency = native_latency_ms(result.path, samples.validation, threads=1)
+        try:
+            reference = fingerprint(runnable_feeds(shipped, info.inputs, options.dims))
+        except NotRunnable:
+            reference = None
+        entry: dict[str, Any] = {
+            "name": kind,
+            "kind": kind,
+            "file": f"{models_dir.name}/{shipped.name}",
+            "bytes": shipped.stat().st_size,
+            "sha256": sha256_of(shipped),
+            "ratio": round(shipped.stat().st_size / source_bytes, 4),
+            "accuracy": None if metrics is None else {
+                **metrics.to_json(), "samples": len(samples.validation or []),
+                "data": samples.source,
+            },
+            "settings": result.settings,
+            "notes": result.notes + ([samples.note] if samples.note and kind != "fp32" else []),
+            "reference": reference,
+        }
+        variants.append(Variant(entry, metrics, latency))
+    if not variants:
+        raise QuantizeError("auto: no candidate variant could be made; see the warnings above")
+    reporter.table("Variants (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,
+                   [_row(v) for v in variants])
+    return variants, optimization, info.inputs, info.outputs
+
+
+def budget_of(options: BuildOptions) -> Budget:
+    return parse_budget(options.max_error) if options.max_error else DEFAULT_BUDGET
+
+
+def choose(variants: Sequence[Variant], browser_ok: dict[str, bool],
+           options: BuildOptions) -> tuple[str, list[dict[str, Any]]]:
+    """`--quantize auto`: the smallest variant within budget that passed in the browser."""
+    budget = budget_of(options)
+    candidates = [(v.entry["name"], v.entry["bytes"], v.metrics, browser_ok[v.entry["name"]])
+                  for v in variants if v.metrics is not None]
+    chosen = choose_auto(candidates, budget)
+    if chosen is None:
+        raise QuantizeError(
+            f"auto: no variant is within the budget {budget} and passed the browser check"
+            " (fp32 included); loosen --max-error or check the model with bundle test"
+        )
+    record = [{
+        "name": name,
+        "bytes": size,
+        "within_budget": budget.accepts(metrics),
+        "budget": budget.explain(metrics),
+        "browser_verified": ok,
+        "chosen": name == chosen,
+    } for name, size, metrics, ok in candidates]
+    return chosen, record
+
+
+def default_variant(options: BuildOptions, names: Sequence[str]) -> str | dict[str, str]:
+    default = options.default_variant or names[0]
+    wanted = [default] if isinstance(default, str) else list(default.values())
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        raise ConfigError(f"default_variant {unknown[0]!r} is not shipped (variants:"
+                          f" {', '.join(names)})")
+    return default
