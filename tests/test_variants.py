@@ -1,0 +1,110 @@
+"""Variants in bundle build (native side): files, accuracy records, defaults, formats, errors."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from bundler.errors import ConfigError, QuantizeError
+from tests import models, quant_models
+from tests.conftest import run_cli
+
+
+def test_several_variants_ship_with_accuracy_measured_on_the_examples_samples(build_bundle):
+    directory, manifest = build_bundle(None, variants=("fp32", "int8-weights", "int8"),
+                                       default_variant={"webgpu": "fp32", "wasm": "int8"})
+    assert [v["name"] for v in manifest["variants"]] == ["fp32", "int8-weights", "int8"]
+    assert manifest["default_variant"] == {"webgpu": "fp32", "wasm": "int8"}
+    for variant in manifest["variants"]:
+        assert (directory / variant["file"]).stat().st_size == variant["bytes"]
+        assert variant["ratio"] == round(variant["bytes"] / manifest["source"]["bytes"], 4)
+        accuracy = variant["accuracy"]
+        assert accuracy["data"] == "calibration" and accuracy["samples"] == 64
+        assert accuracy["cosine"] > 0.999 and accuracy["top1_agreement"] >= 0.98
+    int8 = onnx.load(str(directory / manifest["variants"][2]["file"]))
+    assert {"DynamicQuantizeLinear", "ConvInteger"} & {n.op_type for n in int8.graph.node}
+    assert manifest["optimization"]["enabled"] is True
+
+
+def test_weight_only_int8_is_about_a_quarter_of_fp32_on_a_weight_heavy_model(build_bundle,
+                                                                            tmp_path):
+    model = quant_models.mlp_classifier(tmp_path / "mlp.onnx")
+    _, manifest = build_bundle(model, variants=("fp32", "int8-weights", "fp16"))
+    sizes = {v["name"]: v["bytes"] for v in manifest["variants"]}
+    assert 0.2 < sizes["int8-weights"] / sizes["fp32"] < 0.35
+    assert 0.45 < sizes["fp16"] / sizes["fp32"] < 0.55
+    for variant in manifest["variants"][1:]:  # generated inputs: says accuracy is unknown
+        assert variant["accuracy"]["data"] == "generated"
+        assert any("accuracy unknown" in note for note in variant["notes"])
+
+
+def test_int8_static_with_calibration_data_from_an_npz(build_bundle, tmp_path):
+    model = quant_models.conv_classifier(tmp_path / "cnn.onnx")
+    images = np.concatenate([feed["image"] for feed in quant_models.image_feeds(n=4)])
+    np.savez(tmp_path / "calibration.npz", image=images)
+    _, manifest = build_bundle(model, quantize="int8-static",
+                               calibration=tmp_path / "calibration.npz",
+                               calibration_method="percentile")
+    (variant,) = manifest["variants"]
+    assert variant["name"] == manifest["default_variant"] == "int8-static"
+    assert variant["settings"]["calibration_method"] == "percentile"
+    assert variant["settings"]["calibration_samples"] == len(images)
+    assert variant["accuracy"]["samples"] == len(images)
+    assert not any("accuracy unknown" in note for note in variant["notes"])
+
+
+def test_int4_makes_matmulnbits_and_says_clearly_when_nothing_is_eligible(build_bundle, tmp_path):
+    directory, manifest = build_bundle(quant_models.transformer_block(tmp_path / "tf.onnx"),
+                                       quantize="int4", dims={"seq": 16})
+    shipped = onnx.load(str(directory / manifest["variants"][0]["file"]))
+    assert "MatMulNBits" in {node.op_type for node in shipped.graph.node}
+    result = run_cli("build", models.conv_stack(tmp_path), "-o", tmp_path / "none",
+                     "--quantize", "int4", "--no-verify")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "MatMul" in result.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "none").exists()
+
+
+def test_ort_format_ships_ort_files_that_onnxruntime_loads(build_bundle, tmp_path):
+    directory, manifest = build_bundle(None, variants=("fp32", "int8"), format="ort")
+    for variant in manifest["variants"]:
+        assert variant["file"].endswith(".ort")
+        session = ort.InferenceSession(str(directory / variant["file"]),
+                                       providers=["CPUExecutionProvider"])
+        assert [i.name for i in session.get_inputs()] == ["image"]
+
+
+def test_fix_dim_fixes_the_shipped_shape(build_bundle):
+    _, manifest = build_bundle(None, fix_dims={"batch": 1})
+    assert manifest["inputs"][0]["shape"] == [1, 1, 8, 8]
+
+
+def test_bad_calibration_and_default_variant_are_one_clear_error(build_bundle, tmp_path):
+    np.savez(tmp_path / "wrong.npz", pixels=np.zeros((4, 1, 8, 8), np.float32))
+    with pytest.raises(ConfigError, match="no array for input 'image'.*pixels"):
+        build_bundle(None, quantize="int8-static", calibration=tmp_path / "wrong.npz")
+    np.savez(tmp_path / "shape.npz", image=np.zeros((4, 1, 9, 9), np.float32))
+    with pytest.raises(ConfigError, match=r"have shape \[1, 1, 9, 9\]"):
+        build_bundle(None, quantize="int8-static", calibration=tmp_path / "shape.npz")
+    with pytest.raises(ConfigError, match="default_variant 'int8' is not shipped"):
+        build_bundle(None, variants=("fp32", "fp16"), default_variant="int8")
+    assert not (tmp_path / "dist").exists()
+
+
+def test_unrunnable_model_refuses_unmeasured_quantized_variants(build_bundle, tmp_path):
+    with pytest.raises(QuantizeError, match="never shipped unmeasured"):
+        build_bundle(models.symbolic_hw(tmp_path), quantize="int8", dims={"height": 1,
+                                                                           "width": 1})
+
+
+def test_config_file_drives_variants(tmp_path, runtime_dist):
+    (tmp_path / "bundle.toml").write_text(
+        'quantize = "int8-weights"\nverify = false\n'
+        f'runtime_dir = "{runtime_dist}"\n')
+    result = run_cli("build", "-o", "dist", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
+    assert [v["name"] for v in manifest["variants"]] == ["int8-weights"]
+    assert "Variants (accuracy against fp32" in result.stdout
