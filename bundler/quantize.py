@@ -11,6 +11,7 @@ import contextlib
 import heapq
 import io
 import logging
+import os
 import re
 import statistics
 import tempfile
@@ -93,6 +94,8 @@ class _Job:
     result: VariantResult
 
     def note(self, text: str) -> None:
+        # Library errors quote the temporary paths they were given; bundle.json must not.
+        text = text.replace(f"{self.dst.parent}{os.sep}", "")
         self.result.notes.append(text)
         self.log(f"{self.result.kind}: {text}")
 
@@ -484,6 +487,7 @@ def _int8_static(job: _Job) -> None:
                         calibration_cache_path=Path(tmp) / "ranges.json",
                         use_external_data_format=_is_large(named),
                     )
+                cpu_session(job.dst)  # the quantizer can also write a model that does not load
                 break
             except Exception as error:
                 node = _failing_node(error, model)
