@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
 from bundler.build import build
-from bundler.config import BuildOptions, merge
+from bundler.config import merge
 from bundler.conformance import _encode_feeds
 from bundler.console import TerminalReporter
 from bundler.inspect import TensorSpec
@@ -108,7 +108,8 @@ def main() -> None:
             (variant.get("accuracy") or {}).get("cosine", "-"),
         ])
     reporter.table(
-        f"Variants of {manifest['name']} ({args.runs} interleaved runs; speed-up vs {base['name']})",
+        f"Variants of {manifest['name']} ({args.runs} interleaved runs;"
+        f" speed-up vs {base['name']})",
         ["variant", "bytes", "size vs fp32", f"{args.ep} load ms", f"{args.ep} median ms",
          f"{args.ep} speed-up", "native ms (1 thread)", "native speed-up", "cosine"],
         rows,

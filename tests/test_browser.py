@@ -78,3 +78,11 @@ def test_bundle_test_fails_when_weights_and_sha256_were_both_changed(build_bundl
     failed = run_cli("test", directory, "--ep", "wasm", "--no-fallback")
     assert failed.returncode != 0
     assert "differ from those recorded at build time" in failed.stderr
+
+
+def test_verified_builds_with_variants_are_byte_identical(build_bundle):
+    first, _ = build_bundle(None, name="first", verify=True, variants=("fp32", "int8"))
+    second, _ = build_bundle(None, name="second", verify=True, variants=("fp32", "int8"))
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert all((first / f).read_bytes() == (second / f).read_bytes() for f in files)
