@@ -36,7 +36,7 @@ REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
 
 # Runs in the page: import bundle.mjs, load, run once on the given inputs, return the outputs.
 _HARNESS_JS = """
-async ({ moduleUrl, options, feeds }) => {
+async ({ moduleUrl, options, cases }) => {
   const typed = {
     float32: Float32Array, float64: Float64Array, float16: globalThis.Float16Array ?? Uint16Array,
     int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
@@ -57,17 +57,21 @@ async ({ moduleUrl, options, feeds }) => {
   };
   const { load } = await import(moduleUrl);
   const model = await load(options);
-  const inputs = {};
-  for (const [name, feed] of Object.entries(feeds)) {
-    inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
-  }
-  const outputs = await model.run(inputs);
-  const encoded = {};
-  for (const [name, tensor] of Object.entries(outputs)) {
-    encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
+  const results = [];
+  for (const feeds of cases) {
+    const inputs = {};
+    for (const [name, feed] of Object.entries(feeds)) {
+      inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
+    }
+    const outputs = await model.run(inputs);
+    const encoded = {};
+    for (const [name, tensor] of Object.entries(outputs)) {
+      encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
+    }
+    results.push(encoded);
   }
   const result = { ep: model.ep, fallbackReason: model.fallbackReason, variant: model.variant,
-                   outputs: encoded };
+                   outputs: results };
   await model.release();
   return result;
 }
@@ -190,7 +194,8 @@ def compare(
     range_fraction: float | None = None,
 ) -> OutputCheck:
     """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
-    with `range_fraction`, when |browser - native| <= range_fraction * the native output's range."""
+    with `range_fraction`, when |browser - native| <= atol + range_fraction * the native output's
+    range."""
     if browser.shape != native.shape:
         return OutputCheck(name, float("inf"), float("inf"), False,
                            f"shape {list(browser.shape)} != native {list(native.shape)}")
@@ -205,8 +210,7 @@ def compare(
     if range_fraction is not None:
         finite = expected[np.isfinite(expected)]
         spread = float(np.ptp(finite)) if finite.size else 0.0
-        normalized = diff / (range_fraction * max(spread, float(np.abs(finite).max(initial=0)),
-                                                  1e-6))
+        normalized = diff / (atol + range_fraction * spread)
     else:
         normalized = diff / (atol + rtol * np.where(np.isfinite(expected), np.abs(expected), 0.0))
     worst_normalized = float(normalized.max())
@@ -248,7 +252,8 @@ class _Session:
         self.settings = settings
         self.report = report
 
-    def run(self, label: str, options: dict[str, Any], feeds: dict) -> tuple[dict | None, str | None]:
+    def run(self, label: str, options: dict[str, Any],
+            cases: list[dict]) -> tuple[dict | None, str | None]:
         context = self.browser.new_context()
         page = context.new_page()
         page.set_default_timeout(self.settings.timeouts_ms["load"] + self.settings.timeouts_ms["run"])
@@ -261,7 +266,7 @@ class _Session:
             page.goto(self.base_url + HARNESS_PATH.lstrip("/"))
             result = page.evaluate(
                 _HARNESS_JS,
-                {"moduleUrl": self.base_url + "bundle.mjs", "options": options, "feeds": feeds},
+                {"moduleUrl": self.base_url + "bundle.mjs", "options": options, "cases": cases},
             )
             return result, None
         except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
@@ -284,7 +289,8 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
         options = {"executionProviders": requested, "variant": variant["name"],
                    "ignoreVerification": True}
     check = EPCheck(label=label, variant=variant["name"], requested=requested)
-    result, error = session.run(label, options, _encode_feeds(reference.feeds, inputs))
+    cases = [_encode_feeds(case.feeds, inputs) for case in reference.cases]
+    result, error = session.run(label, options, cases)
     if error is not None:
         check.error = error
         check.unsupported = requested is not None and f"{expect_ep} session creation failed" in error
@@ -301,15 +307,18 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
     if variant.get("kind", "fp32") == "fp32":
         tolerance = session.settings.tolerances[expect_ep]
     else:
-        tolerance = session.settings.quantized_tolerances[expect_ep]
-    for spec in outputs:
-        if spec.name not in result["outputs"]:
-            check.outputs.append(OutputCheck(spec.name, float("inf"), float("inf"), False,
-                                             "missing from the browser's outputs"))
-            continue
-        browser = _decode_output(result["outputs"][spec.name])
-        check.outputs.append(compare(spec.name, browser, reference.outputs[spec.name],
-                                     **tolerance))
+        # relative to the output's range, never tighter than fp32's absolute tolerance
+        tolerance = {**session.settings.quantized_tolerances[expect_ep],
+                     "atol": session.settings.tolerances[expect_ep]["atol"]}
+    for case, browser_outputs in zip(reference.cases, result["outputs"], strict=True):
+        for spec in outputs:
+            name = f"{spec.name} [{case.label}]" if case.label else spec.name
+            if spec.name not in browser_outputs:
+                check.outputs.append(OutputCheck(name, float("inf"), float("inf"), False,
+                                                 "missing from the browser's outputs"))
+                continue
+            browser = _decode_output(browser_outputs[spec.name])
+            check.outputs.append(compare(name, browser, case.outputs[spec.name], **tolerance))
     return check
 
 
@@ -348,14 +357,15 @@ def check_bundle(
         for variant in manifest["variants"]:
             recorded = variant.get("reference")
             try:
+                # The same search as at build time gives the same sizes and cases.
                 reference = runnable_feeds(directory / variant["file"], inputs,
-                                           dims or (recorded or {}).get("dims", {}))
+                                           dims or (recorded or {}).get("requested_dims", {}))
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report
             references[variant["name"]] = reference
             if recorded and recorded["dims"] == reference.dims:
-                changed = fingerprint_mismatch(recorded, reference.outputs)
+                changed = fingerprint_mismatch(recorded, reference)
                 if changed:
                     report.problems.append(
                         f"variant {variant['name']}: native outputs of {variant['file']} differ"

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -38,18 +39,18 @@ class TerminalReporter(Reporter):
             self.results.width = 200
 
     def info(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(escape(message))
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/yellow] {message}")
+        self.console.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
     @contextlib.contextmanager
     def step(self, message: str) -> Iterator[None]:
         if self.console.is_terminal:
-            with self.console.status(message):
+            with self.console.status(escape(message)):
                 yield
         else:
-            self.console.print(f"{message} …")
+            self.console.print(f"{escape(message)} …")
             yield
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -57,5 +58,5 @@ class TerminalReporter(Reporter):
         for column in columns:
             table.add_column(column)
         for row in rows:
-            table.add_row(*(str(cell) for cell in row))
+            table.add_row(*(escape(str(cell)) for cell in row))
         self.results.print(table)

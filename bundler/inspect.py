@@ -68,8 +68,9 @@ class ModelInfo:
 def _dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
     if not value_type.HasField("shape"):
         return None
+    # Some exporters (paddle2onnx) write dim_value -1 for a dim they leave open.
     return tuple(
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+        d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?")
         for d in value_type.shape.dim
     )
 

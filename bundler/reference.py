@@ -7,12 +7,15 @@ tries common sizes for the dims the user left open before giving up with the rea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 from bundler.inspect import TensorSpec
 
@@ -108,9 +111,10 @@ def make_feeds(
     return feeds
 
 
-def session(model: Path, threads: int = 0) -> ort.InferenceSession:
+def session(model: Path, threads: int = 0, quiet: bool = False) -> ort.InferenceSession:
+    """A CPU session; `quiet` silences the errors of runs that fail on purpose (size search)."""
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4 if quiet else 3
     if threads:
         options.intra_op_num_threads = threads
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
@@ -128,20 +132,78 @@ def _first_line(error: Exception) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Reference:
-    dims: dict[str, int]
+class Case:
+    """One set of inputs and the native outputs for it. `label` is "" for the seeded inputs and
+    e.g. "sr=16000" for a case that sets an input to a value an If node tests for."""
+
+    label: str
     feeds: Feeds
     outputs: Feeds
 
 
-def runnable_feeds(
-    model: Path,
-    inputs: Sequence[TensorSpec],
-    dims: Mapping[str, int],
-    seed: int = DEFAULT_SEED,
-) -> Reference:
-    """Inputs the model accepts and native outputs for them; NotRunnable when no size works."""
-    runner = session(model)
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    dims: dict[str, int]
+    cases: tuple[Case, ...]
+
+    @property
+    def feeds(self) -> Feeds:
+        return self.cases[0].feeds
+
+
+_PASS_THROUGH = {"Cast", "Identity", "Squeeze", "Unsqueeze", "Reshape", "Not", "Flatten"}
+_COMPARISONS = {"Equal": (0,), "Greater": (0, 1), "Less": (0, -1), "GreaterOrEqual": (0, -1),
+                "LessOrEqual": (0, 1)}
+MAX_STEERING_CASES = 4
+
+
+def steering_values(model: Path, input_names: Sequence[str]) -> list[tuple[str, object]]:
+    """(input, value) pairs that take If nodes down their other branch: an If whose condition
+    is a graph input compared with a constant (a sample-rate switch, say) is checked on both
+    sides, not only on the side the seeded inputs happen to reach. (Not read from .ort files.)"""
+    if model.suffix == ".ort":
+        return []
+    graph = onnx.load(str(model), load_external_data=False).graph
+    producers = {output: node for node in graph.node for output in node.output}
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer if not t.dims}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
+            value = numpy_helper.to_array(node.attribute[0].t)
+            if value.size == 1:
+                constants[node.output[0]] = value.reshape(())
+
+    def source(name: str) -> str:
+        while name in producers and producers[name].op_type in _PASS_THROUGH:
+            name = producers[name].input[0]
+        return name
+
+    found: list[tuple[str, object]] = []
+    for node in graph.node:
+        if node.op_type != "If":
+            continue
+        condition = source(node.input[0])
+        if condition in input_names:
+            found += [(condition, True), (condition, False)]
+            continue
+        comparison = producers.get(condition)
+        if comparison is None or comparison.op_type not in _COMPARISONS:
+            continue
+        left, right = (source(name) for name in comparison.input[:2])
+        for variable, constant in ((left, right), (right, left)):
+            if variable in input_names and constant in constants:
+                value = constants[constant].item()
+                found += [(variable, value + offset) for offset in _COMPARISONS[comparison.op_type]]
+    return list(dict.fromkeys(found))[:MAX_STEERING_CASES]
+
+
+def _informative(outputs: Feeds) -> bool:
+    """False when every float output is constant (all zeros, say): nothing to compare on."""
+    arrays = [np.asarray(v) for v in outputs.values()]
+    floats = [a for a in arrays if np.issubdtype(a.dtype, np.floating) and a.size > 1]
+    return not floats or any(np.ptp(a) > 0 for a in floats)
+
+
+def _size_tries(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[dict[str, int]]:
     unfixed = open_dims(inputs, dims)
     batch_like = {
         spec.shape[0] if spec.shape[0] != "?" else _dim_key(spec, 0)
@@ -154,46 +216,87 @@ def runnable_feeds(
         tries += [{key: 1 if key in batch_like else size for key in unfixed}
                   for size in COMMON_SIZES]
         tries += [dict.fromkeys(unfixed, size) for size in COMMON_SIZES]
+    return [{**guess, **dims} for guess in tries]
+
+
+def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
+            tries: Sequence[dict[str, int]], seed: int, label: str = "",
+            values: Mapping[str, object] | None = None) -> tuple[dict[str, int], Case]:
+    """The first size at which the model runs with outputs worth comparing (else the first at
+    which it runs at all); `values` pins inputs to a value."""
     first_error: Exception | None = None
-    for guess in tries:
-        chosen = {**guess, **dims}
+    runnable = None
+    for chosen in tries:
         feeds = make_feeds(inputs, resolve_shapes(inputs, chosen), seed)
+        feeds.update({name: np.full_like(feeds[name], v) for name, v in (values or {}).items()})
         try:
             outputs = run_native(runner, feeds)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
             first_error = first_error or error
             continue
-        return Reference(dims={key: chosen[key] for key in sorted(chosen)}, feeds=feeds,
-                         outputs=outputs)
-    assert first_error is not None
-    raise NotRunnable(f"native onnxruntime fails on generated inputs: {_first_line(first_error)}",
-                      unfixed)
+        runnable = runnable or (chosen, Case(label, feeds, outputs))
+        if _informative(outputs):
+            return chosen, Case(label, feeds, outputs)
+    if runnable is None:
+        assert first_error is not None
+        raise NotRunnable(
+            f"native onnxruntime fails on generated inputs: {_first_line(first_error)}", [])
+    return runnable
+
+
+def runnable_feeds(
+    model: Path,
+    inputs: Sequence[TensorSpec],
+    dims: Mapping[str, int],
+    seed: int = DEFAULT_SEED,
+) -> Reference:
+    """Inputs the model accepts and native outputs for them; NotRunnable when no size works.
+
+    Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
+    larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
+    case of its own, at the first size where that branch runs."""
+    runner = session(model, quiet=True)
+    tries = _size_tries(inputs, dims)
+    try:
+        chosen, base = _search(runner, inputs, tries, seed)
+    except NotRunnable as error:
+        raise NotRunnable(error.reason, open_dims(inputs, dims)) from None
+    cases = [base]
+    for name, value in steering_values(model, [spec.name for spec in inputs]):
+        if np.array_equal(np.full_like(base.feeds[name], value), base.feeds[name]):
+            continue
+        with contextlib.suppress(NotRunnable):  # that branch runs at none of the sizes
+            cases.append(_search(runner, inputs, tries, seed, f"{name}={value}", {name: value})[1])
+    return Reference(dims={key: chosen[key] for key in sorted(chosen)}, cases=tuple(cases))
 
 
 FINGERPRINT_SAMPLES = 32
 
 
-def fingerprint(reference: Reference, seed: int = DEFAULT_SEED) -> dict:
+def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None,
+                seed: int = DEFAULT_SEED) -> dict:
     """A compact record of the native outputs (evenly spaced samples and sums), kept in
     bundle.json so `bundle test` notices a model file whose weights changed after the build."""
     outputs = {}
-    for name, value in reference.outputs.items():
-        flat = np.asarray(value, dtype=np.float64).ravel()
-        picks = np.linspace(0, flat.size - 1, min(FINGERPRINT_SAMPLES, flat.size)).astype(int)
-        outputs[name] = {
-            "dims": list(np.shape(value)),
-            "sample": [float(f"{v:.9g}") for v in flat[picks]],
-            "sum": float(f"{flat.sum():.9g}"),
-            "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
-        }
-    return {"seed": seed, "dims": reference.dims, "outputs": outputs}
+    for case in reference.cases:
+        for name, value in case.outputs.items():
+            flat = np.asarray(value, dtype=np.float64).ravel()
+            picks = np.linspace(0, flat.size - 1, min(FINGERPRINT_SAMPLES, flat.size)).astype(int)
+            outputs[f"{case.label}/{name}" if case.label else name] = {
+                "dims": list(np.shape(value)),
+                "sample": [float(f"{v:.9g}") for v in flat[picks]],
+                "sum": float(f"{flat.sum():.9g}"),
+                "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
+            }
+    return {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
+            "outputs": outputs}
 
 
 def fingerprint_mismatch(
-    recorded: Mapping, outputs: Feeds, atol: float = 1e-4, rtol: float = 1e-3
+    recorded: Mapping, reference: Reference, atol: float = 1e-4, rtol: float = 1e-3
 ) -> str | None:
     """Which output no longer matches the recorded fingerprint, or None."""
-    current = fingerprint(Reference(recorded["dims"], {}, outputs))["outputs"]
+    current = fingerprint(reference)["outputs"]
     for name, expected in recorded["outputs"].items():
         got = current.get(name)
         if got is None or got["dims"] != expected["dims"]:

@@ -159,7 +159,8 @@ def make_variants(
                 metrics = measure(source, result.path, samples.validation)
                 latency = native_latency_ms(result.path, samples.validation, threads=1)
         try:
-            reference = fingerprint(runnable_feeds(shipped, info.inputs, options.dims))
+            reference = fingerprint(runnable_feeds(shipped, info.inputs, options.dims),
+                                    options.dims)
         except NotRunnable:
             reference = None
         entry: dict[str, Any] = {

@@ -4,7 +4,9 @@ import pytest
 from bundler.inspect import TensorSpec, describe, read_model
 from bundler.reference import (
     INTEGER_RANGE,
+    Case,
     NotRunnable,
+    Reference,
     fingerprint,
     fingerprint_mismatch,
     make_feeds,
@@ -41,7 +43,7 @@ def test_symbolic_height_and_width_that_fail_at_one_find_a_size_that_runs(tmp_pa
     path = models.ALL["symbolic_hw"](tmp_path)
     reference = runnable_feeds(path, specs(path), {})
     assert reference.dims["height"] >= 3 and reference.dims["width"] >= 3
-    assert reference.outputs["features"].shape[:2] == (1, 2)
+    assert reference.cases[0].outputs["features"].shape[:2] == (1, 2)
 
 
 def test_sizes_the_user_fixed_are_kept_and_failure_names_the_flags(tmp_path):
@@ -58,6 +60,26 @@ def test_fingerprint_notices_changed_outputs(tmp_path):
     path = models.ALL["conv_stack"](tmp_path)
     reference = runnable_feeds(path, specs(path), {})
     recorded = fingerprint(reference)
-    assert fingerprint_mismatch(recorded, reference.outputs) is None
-    changed = {**reference.outputs, "scores": reference.outputs["scores"] + 0.01}
-    assert fingerprint_mismatch(recorded, changed) == "output 'scores'"
+    assert fingerprint_mismatch(recorded, reference) is None
+    (case,) = reference.cases
+    changed = Case("", case.feeds, {**case.outputs, "scores": case.outputs["scores"] + 0.01})
+    assert fingerprint_mismatch(recorded, Reference(reference.dims, (changed,))) == (
+        "output 'scores'")
+
+
+def test_if_conditions_on_inputs_get_a_case_for_each_branch(tmp_path):
+    path = models.ALL["recurrent_state"](tmp_path)
+    reference = runnable_feeds(path, specs(path), {})
+    assert [case.label for case in reference.cases] == ["", "sr=16000"]
+    default, steered = reference.cases
+    assert steered.feeds["sr"] == 16000 and default.feeds["sr"] == 1
+    assert not np.allclose(default.outputs["output"], steered.outputs["output"])
+    flag = models.ALL["if_subgraph"](tmp_path)
+    cases = runnable_feeds(flag, specs(flag), {}).cases
+    assert {bool(case.feeds["flag"]) for case in cases} == {True, False}
+
+
+def test_sizes_with_constant_outputs_are_passed_over(tmp_path):
+    path = models.ALL["symbolic_hw"](tmp_path)
+    reference = runnable_feeds(path, specs(path), {})
+    assert np.ptp(reference.cases[0].outputs["features"]) > 0
