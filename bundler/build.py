@@ -1,12 +1,14 @@
 """`bundle build`: model -> static web app folder, written atomically.
 
-The stages run in order into a temporary folder beside the output (inspect -> prepare -> fetch
-runtime -> render site -> verify in the browser); only a complete build is moved into place.
+The stages run in order into a temporary folder beside the output (inspect and prepare ->
+optimize -> quantize and measure the variants -> fetch the runtime -> render the site -> verify in
+the browser, and for `auto`, choose); only a complete build is moved into place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -43,7 +45,8 @@ TOOL = "onnx-bundler"
 
 
 def _significant(value: float | None) -> float | None:
-    return None if value is None else float(f"{value:.3g}")
+    """Three significant digits; None for no value or an infinite one (JSON has no Infinity)."""
+    return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
 
 
 def _made_by_us(directory: Path) -> bool:
@@ -112,7 +115,7 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
         if check.error:
             entry["error"] = check.error
         if check.unsupported:
-            entry["unsupported"] = True
+            entry["unsupported"] = check.unsupported
         if check.requested is None:
             fallback = entry
         else:

@@ -39,6 +39,7 @@ GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
 )
+MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "bytes", "ratio", "max_abs", "mean_rel", "cosine", "top1",
                    "native ms (1 thread)", "notes")
 
@@ -88,6 +89,13 @@ def _optimize(source: Path, destination: Path, options: BuildOptions,
     for step in report.steps:
         if step.status == "fell back":
             reporter.warn(f"optimize: {step.name} fell back ({step.detail})")
+    if report.bytes_after > max(report.bytes_before * MAX_GROWTH, report.bytes_before + 65536):
+        # Folding can inline constants into every branch of a subgraph; bytes cost downloads.
+        copy_model(source, destination)
+        reporter.warn(f"optimize: the result grew {report.bytes_after / report.bytes_before:.2f}x"
+                      " in bytes; shipping the model unoptimised")
+        return {"enabled": True, "kept_original": "the optimised graph was larger",
+                "steps": [dataclasses.asdict(step) for step in report.steps]}
     reporter.info(f"Optimised: {report.nodes_before} -> {report.nodes_after} nodes,"
                   f" {report.bytes_before} -> {report.bytes_after} bytes")
     return {

@@ -19,11 +19,19 @@ def contract_bundles(tmp_path_factory, runtime_dist):
 
     root = tmp_path_factory.mktemp("contract")
     built = {}
-    for name in ["multi_io", "scalar_input", "digits"]:
+    for name in ["multi_io", "scalar_input", "digits", "ml_classifier"]:
         model = None if name == "digits" else models.ALL[name](root / "models")
         output = root / "site" / name
         built[name] = (output, build(model, BuildOptions(output=output, verify=False,
                                                           runtime_dir=runtime_dist)))
+    # As a verified build records it (the WebGPU build has no ai.onnx.ml kernels):
+    directory, manifest = built["ml_classifier"]
+    manifest["verification"] = {"status": "passed", "results": {"fp32": {
+        "webgpu": {"passed": False, "unsupported": "runtime",
+                   "error": "webgpu session creation failed: No Op registered for"
+                            " LinearClassifier with domain_version of 1"},
+        "wasm": {"passed": True}}}}
+    (directory / "bundle.json").write_text(json.dumps(manifest))
     return root / "site", built
 
 
@@ -171,3 +179,15 @@ def test_demo_page_draws_runs_and_predicts(contract_bundles, webgpu_browser, ope
         assert page.page.text_content("#prediction").startswith("Predicted class: ")
         assert "first run" in page.page.text_content("#timings")
         page.page.screenshot(path=str(tmp_path / "demo.png"))
+
+
+def test_load_skips_an_ep_whose_runtime_build_cannot_run_the_model(contract_bundles,
+                                                                   webgpu_browser, open_bundle):
+    _, built = contract_bundles
+    with open_bundle(webgpu_browser, built["ml_classifier"][0]) as page:
+        result = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
+        requested = list(page.requests)
+    assert result["ep"] == "wasm"
+    assert result["fallbackReason"].startswith(
+        "webgpu skipped: this onnxruntime-web build cannot run this model")
+    assert not any("webgpu" in url or "asyncify" in url for url in requested), requested

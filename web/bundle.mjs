@@ -87,9 +87,14 @@ function pickVariant(manifest, ep, requested) {
 
 function verificationFailure(manifest, variant, ep) {
   const result = manifest.verification?.results?.[variant.name]?.[ep];
-  // A session that could not be created at build time may well be created on this device.
-  if (!result || result.passed !== false || result.unsupported) return null;
-  const worst = result.max_abs_error === undefined ? '' : ` (worst abs error ${result.max_abs_error})`;
+  if (!result || result.passed !== false) return null;
+  // A device that lacked a feature at build time says nothing about this device.
+  if (result.unsupported === 'device') return null;
+  if (result.unsupported === 'runtime') {
+    return `${ep} skipped: this onnxruntime-web build cannot run this model (${result.error});` +
+      ' pass ignoreVerification: true to try it anyway';
+  }
+  const worst = result.max_abs_error == null ? '' : ` (worst abs error ${result.max_abs_error})`;
   return `${ep} skipped: it failed verification for this model at build time${worst};` +
     ' pass ignoreVerification: true to use it anyway';
 }
