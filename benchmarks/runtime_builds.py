@@ -18,7 +18,7 @@ from pathlib import Path
 from bundler.browser import launch, load_settings, playwright_session
 from bundler.build import build
 from bundler.config import merge
-from bundler.conformance import _encode_feeds
+from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
 from bundler.inspect import TensorSpec
 from bundler.reference import runnable_feeds
@@ -79,7 +79,7 @@ def main() -> None:
             page.goto(base_url + HARNESS_PATH.lstrip("/"))
             timed = page.evaluate(TIME_BUILDS, {"base": base_url, "modules": modules,
                                                 "model": model_file, "runs": args.runs,
-                                                "feeds": _encode_feeds(feeds, inputs)})
+                                                "feeds": encode_feeds(feeds, inputs)})
     median = {ep: statistics.median(timed[ep]["times"]) for ep in modules}
     reporter.table(
         f"{manifest['name']} on the WASM EP ({args.runs} interleaved runs)",

