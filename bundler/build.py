@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.site import render_site, write_manifest
+from bundler.site import human_bytes, render_site, write_manifest
 from bundler.variants import budget_of, choose, default_variant, make_variants
 
 RUNTIME_DIR = "runtime/"
@@ -136,7 +137,7 @@ def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, repo
             title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
                                                                    str | None]:
     """The bundle test check on the staged folder; (None, why) when there is no browser."""
-    render_site(staging, manifest)
+    render_site(staging, manifest, options.templates)
     write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
@@ -233,17 +234,47 @@ def build(
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest["verification"] = verification_record(report, reason)
-        render_site(staging, manifest)
+        render_site(staging, manifest, options.templates)
         write_manifest(staging, manifest)
         shutil.rmtree(work)
         _move_into_place(staging, output)
-    _summarise(manifest, output, reporter)
+    _summarise(manifest, output, reporter, verification_wanted=options.verify)
     return manifest
 
 
-def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter) -> None:
+def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, Any]:
+    """A new build in `output` that is `previous` with its pages rendered again (for a change of
+    the templates only): the models and runtime are linked, not rebuilt."""
+    manifest = read_manifest(previous)
+    with _staging(output) as staging:
+        for folder in (RUNTIME_DIR, MODELS_DIR):
+            shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
+        render_site(staging, manifest, templates)
+        write_manifest(staging, manifest)
+        _move_into_place(staging, output)
+    return manifest
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def summary(manifest: dict[str, Any]) -> str:
+    """One line about a build: what ships and what the model takes and gives."""
+    variants = ", ".join(f"{variant['name']} {human_bytes(variant['bytes'])}"
+                         for variant in manifest["variants"])
+    inputs = ", ".join(spec["name"] for spec in manifest["inputs"])
+    outputs = ", ".join(spec["name"] for spec in manifest["outputs"])
+    return f"{manifest['name']}: {variants}; inputs {inputs} -> outputs {outputs}"
+
+
+def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter,
+               verification_wanted: bool) -> None:
     verification = manifest["verification"]
-    if verification["status"] == "not_done":
+    if verification["status"] == "not_done" and verification_wanted:
         reporter.warn(f"not verified in the browser: {verification['reason']}"
                       f" ({verification['hint']})")
     elif verification["status"] == "failed":
@@ -255,5 +286,5 @@ def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter) -> No
                                   " load() skips it unless told ignoreVerification: true")
         for problem in verification.get("problems", []):
             reporter.warn(problem)
-    reporter.info(f"Built {output}/ ({manifest['name']}: {len(manifest['variants'])} variant(s))")
+    reporter.info(f"Built {output}/ ({summary(manifest)})")
 

@@ -15,10 +15,9 @@ _DIM_HELP = "Size of a symbolic dim: NAME=VALUE, or INPUT:AXIS=VALUE for an unna
 
 
 def _options(config: Path | None, **flags: object):
-    from bundler.config import find_config, load_config, merge
+    from bundler.config import load_options
 
-    path = find_config(config, Path.cwd())
-    return merge(load_config(path) if path else {}, flags, source=str(path or "options"))
+    return load_options(config, flags)
 
 
 def _reporter():
@@ -35,7 +34,6 @@ def main() -> None:
 
 def _build_options(function):
     for option in reversed([
-        click.option("-o", "--output", default=None, help="Output folder (default: dist)."),
         click.option("--name", default=None,
                      help="Model name shown on the page and in bundle.json."),
         click.option("--config", type=click.Path(path_type=Path), default=None,
@@ -68,6 +66,9 @@ def _build_options(function):
         click.option("--max-error", default=None,
                      help="Accuracy budget for auto, e.g. cosine>=0.999,top1>=0.99."),
         click.option("--format", default=None, help="onnx (default) or ort (ORT format)."),
+        click.option("--templates", default=None,
+                     help="Folder of your own templates and files for the app (NAME.j2 is"
+                          " rendered to NAME, other files are copied)."),
     ]):
         function = option(function)
     return function
@@ -80,6 +81,7 @@ def _flags(**flags: object) -> dict[str, object]:
 
 @main.command()
 @click.argument("model", required=False, type=click.Path(path_type=Path))
+@click.option("-o", "--output", default=None, help="Output folder (default: dist).")
 @_build_options
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--verify/--no-verify", default=None,
@@ -129,14 +131,19 @@ def test(directory, eps, dims, report, fallback):
 
 
 @main.command()
-@click.argument("model", required=False, type=click.Path(path_type=Path))
+@click.argument("source", metavar="[MODEL | DIR]", required=False,
+                type=click.Path(path_type=Path))
 @_build_options
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; 0.0.0.0 shares the page with the network.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on; 0 picks a free one.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-def serve(model, config, host, port, open_browser, **flags):
-    """Build MODEL into a temporary folder and serve it, rebuilding and reloading on change."""
+def serve(source, config, host, port, open_browser, **flags):
+    """Build MODEL (default: bundle.toml's model, else the example) and serve it on HOST:PORT,
+    rebuilding and reloading the page when the model, bundle.toml or --templates change. A built
+    DIR is served as it is, reloading when it changes."""
     from bundler.serve import serve as run_serve
 
-    options = _options(config, model=model, **{**_flags(**flags), "verify": False})
-    run_serve(options, host=host, port=port, open_browser=open_browser, reporter=_reporter())
+    run_serve(source, flags=_flags(**flags), config=config, host=host, port=port,
+              open_browser=open_browser, reporter=_reporter())

@@ -55,6 +55,7 @@ class BuildOptions:
     validation: Path | None = None
     max_error: str | None = None
     format: str = "onnx"
+    templates: Path | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -70,6 +71,13 @@ def _path(value: Any, base: Path) -> Path:
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a path string, got {value!r}")
     return (base / value).resolve()
+
+
+def _folder(value: Any, base: Path) -> Path:
+    path = _path(value, base)
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a folder")
+    return path
 
 
 def _string(value: Any, base: Path) -> str:
@@ -166,6 +174,7 @@ SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
     "validation": _path,
     "max_error": _budget,
     "format": _one_of(FORMATS),
+    "templates": _folder,
 }
 # How flags are spelled where they differ from the key.
 FLAG_NAMES = {"execution_providers": "--ep", "dims": "--dim", "fix_dims": "--fix-dim",
@@ -212,6 +221,14 @@ def find_config(explicit: Path | None, cwd: Path) -> Path | None:
         return explicit
     default = cwd / CONFIG_FILE_NAME
     return default if default.is_file() else None
+
+
+def load_options(config: Path | None, flags: Mapping[str, Any], cwd: Path | None = None
+                 ) -> BuildOptions:
+    """The options of one build: `config` (else ./bundle.toml when present) under the flags."""
+    cwd = cwd or Path.cwd()
+    path = find_config(config, cwd)
+    return merge(load_config(path) if path else {}, flags, cwd, source=str(path or "options"))
 
 
 def _check_combination(options: BuildOptions, source: str) -> None:

@@ -1,58 +1,256 @@
-"""`bundle serve`: build, serve with live reload, rebuild when the model or bundle.toml changes.
+"""`bundle serve`: the dev server. Builds the model, serves the build and, when the model,
+bundle.toml, the template folder or the sample data change, rebuilds and reloads the open pages.
+Given a built folder instead of a model, it serves that folder and reloads when it changes.
 
-Builds go into a temporary folder (or -o); a failed rebuild is reported and the last good build
-stays served. The page is served cross-origin isolated, as `bundle test` serves it.
+Each build goes into its own folder under a temporary one and the server is pointed at it only when
+it is complete, so a page never loads a half-written build; a failed rebuild leaves the last good
+one served and is shown in the terminal and over the page. A change of the templates alone renders
+the pages again without rebuilding the model.
+
+The watcher polls file stats (mtime in ns, size, inode): replacing a file by a rename, or writing
+it twice within a second, is seen, and a change is acted on only once the files stop changing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import mimetypes
+import os
+import shutil
+import signal
 import tempfile
+import threading
+import time
+import webbrowser
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
-from livereload import Server
-
-from bundler.build import build
-from bundler.config import CONFIG_FILE_NAME, BuildOptions
+from bundler.build import build, rerender, summary
+from bundler.config import CONFIG_FILE_NAME, BuildOptions, load_options
+from bundler.conformance import read_manifest
 from bundler.console import Reporter
-from bundler.errors import BundlerError
+from bundler.errors import BundlerError, ConfigError
 from bundler.resources import example_model
-from bundler.server import ISOLATION_HEADERS
+from bundler.server import BundleServer, LiveReload, bind, running
+
+POLL_SECONDS = 0.25
+EP_HINT = ("open it in a WebGPU browser (Chrome or Edge 113+) for the GPU path; other browsers"
+           " run it on WASM")
+
+Snapshot = dict[str, tuple[int, int, int]]
+
+
+def snapshot(paths: Iterable[Path]) -> Snapshot:
+    """(mtime_ns, size, inode) of every file at or under `paths`; hidden files left out."""
+    state: Snapshot = {}
+    for path in paths:
+        if path.is_dir():
+            for folder, subfolders, files in os.walk(path):
+                subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+                for name in files:
+                    if not name.startswith("."):
+                        _record(state, Path(folder) / name)
+        else:
+            _record(state, path)
+    return state
+
+
+def _record(state: Snapshot, path: Path) -> None:
+    with contextlib.suppress(OSError):
+        status = path.stat()
+        state[str(path)] = (status.st_mtime_ns, status.st_size, status.st_ino)
+
+
+def changed_paths(before: Snapshot, after: Snapshot) -> list[str]:
+    return sorted(path for path in before.keys() | after.keys()
+                  if before.get(path) != after.get(path))
+
+
+def wait_for_change(watched: Callable[[], list[Path]], seen: Snapshot) -> tuple[Snapshot,
+                                                                                list[str]]:
+    """Block until the watched files differ from `seen` and then hold still for one poll."""
+    while True:
+        time.sleep(POLL_SECONDS)
+        current = snapshot(watched())
+        if current == seen:
+            continue
+        while (settled := snapshot(watched())) != current:
+            current = settled
+            time.sleep(POLL_SECONDS)
+        return current, changed_paths(seen, current)
+
+
+@dataclasses.dataclass
+class _Builds:
+    """Builds of the model, one folder per generation under `scratch`."""
+
+    source: Path | None
+    flags: Mapping[str, Any]
+    config: Path | None
+    scratch: Path
+    reporter: Reporter
+    options: BuildOptions | None = None
+    generation: int = 0
+    model_dirty: bool = True
+    outputs: list[Path] = dataclasses.field(default_factory=list)
+
+    def watched(self) -> list[Path]:
+        options = self.options or BuildOptions()
+        paths = [self.config or Path.cwd() / CONFIG_FILE_NAME,
+                 Path(self.source or options.model or example_model())]
+        paths += [path for path in (options.templates, options.calibration, options.validation)
+                  if path is not None]
+        return paths
+
+    def _next_output(self) -> Path:
+        self.generation += 1
+        return self.scratch / f"build-{self.generation}"
+
+    def build(self, changed: list[str], reporter: Reporter) -> dict[str, Any]:
+        templates = self.options.templates if self.options else None
+        only_templates = bool(changed) and templates is not None and all(
+            Path(path).is_relative_to(templates) for path in changed)
+        if only_templates and not self.model_dirty and self.outputs:
+            output = self._next_output()
+            manifest = rerender(self.outputs[-1], output, templates)
+        else:
+            self.model_dirty = True
+            options = load_options(self.config, {**self.flags, "model": self.source})
+            self.options = options  # watch what this configuration names, even if it fails
+            output = self._next_output()
+            manifest = build(options=dataclasses.replace(options, output=output, verify=False),
+                             force=True, reporter=reporter)
+            self.model_dirty = False
+        self.outputs.append(output)
+        for old in self.outputs[:-2]:  # the one before stays for requests still in flight
+            shutil.rmtree(old, ignore_errors=True)
+        del self.outputs[:-2]
+        return manifest
+
+
+class _Quiet(Reporter):
+    """Rebuilds show one summary line; only their warnings get through."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+
+    def warn(self, message: str) -> None:
+        self.reporter.warn(message)
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM ends the server as Ctrl-C does, so the temporary folder is removed."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_bundle_folder(folder: Path) -> None:
+    try:
+        read_manifest(folder)
+    except BundlerError:
+        raise ConfigError(f"{folder} is not a built bundle (no valid bundle.json); build it first"
+                          " with bundle build MODEL -o FOLDER, or pass the model file") from None
 
 
 def serve(
-    options: BuildOptions,
+    source: Path | None = None,
     *,
+    flags: Mapping[str, Any] | None = None,
+    config: Path | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     open_browser: bool = False,
     reporter: Reporter | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
+    """Serve `source` (a model, a built folder, or None: bundle.toml's model or the example) until
+    interrupted. `flags` are build options as `load_options` takes them; `on_ready` gets the URL."""
     reporter = reporter or Reporter()
-    mimetypes.add_type("text/javascript", ".mjs")
-    mimetypes.add_type("application/wasm", ".wasm")
-    with tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
-        explicit_output = options.output != BuildOptions().output
-        output = Path(options.output) if explicit_output else Path(scratch) / "site"
-        options = dataclasses.replace(options, output=output)
-        build(options=options, force=True, reporter=reporter)
-
-        def rebuild() -> None:
+    flags = dict(flags or {})
+    serving_folder = source is not None and Path(source).is_dir()
+    if serving_folder:
+        _check_bundle_folder(Path(source))
+        given = sorted(key for key, value in flags.items() if value is not None)
+        if given:
+            raise ConfigError(f"build options ({', '.join(given)}) do not apply to a built"
+                              f" folder; pass the model file instead of {source}")
+    live = LiveReload()
+    with _stopped_by_sigterm(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
+        server = bind(host, port, Path(source) if serving_folder else Path(scratch), live,
+                      log_refusal=reporter.warn)
+        with server:
             try:
-                build(options=options, force=True, reporter=reporter)
-            except BundlerError as error:
-                reporter.warn(f"rebuild failed, still serving the last good build: {error}")
+                if serving_folder:
+                    folder = Path(source)
 
-        server = Server()
-        for name, value in ISOLATION_HEADERS.items():
-            server.setHeader(name, value)
-        server.setHeader("Cache-Control", "no-store")
-        watched = [Path(options.model or example_model())]
-        if Path(CONFIG_FILE_NAME).is_file():
-            watched.append(Path(CONFIG_FILE_NAME))
-        for path in watched:
-            server.watch(str(path), rebuild)
-        reporter.info(f"Serving {output} at http://{host}:{port}/ (Ctrl+C to stop)")
-        server.serve(host=host, port=port, root=str(output), open_url_delay=0 if open_browser
-                     else None, restart_delay=0)
+                    def watched() -> list[Path]:
+                        return [folder]
+
+                    def rebuild(changed: list[str]) -> str:
+                        return summary(read_manifest(folder))
+                else:
+                    builds = _Builds(Path(source) if source else None, flags, config,
+                                     Path(scratch), reporter)
+                    watched = builds.watched
+                    builds.build([], reporter)
+                    server.root = builds.outputs[-1]
+
+                    def rebuild(changed: list[str]) -> str:
+                        manifest = builds.build(changed, _Quiet(reporter))
+                        server.root = builds.outputs[-1]
+                        return summary(manifest)
+
+                _serve_until_interrupted(server, live, watched, rebuild, reporter, host,
+                                         open_browser, on_ready)
+            except KeyboardInterrupt:
+                reporter.info("Stopped.")
+
+
+def _serve_until_interrupted(server: BundleServer, live: LiveReload,
+                             watched: Callable[[], list[Path]],
+                             rebuild: Callable[[list[str]], str], reporter: Reporter, host: str,
+                             open_browser: bool, on_ready: Callable[[str], None] | None) -> None:
+    with running(server):
+        url = server.url
+        reporter.info(f"Serving on {url} ({EP_HINT}). Ctrl-C stops.")
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            reporter.warn(f"listening on {host}: other machines on the network can load this page")
+        if open_browser:
+            threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+        if on_ready is not None:
+            on_ready(url)
+        seen = snapshot(watched())
+        while True:
+            seen, changed = wait_for_change(watched, seen)
+            what = ", ".join(Path(path).name for path in changed[:3]) + (
+                f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            started = time.monotonic()
+            try:
+                with reporter.step(f"{what} changed: rebuilding"):
+                    line = rebuild(changed)
+            except Exception as error:  # the server must outlive any failed rebuild
+                message = (error.message if isinstance(error, BundlerError)
+                           else f"{type(error).__name__}: {error}")
+                reporter.warn(f"rebuild failed, still serving the last good build: {message}")
+                live.failed(message)
+            else:
+                pages = live.listeners
+                live.new_build()
+                reporter.info(f"{what} changed: {line} ({time.monotonic() - started:.1f} s;"
+                              f" reloading {pages} page{'s' if pages != 1 else ''})")
+            # A new configuration can name other files: start watching those as they are now,
+            # but keep the old state of the rest, so a change made during the build is not lost.
+            seen = {path: seen.get(path, state) for path, state in snapshot(watched()).items()}

@@ -1,4 +1,11 @@
-"""Write the static web app: bundle.json, bundle.mjs (+ the demo's app.mjs) and index.html."""
+"""Write the static web app: bundle.json, bundle.mjs (+ the demo's app.mjs) and index.html.
+
+A user template folder (`templates` in bundle.toml, `--templates DIR`) customises the app: each
+`NAME.j2` in it is rendered to NAME (so `index.html.j2` replaces the page; it may extend the
+shipped one as "bundler/index.html.j2" and override its blocks), and every other file (styles,
+images, an own app.mjs) is copied as it is. Files whose names are part of the bundle's contract
+cannot be replaced.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,13 @@ from typing import Any
 
 import jinja2
 
+from bundler.errors import ConfigError
 from bundler.resources import resource
 
 MANIFEST_FILE = "bundle.json"
 WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
+TEMPLATE_SUFFIX = ".j2"
+RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
@@ -20,7 +30,7 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     (directory / MANIFEST_FILE).write_text(text, encoding="utf-8")
 
 
-def _human_bytes(count: int) -> str:
+def human_bytes(count: int) -> str:
     size = float(count)
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1024 or unit == "GB":
@@ -35,18 +45,61 @@ def _shape(spec: dict[str, Any]) -> str:
     return "[" + ", ".join(map(str, spec["shape"])) + "]"
 
 
-def render_site(directory: Path, manifest: dict[str, Any]) -> None:
-    """Copy the browser modules and render index.html for the model described by `manifest`."""
-    web = resource("web")
-    for name in WEB_FILES:
-        shutil.copyfile(web / name, directory / name)
+def user_files(templates: Path) -> list[Path]:
+    """The files of a template folder, relative to it, sorted; hidden ones (.git, editor swap
+    files) left out."""
+    return sorted(
+        path.relative_to(templates) for path in templates.rglob("*")
+        if path.is_file() and not any(part.startswith(".")
+                                      for part in path.relative_to(templates).parts)
+    )
+
+
+def _environment(templates: Path | None) -> jinja2.Environment:
+    shipped = jinja2.FileSystemLoader(str(resource("templates")))
+    loaders: list[jinja2.BaseLoader] = [shipped, jinja2.PrefixLoader({"bundler": shipped})]
+    if templates is not None:
+        loaders.insert(0, jinja2.FileSystemLoader(str(templates)))
     environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resource("templates"))),
+        loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    environment.filters["human_bytes"] = _human_bytes
+    environment.filters["human_bytes"] = human_bytes
     environment.filters["shape"] = _shape
-    html = environment.get_template("index.html.j2").render(manifest=manifest)
-    (directory / "index.html").write_text(html, encoding="utf-8")
+    return environment
+
+
+def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any],
+            templates: Path | None) -> str:
+    try:
+        return environment.get_template(name).render(manifest=manifest)
+    except jinja2.TemplateSyntaxError as error:
+        raise ConfigError(f"template {error.filename or name}:{error.lineno}: {error.message}"
+                          ) from None
+    except jinja2.TemplateError as error:
+        raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
+
+
+def render_site(directory: Path, manifest: dict[str, Any], templates: Path | None = None) -> None:
+    """Copy the browser modules and render the page(s) for the model described by `manifest`."""
+    web = resource("web")
+    for name in WEB_FILES:
+        shutil.copyfile(web / name, directory / name)
+    environment = _environment(templates)
+    pages = {"index.html.j2"}
+    for relative in user_files(templates) if templates is not None else []:
+        if relative.parts[0] in RESERVED or relative.with_suffix("").as_posix() in RESERVED:
+            raise ConfigError(f"template folder {templates}: {relative} would replace the"
+                              f" bundle's own {relative.parts[0]}; rename it")
+        if relative.suffix == TEMPLATE_SUFFIX:
+            pages.add(relative.as_posix())
+        else:
+            (directory / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(templates / relative, directory / relative)
+    for name in sorted(pages):
+        html = _render(environment, name, manifest, templates)
+        target = directory / name.removesuffix(TEMPLATE_SUFFIX)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html, encoding="utf-8")
