@@ -156,6 +156,8 @@ def _inject(html: bytes, snippet: bytes) -> bytes:
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: BundleServer
     server_version = "onnx-bundler"
+    protocol_version = "HTTP/1.1"  # keep-alive: a page loads its modules over few connections
+    timeout = 120  # seconds an idle keep-alive connection holds its thread
     error_content_type = "text/plain; charset=utf-8"
     error_message_format = "%(code)d %(message)s: %(explain)s\n"
 
