@@ -154,12 +154,15 @@ def check_model(path: Path) -> list[str]:
     return []
 
 
+def model_files(path: Path) -> list[Path]:
+    """The model file and its external data files."""
+    model = onnx.load(str(path), load_external_data=False)
+    return [path, *(path.parent / location for location in _external_locations(model))]
+
+
 def model_bytes(path: Path) -> int:
     """The file's size plus that of its external data files."""
-    model = onnx.load(str(path), load_external_data=False)
-    return path.stat().st_size + sum(
-        (path.parent / location).stat().st_size for location in _external_locations(model)
-    )
+    return sum(file.stat().st_size for file in model_files(path))
 
 
 def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:

@@ -32,6 +32,7 @@ from bundler.config import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.conformance import read_manifest
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
+from bundler.inspect import model_files
 from bundler.resources import example_model
 from bundler.server import BundleServer, LiveReload, bind, running
 
@@ -90,19 +91,23 @@ class _Builds:
     flags: Mapping[str, Any]
     config: Path | None
     scratch: Path
-    reporter: Reporter
     options: BuildOptions | None = None
+    model_and_data_files: list[Path] = dataclasses.field(default_factory=list)
     generation: int = 0
     model_dirty: bool = True
     outputs: list[Path] = dataclasses.field(default_factory=list)
 
+    @property
+    def model(self) -> Path:
+        return Path(self.source or (self.options and self.options.model) or example_model())
+
     def watched(self) -> list[Path]:
         options = self.options or BuildOptions()
-        paths = [self.config or Path.cwd() / CONFIG_FILE_NAME,
-                 Path(self.source or options.model or example_model())]
+        paths = [self.config or Path.cwd() / CONFIG_FILE_NAME, self.model,
+                 *self.model_and_data_files]
         paths += [path for path in (options.templates, options.calibration, options.validation)
                   if path is not None]
-        return paths
+        return list(dict.fromkeys(paths))
 
     def _next_output(self) -> Path:
         self.generation += 1
@@ -122,6 +127,7 @@ class _Builds:
             output = self._next_output()
             manifest = build(options=dataclasses.replace(options, output=output, verify=False),
                              force=True, reporter=reporter)
+            self.model_and_data_files = model_files(self.model)
             self.model_dirty = False
         self.outputs.append(output)
         for old in self.outputs[:-2]:  # the one before stays for requests still in flight
@@ -203,7 +209,7 @@ def serve(
                         return summary(read_manifest(folder))
                 else:
                     builds = _Builds(Path(source) if source else None, flags, config,
-                                     Path(scratch), reporter)
+                                     Path(scratch))
                     watched = builds.watched
                     builds.build([], reporter)
                     server.root = builds.outputs[-1]

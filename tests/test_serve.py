@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bundler.config import CONFIG_FILE_NAME
 from bundler.serve import changed_paths, snapshot
 from tests import models
 
@@ -254,6 +255,38 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     served.wait_for("rebuild failed, still serving the last good build: .*model.onnx", start=mark)
     assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
     assert served.process.poll() is None
+
+
+def test_bundle_toml_changes_rebuild_with_the_new_options(tmp_path, serve_cli):
+    models.multi_io(tmp_path)
+    config = tmp_path / CONFIG_FILE_NAME
+    config.write_text('model = "multi_io.onnx"\nname = "first"\n')
+    served = serve_cli()  # the model comes from bundle.toml
+    assert json.loads(fetch(served.url + "bundle.json")[2])["name"] == "first"
+
+    mark = len(served.lines)
+    config.write_text('model = "multi_io.onnx"\nname = "second"\n')
+    served.wait_for("bundle.toml changed: second", start=mark)
+    assert json.loads(fetch(served.url + "bundle.json")[2])["name"] == "second"
+
+    mark = len(served.lines)
+    config.write_text('model = "multi_io.onnx"\nquantise = "fp16"\n')
+    served.wait_for(r"rebuild failed, still serving the last good build: .*bundle\.toml: unknown"
+                    r" key 'quantise'", start=mark)
+    assert json.loads(fetch(served.url + "bundle.json")[2])["name"] == "second"
+
+
+def test_a_change_of_the_external_data_file_rebuilds(tmp_path, serve_cli):
+    model = models.external_data(tmp_path)
+    served = serve_cli(model)
+    first = json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"]
+    weights = tmp_path / "external_data.weights"
+    data = bytearray(weights.read_bytes())
+    data[:4] = bytes(4)  # one float32 weight becomes 0
+    mark = len(served.lines)
+    weights.write_bytes(bytes(data))
+    served.wait_for("external_data.weights changed: external_data", start=mark)
+    assert json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"] != first
 
 
 def _events(url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:
