@@ -133,7 +133,9 @@ def _interface(model: onnx.ModelProto, shapes: bool) -> tuple[dict[str, str], di
         kind = onnx.TensorProto.DataType.Name(tensor.elem_type).lower()
         if not with_shape:
             return kind
-        dims = (d.dim_param or (str(d.dim_value) if d.dim_value else "?") for d in tensor.shape.dim)
+        # dim_value -1 (some exporters write it) means unknown, as an unset one does
+        dims = (d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?")
+                for d in tensor.shape.dim)
         return f"{kind}[{','.join(dims)}]"
 
     inputs = {v.name: describe(v, shapes) for v in model.graph.input if v.name not in weights}

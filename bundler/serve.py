@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import webbrowser
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -96,6 +96,7 @@ class _Builds:
     generation: int = 0
     model_dirty: bool = True
     outputs: list[Path] = dataclasses.field(default_factory=list)
+    warnings: set[str] = dataclasses.field(default_factory=set)
 
     @property
     def model(self) -> Path:
@@ -113,7 +114,13 @@ class _Builds:
         self.generation += 1
         return self.scratch / f"build-{self.generation}"
 
-    def build(self, changed: list[str], reporter: Reporter) -> dict[str, Any]:
+    def build(self, changed: list[str], reporter: Reporter, quiet: bool) -> dict[str, Any]:
+        reporter = _BuildReporter(reporter, self.warnings, quiet)
+        manifest = self._build(changed, reporter)
+        self.warnings = reporter.warnings
+        return manifest
+
+    def _build(self, changed: list[str], reporter: Reporter) -> dict[str, Any]:
         templates = self.options.templates if self.options else None
         only_templates = bool(changed) and templates is not None and all(
             Path(path).is_relative_to(templates) for path in changed)
@@ -136,19 +143,42 @@ class _Builds:
         return manifest
 
 
-class _Quiet(Reporter):
-    """Rebuilds show one summary line; only their warnings get through."""
+class _BuildReporter(Reporter):
+    """Passes a build's output on, leaving out the warnings the previous build gave too;
+    `quiet` (for rebuilds, which print one summary line) passes on only the warnings."""
 
-    def __init__(self, reporter: Reporter) -> None:
+    def __init__(self, reporter: Reporter, previous_warnings: set[str], quiet: bool) -> None:
         self.reporter = reporter
+        self.previous_warnings = previous_warnings
+        self.warnings: set[str] = set()
+        self.quiet = quiet
 
     def warn(self, message: str) -> None:
-        self.reporter.warn(message)
+        self.warnings.add(message)
+        if message not in self.previous_warnings:
+            self.reporter.warn(message)
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.reporter.info(message)
+
+    @contextlib.contextmanager
+    def step(self, message: str) -> Iterator[None]:
+        if self.quiet:
+            yield
+        else:
+            with self.reporter.step(message):
+                yield
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        if not self.quiet:
+            self.reporter.table(title, columns, rows)
 
 
 @contextlib.contextmanager
-def _stopped_by_sigterm() -> Iterator[None]:
-    """SIGTERM ends the server as Ctrl-C does, so the temporary folder is removed."""
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end the server as Ctrl-C does, so the temporary
+    folder is removed."""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
@@ -156,11 +186,13 @@ def _stopped_by_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {name: signal.signal(getattr(signal, name), interrupt) for name in names}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
 
 
 def _check_bundle_folder(folder: Path) -> None:
@@ -194,7 +226,7 @@ def serve(
             raise ConfigError(f"build options ({', '.join(given)}) do not apply to a built"
                               f" folder; pass the model file instead of {source}")
     live = LiveReload()
-    with _stopped_by_sigterm(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
+    with _stopped_by_signals(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
         server = bind(host, port, Path(source) if serving_folder else Path(scratch), live,
                       log_refusal=reporter.warn)
         with server:
@@ -211,16 +243,16 @@ def serve(
                     builds = _Builds(Path(source) if source else None, flags, config,
                                      Path(scratch))
                     watched = builds.watched
-                    builds.build([], reporter)
+                    builds.build([], reporter, quiet=False)
                     server.root = builds.outputs[-1]
 
                     def rebuild(changed: list[str]) -> str:
-                        manifest = builds.build(changed, _Quiet(reporter))
+                        manifest = builds.build(changed, reporter, quiet=True)
                         server.root = builds.outputs[-1]
                         return summary(manifest)
 
                 _serve_until_interrupted(server, live, watched, rebuild, reporter, host,
-                                         open_browser, on_ready)
+                                         open_browser, on_ready, serving_folder)
             except KeyboardInterrupt:
                 reporter.info("Stopped.")
 
@@ -228,7 +260,8 @@ def serve(
 def _serve_until_interrupted(server: BundleServer, live: LiveReload,
                              watched: Callable[[], list[Path]],
                              rebuild: Callable[[list[str]], str], reporter: Reporter, host: str,
-                             open_browser: bool, on_ready: Callable[[str], None] | None) -> None:
+                             open_browser: bool, on_ready: Callable[[str], None] | None,
+                             serving_folder: bool) -> None:
     with running(server):
         url = server.url
         reporter.info(f"Serving on {url} ({EP_HINT}). Ctrl-C stops.")
@@ -250,7 +283,8 @@ def _serve_until_interrupted(server: BundleServer, live: LiveReload,
             except Exception as error:  # the server must outlive any failed rebuild
                 message = (error.message if isinstance(error, BundlerError)
                            else f"{type(error).__name__}: {error}")
-                reporter.warn(f"rebuild failed, still serving the last good build: {message}")
+                reporter.warn(f"the folder is not a valid bundle now: {message}" if serving_folder
+                              else f"rebuild failed, still serving the last good build: {message}")
                 live.failed(message)
             else:
                 pages = live.listeners

@@ -23,6 +23,7 @@ import mimetypes
 import os
 import re
 import secrets
+import select
 import shutil
 import socket
 import socketserver
@@ -65,6 +66,7 @@ EVENTS_PATH = INTERNAL_PREFIX + "events"
 CLIENT_PATH = INTERNAL_PREFIX + "livereload.mjs"
 _HARNESS = b"<!doctype html><meta charset=utf-8><title>onnx-bundler harness</title>"
 _KEEPALIVE_SECONDS = 15.0
+_CLOSE_CHECK_SECONDS = 1.0
 
 
 def content_type(path: Path) -> str:
@@ -140,7 +142,7 @@ def locate(root: Path, url_path: str) -> Path:
         resolved = candidate.resolve(strict=True)
     except (FileNotFoundError, NotADirectoryError):
         raise _Refused(404, "no such file in the served folder") from None
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         raise _Refused(403, "not a path inside the served folder") from None
     if not resolved.is_relative_to(base):
         raise _Refused(403, "a link that leads outside the served folder")
@@ -185,7 +187,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if url.path == HARNESS_PATH:
             self._send_bytes(_HARNESS, "text/html; charset=utf-8", send_body)
         elif live is not None and url.path == EVENTS_PATH:
-            self._stream_events(live)
+            self._stream_events(live, send_body)
         elif live is not None and url.path == CLIENT_PATH:
             self._send_file(resource("web") / "livereload.mjs", send_body)
         else:
@@ -247,25 +249,44 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def _stream_events(self, live: LiveReload) -> None:
+    def _stream_events(self, live: LiveReload, send_body: bool) -> None:
         self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if not send_body:
+            return
         live.listeners += 1
         try:
             self.wfile.write(b"retry: 1000\n\n")
             seen = None
-            while (state := live.wait(seen, _KEEPALIVE_SECONDS)) is not None:
-                if state == seen:
-                    self.wfile.write(b": keep-alive\n\n")
-                else:
+            idle = 0.0
+            while not self._peer_closed():
+                state = live.wait(seen, _CLOSE_CHECK_SECONDS)
+                if state is None:
+                    return
+                idle += _CLOSE_CHECK_SECONDS
+                if state != seen:
                     self.wfile.write(f"data: {json.dumps(state)}\n\n".encode())
-                    seen = state
-        except (BrokenPipeError, ConnectionResetError):
+                    seen, idle = state, 0.0
+                elif idle >= _KEEPALIVE_SECONDS:
+                    self.wfile.write(b": keep-alive\n\n")
+                    idle = 0.0
+        except OSError:  # the page went away mid-write
             pass
         finally:
             live.listeners -= 1
+
+    def _peer_closed(self) -> bool:
+        """Has the page closed its end (a reload or a closed tab)? Noticed without writing, so
+        the count of listening pages stays right."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if self.server.log_refusal is not None and isinstance(code, int) and code >= 400:
@@ -280,6 +301,7 @@ class BundleServer(http.server.ThreadingHTTPServer):
     build, so a page never sees a half-written folder)."""
 
     daemon_threads = True
+    request_queue_size = 128  # a page opens several connections at once; the default is 5
 
     def __init__(self, address: tuple[str, int], family: int, root: Path,
                  live_reload: LiveReload | None = None,

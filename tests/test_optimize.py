@@ -183,3 +183,15 @@ def test_model_onnxruntime_cannot_load_is_a_model_error(tmp_path: Path) -> None:
     onnx.save(model, tmp_path / "bad.onnx")
     with pytest.raises(ModelError, match="does not load in onnxruntime"):
         optimize(tmp_path / "bad.onnx", tmp_path / "out.onnx")
+
+
+def test_an_input_dim_of_minus_one_is_unknown_not_a_change(tmp_path: Path) -> None:
+    # Paddle exports write -1 for an unknown dim; onnxruntime writes it back unset
+    model = onnx.load(quant_models.transformer_block(tmp_path / "block.onnx"))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -1
+    src = tmp_path / "minus_one.onnx"
+    onnx.save(model, src)
+
+    report = optimize(src, tmp_path / "out.onnx")
+
+    assert status(report)["onnxruntime-basic"] == "ok", report.steps

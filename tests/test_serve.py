@@ -94,7 +94,7 @@ def serve_cli(tmp_path: Path, runtime_dist: Path):
 
     yield _serve
     for served in started:
-        served.stop(signal.SIGKILL)
+        served.stop(signal.SIGTERM)
 
 
 def fetch(url: str, headers: dict[str, str] | None = None):
@@ -103,11 +103,11 @@ def fetch(url: str, headers: dict[str, str] | None = None):
         return response.status, response.headers, response.read()
 
 
-def raw_get(url: str, target: str) -> tuple[int, dict[str, str], bytes]:
-    """GET with the request target sent exactly as given (no client-side normalisation)."""
+def raw_get(url: str, target: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    """A request with the target sent exactly as given (no client-side normalisation)."""
     host, port = re.match(r"http://([^:/]+):(\d+)/", url).groups()
     with socket.create_connection((host, int(port)), timeout=10) as connection:
-        connection.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n"
+        connection.sendall(f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n"
                            "Connection: close\r\n\r\n".encode())
         data = b""
         while chunk := connection.recv(65536):
@@ -187,13 +187,14 @@ def test_nothing_outside_the_folder_is_served(build_bundle, serve_cli, tmp_path)
     (folder / "out.txt").symlink_to(secret)
     (folder / "out-dir").symlink_to(tmp_path / "private")
     (folder / "in.json").symlink_to(folder / "bundle.json")
+    (folder / "loop").symlink_to(folder / "loop")
     url = serve_cli(folder).url
     attempts = [
         "/../secret.txt", "/runtime/../../secret.txt", "/%2e%2e/secret.txt",
         "/%2E%2E%2Fsecret.txt", "/runtime/%2e%2e/%2e%2e/secret.txt", "/..%5csecret.txt",
         "/%2e%2e%2f%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd", f"/{secret}", f"//{secret}",
         f"/%2F{str(secret).lstrip('/')}", f"http://127.0.0.1/../{secret.name}", "/out.txt",
-        "/out-dir/key.txt", "/out-dir/", "/%00../secret.txt",
+        "/out-dir/key.txt", "/out-dir/", "/%00../secret.txt", "/loop",
     ]
     for target in attempts:
         status, _, body = raw_get(url, target)
@@ -221,12 +222,13 @@ def test_binds_loopback_only_picks_a_free_port_and_refuses_one_in_use(build_bund
     assert "--port 0" in lines[0] and "Traceback" not in second.output
 
 
-def test_ctrl_c_and_sigterm_stop_cleanly_and_remove_the_temporary_folder(tmp_path, serve_cli):
+def test_ctrl_c_sigterm_and_sighup_stop_cleanly_and_remove_the_temporary_folder(
+        tmp_path, serve_cli):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     model = tmp_path / "model.onnx"
     shutil.copyfile(models.multi_io(tmp_path / "a"), model)
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         served = serve_cli(model, env={**os.environ, "TMPDIR": str(scratch)})
         fetch(served.url + "bundle.json")
         assert list(scratch.glob("bundle-serve-*")), "the build should live in the temporary folder"
@@ -314,7 +316,14 @@ def test_a_served_folder_reloads_pages_when_it_changes(build_bundle, serve_cli, 
     (folder / "index.html").write_text("<p>changed</p>")
     second = _next_state(response)
     assert second["build"] != first["build"] and second["error"] is None
+    served.wait_for(r"index\.html changed: multi_io: .*reloading 1 page\)")
     connection.close()
+
+    mark = len(served.lines)
+    (folder / "bundle.json").write_text("{broken")
+    served.wait_for("the folder is not a valid bundle now: .*bundle.json", start=mark)
+    status, headers, body = raw_get(served.url, "/__bundler__/events", method="HEAD")
+    assert (status, headers["Content-Type"], body) == (200, "text/event-stream", b"")
 
 
 def test_templates_are_rendered_and_a_template_change_rerenders_without_a_model_rebuild(
@@ -379,7 +388,8 @@ def test_the_page_reloads_with_the_new_model_and_shows_a_failed_rebuild(
         tmp_path, serve_cli, plain_browser, browser_settings):
     model = tmp_path / "model.onnx"
     shutil.copyfile(models.multi_io(tmp_path / "a"), model)
-    url = serve_cli(model).url
+    served = serve_cli(model)
+    url = served.url
     context = plain_browser.new_context()
     page = context.new_page()
     page.set_default_timeout(browser_settings.timeouts_ms["load"])
@@ -395,6 +405,7 @@ def test_the_page_reloads_with_the_new_model_and_shows_a_failed_rebuild(
         page.wait_for_function("window.beforeReload === undefined", timeout=15_000)
         page.wait_for_selector("body[data-ready=true]", timeout=15_000)
         assert time.monotonic() - started < 15
+        served.wait_for(r"model\.onnx changed: .*reloading 1 page\)")
         assert "scale" in page.locator("td > code").all_inner_texts()
 
         page.evaluate("window.beforeReload = true")

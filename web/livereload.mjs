@@ -13,7 +13,7 @@ function showError(error) {
   overlay.style.cssText = 'position:fixed;inset:0;z-index:2147483647;overflow:auto;'
     + 'background:rgba(20,22,28,.92);color:#f4f5f7;font:15px/1.5 system-ui,sans-serif;padding:2rem;';
   const title = document.createElement('h2');
-  title.textContent = 'bundle serve: the rebuild failed';
+  title.textContent = 'bundle serve: the last change broke the build';
   title.style.cssText = 'margin:0 0 1rem;color:#ff8a8a;';
   const message = document.createElement('pre');
   message.className = 'bundler-error';
@@ -21,8 +21,8 @@ function showError(error) {
   message.style.cssText = 'white-space:pre-wrap;font:14px/1.5 ui-monospace,monospace;'
     + 'background:#2a0f12;border-left:4px solid #ff5c5c;padding:1rem;';
   const note = document.createElement('p');
-  note.textContent = 'The page still runs the last good build. Fix the problem and save: '
-    + 'the page reloads when the rebuild succeeds.';
+  note.textContent = 'This page still runs what it loaded before. Fix the problem and save: '
+    + 'the page reloads when the build is good again.';
   const close = document.createElement('button');
   close.textContent = 'Dismiss';
   close.addEventListener('click', () => overlay.remove());
