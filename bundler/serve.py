@@ -25,7 +25,7 @@ import webbrowser
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 from bundler.build import build, rerender, summary
 from bundler.config import CONFIG_FILE_NAME, BuildOptions, load_options
@@ -83,9 +83,29 @@ def wait_for_change(watched: Callable[[], list[Path]], seen: Snapshot) -> tuple[
         return current, changed_paths(seen, current)
 
 
+class _ServedFolder:
+    """A built folder, served as it is; pages reload when it changes."""
+
+    failure = "the folder is not a valid bundle now"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def watched(self) -> list[Path]:
+        return [self.folder]
+
+    def start(self, reporter: Reporter) -> Path:
+        return self.folder
+
+    def rebuild(self, changed: list[str], reporter: Reporter) -> tuple[Path, str]:
+        return self.folder, summary(read_manifest(self.folder))
+
+
 @dataclasses.dataclass
 class _Builds:
     """Builds of the model, one folder per generation under `scratch`."""
+
+    failure: ClassVar[str] = "rebuild failed, still serving the last good build"
 
     source: Path | None
     flags: Mapping[str, Any]
@@ -114,10 +134,19 @@ class _Builds:
         self.generation += 1
         return self.scratch / f"build-{self.generation}"
 
-    def build(self, changed: list[str], reporter: Reporter, quiet: bool) -> dict[str, Any]:
-        reporter = _BuildReporter(reporter, self.warnings, quiet)
-        manifest = self._build(changed, reporter)
-        self.warnings = reporter.warnings
+    def start(self, reporter: Reporter) -> Path:
+        self._build_reporting([], reporter, quiet=False)
+        return self.outputs[-1]
+
+    def rebuild(self, changed: list[str], reporter: Reporter) -> tuple[Path, str]:
+        manifest = self._build_reporting(changed, reporter, quiet=True)
+        return self.outputs[-1], summary(manifest)
+
+    def _build_reporting(self, changed: list[str], reporter: Reporter, quiet: bool
+                         ) -> dict[str, Any]:
+        build_reporter = _BuildReporter(reporter, self.warnings, quiet)
+        manifest = self._build(changed, build_reporter)
+        self.warnings = build_reporter.warnings
         return manifest
 
     def _build(self, changed: list[str], reporter: Reporter) -> dict[str, Any]:
@@ -212,10 +241,9 @@ def serve(
     port: int = 8000,
     open_browser: bool = False,
     reporter: Reporter | None = None,
-    on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `source` (a model, a built folder, or None: bundle.toml's model or the example) until
-    interrupted. `flags` are build options as `load_options` takes them; `on_ready` gets the URL."""
+    interrupted. `flags` are build options as `load_options` takes them."""
     reporter = reporter or Reporter()
     flags = dict(flags or {})
     serving_folder = source is not None and Path(source).is_dir()
@@ -227,41 +255,19 @@ def serve(
                               f" folder; pass the model file instead of {source}")
     live = LiveReload()
     with _stopped_by_signals(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
-        server = bind(host, port, Path(source) if serving_folder else Path(scratch), live,
-                      log_refusal=reporter.warn)
-        with server:
+        site: _ServedFolder | _Builds = (
+            _ServedFolder(Path(source)) if serving_folder
+            else _Builds(Path(source) if source else None, flags, config, Path(scratch)))
+        with bind(host, port, Path(scratch), live, log_refusal=reporter.warn) as server:
             try:
-                if serving_folder:
-                    folder = Path(source)
-
-                    def watched() -> list[Path]:
-                        return [folder]
-
-                    def rebuild(changed: list[str]) -> str:
-                        return summary(read_manifest(folder))
-                else:
-                    builds = _Builds(Path(source) if source else None, flags, config,
-                                     Path(scratch))
-                    watched = builds.watched
-                    builds.build([], reporter, quiet=False)
-                    server.root = builds.outputs[-1]
-
-                    def rebuild(changed: list[str]) -> str:
-                        manifest = builds.build(changed, reporter, quiet=True)
-                        server.root = builds.outputs[-1]
-                        return summary(manifest)
-
-                _serve_until_interrupted(server, live, watched, rebuild, reporter, host,
-                                         open_browser, on_ready, serving_folder)
+                server.root = site.start(reporter)
+                _serve_until_interrupted(server, live, site, reporter, host, open_browser)
             except KeyboardInterrupt:
                 reporter.info("Stopped.")
 
 
-def _serve_until_interrupted(server: BundleServer, live: LiveReload,
-                             watched: Callable[[], list[Path]],
-                             rebuild: Callable[[list[str]], str], reporter: Reporter, host: str,
-                             open_browser: bool, on_ready: Callable[[str], None] | None,
-                             serving_folder: bool) -> None:
+def _serve_until_interrupted(server: BundleServer, live: LiveReload, site: _ServedFolder | _Builds,
+                             reporter: Reporter, host: str, open_browser: bool) -> None:
     with running(server):
         url = server.url
         reporter.info(f"Serving on {url} ({EP_HINT}). Ctrl-C stops.")
@@ -269,22 +275,19 @@ def _serve_until_interrupted(server: BundleServer, live: LiveReload,
             reporter.warn(f"listening on {host}: other machines on the network can load this page")
         if open_browser:
             threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
-        if on_ready is not None:
-            on_ready(url)
-        seen = snapshot(watched())
+        seen = snapshot(site.watched())
         while True:
-            seen, changed = wait_for_change(watched, seen)
+            seen, changed = wait_for_change(site.watched, seen)
             what = ", ".join(Path(path).name for path in changed[:3]) + (
                 f" and {len(changed) - 3} more" if len(changed) > 3 else "")
             started = time.monotonic()
             try:
                 with reporter.step(f"{what} changed: rebuilding"):
-                    line = rebuild(changed)
+                    server.root, line = site.rebuild(changed, reporter)
             except Exception as error:  # the server must outlive any failed rebuild
                 message = (error.message if isinstance(error, BundlerError)
                            else f"{type(error).__name__}: {error}")
-                reporter.warn(f"the folder is not a valid bundle now: {message}" if serving_folder
-                              else f"rebuild failed, still serving the last good build: {message}")
+                reporter.warn(f"{site.failure}: {message}")
                 live.failed(message)
             else:
                 pages = live.listeners
@@ -293,4 +296,5 @@ def _serve_until_interrupted(server: BundleServer, live: LiveReload,
                               f" reloading {pages} page{'s' if pages != 1 else ''})")
             # A new configuration can name other files: start watching those as they are now,
             # but keep the old state of the rest, so a change made during the build is not lost.
-            seen = {path: seen.get(path, state) for path, state in snapshot(watched()).items()}
+            seen = {path: seen.get(path, state)
+                    for path, state in snapshot(site.watched()).items()}
