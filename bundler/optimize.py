@@ -190,7 +190,24 @@ def _fix_dims(model: onnx.ModelProto, fix_dims: dict[str, int]) -> onnx.ModelPro
 
 
 def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
-    return onnxslim.slim(copy.deepcopy(model), skip_fusion_patterns=_SLIM_SKIPPED_FUSIONS)
+    slim = onnxslim.slim(copy.deepcopy(model), skip_fusion_patterns=_SLIM_SKIPPED_FUSIONS)
+    _keep_unnamed_dims(model, slim)
+    return slim
+
+
+def _keep_unnamed_dims(before: onnx.ModelProto, after: onnx.ModelProto) -> None:
+    """onnxslim names the unnamed dims of the graph's inputs and outputs (x_d0, ...). The page's
+    API and `--dim INPUT:AXIS` know them as unnamed, so their names are cleared again."""
+    for old_values, new_values in ((before.graph.input, after.graph.input),
+                                   (before.graph.output, after.graph.output)):
+        old_dims = {value.name: value.type.tensor_type.shape.dim for value in old_values}
+        for value in new_values:
+            new_dims = value.type.tensor_type.shape.dim
+            if len(old_dims.get(value.name, ())) != len(new_dims):
+                continue
+            for old, new in zip(old_dims[value.name], new_dims, strict=True):
+                if not old.dim_param and old.dim_value <= 0 and new.dim_param:
+                    new.Clear()
 
 
 def _ort_basic(model: onnx.ModelProto, workdir: Path) -> onnx.ModelProto:

@@ -195,3 +195,19 @@ def test_an_input_dim_of_minus_one_is_unknown_not_a_change(tmp_path: Path) -> No
     report = optimize(src, tmp_path / "out.onnx")
 
     assert status(report)["onnxruntime-basic"] == "ok", report.steps
+
+
+def test_unnamed_input_dims_stay_unnamed_and_onnxslim_still_runs(tmp_path: Path) -> None:
+    model = onnx.load(models.recurrent_state(tmp_path))
+    for value in [*model.graph.input, *model.graph.output]:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.Clear()
+    src = tmp_path / "unnamed.onnx"
+    onnx.save(model, src)
+    dst = tmp_path / "out.onnx"
+
+    report = optimize(src, dst)
+
+    assert status(report)["onnxslim"] == "ok", report.steps
+    assert input_dims(dst) == input_dims(src)
