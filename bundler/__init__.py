@@ -5,6 +5,7 @@ Library use mirrors the CLI:
     import bundler
     manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
     report = bundler.check_bundle(Path("dist"))
+    bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ if TYPE_CHECKING:
     from bundler.build import build
     from bundler.config import BuildOptions
     from bundler.conformance import check_bundle
+    from bundler.serve import serve
 
 _LAZY = {
     "build": "bundler.build",
     "BuildOptions": "bundler.config",
     "check_bundle": "bundler.conformance",
+    "serve": "bundler.serve",
 }
 
 
@@ -34,4 +37,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "__version__", "build", "check_bundle"]
+__all__ = ["BuildOptions", "__version__", "build", "check_bundle", "serve"]
