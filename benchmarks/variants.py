@@ -22,7 +22,7 @@ from bundler.config import merge
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
 from bundler.inspect import TensorSpec
-from bundler.reference import runnable_feeds, session
+from bundler.reference import cpu_session, runnable_feeds
 from bundler.server import HARNESS_PATH, serve_directory
 
 TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
@@ -53,7 +53,8 @@ TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
 
 
 def native_medians(directory: Path, manifest: dict, feeds: dict, runs: int) -> dict[str, float]:
-    sessions = {v["name"]: session(directory / v["file"], threads=1) for v in manifest["variants"]}
+    sessions = {v["name"]: cpu_session(directory / v["file"], threads=1)
+                for v in manifest["variants"]}
     times: dict[str, list[float]] = {name: [] for name in sessions}
     for runner in sessions.values():
         runner.run(None, feeds)

@@ -28,7 +28,8 @@ CONFIG_FILE_NAME = "bundle.toml"
 _DIM_PATTERN = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>\d+)$")
 
 
-QUANTIZE_CHOICES = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4", "auto")
+VARIANT_KINDS = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4")
+QUANTIZE_CHOICES = (*VARIANT_KINDS, "auto")
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "ort")
 
@@ -61,7 +62,7 @@ class BuildOptions:
     def kinds(self) -> tuple[str, ...]:
         """The variants to make: the candidates of `auto`, or what ships."""
         if self.quantize == "auto":
-            return self.variants or QUANTIZE_CHOICES[:-1]
+            return self.variants or VARIANT_KINDS
         return self.variants or (self.quantize,)
 
 
@@ -167,7 +168,7 @@ SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
     "optimize": _bool,
     "fix_dims": _dims,
     "quantize": _one_of(QUANTIZE_CHOICES),
-    "variants": _names(QUANTIZE_CHOICES[:-1]),
+    "variants": _names(VARIANT_KINDS),
     "default_variant": _default_variant,
     "calibration": _path,
     "calibration_method": _one_of(CALIBRATION_METHODS),

@@ -326,7 +326,7 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
         if check.fallback_reason:
             check.error += f" ({check.fallback_reason})"
         return check
-    if variant.get("kind", "fp32") == "fp32":
+    if not _quantized(variant):
         tolerance = session.settings.tolerances[expect_ep]
     else:
         # relative to the output's range, never tighter than fp32's absolute tolerance
@@ -342,6 +342,10 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
             browser = _decode_output(browser_outputs[spec.name])
             check.outputs.append(compare(name, browser, case.outputs[spec.name], **tolerance))
     return check
+
+
+def _quantized(variant: Mapping[str, Any]) -> bool:
+    return variant.get("kind", "fp32") != "fp32"
 
 
 def _default_variant(manifest: Mapping[str, Any], ep: str) -> Mapping[str, Any]:
@@ -387,9 +391,8 @@ def check_bundle(
                 return report
             references[variant["name"]] = reference
             if recorded and recorded["dims"] == reference.dims:
-                changed = fingerprint_mismatch(
-                    recorded, reference, rtol=1e-4 if variant.get("kind", "fp32") == "fp32"
-                    else 2e-2)
+                changed = fingerprint_mismatch(recorded, reference,
+                                               rtol=2e-2 if _quantized(variant) else 1e-4)
                 if changed:
                     report.problems.append(
                         f"variant {variant['name']}: native outputs of {variant['file']} differ"

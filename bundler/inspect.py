@@ -65,7 +65,8 @@ class ModelInfo:
     bytes: int
 
 
-def _dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
+def tensor_dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
+    """The dims as the JS API sees them: sizes, symbolic names, "?" for unknown; None: no shape."""
     if not value_type.HasField("shape"):
         return None
     # Some exporters (paddle2onnx) write dim_value -1 for a dim they leave open.
@@ -87,7 +88,7 @@ def tensor_spec(value: onnx.ValueInfoProto, role: str) -> TensorSpec:
         name = onnx.TensorProto.DataType.Name(element)
         raise ModelError(f"{role} {value.name!r} has element type {name}, which onnxruntime-web"
                          " does not support")
-    return TensorSpec(value.name, TYPE_NAMES[element], _dims(value.type.tensor_type))
+    return TensorSpec(value.name, TYPE_NAMES[element], tensor_dims(value.type.tensor_type))
 
 
 def _external_locations(model: onnx.ModelProto) -> tuple[str, ...]:

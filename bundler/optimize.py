@@ -22,7 +22,8 @@ import onnxslim
 from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
 from bundler.errors import ConfigError, ModelError
-from bundler.inspect import model_bytes, read_model
+from bundler.inspect import model_bytes, read_model, tensor_dims
+from bundler.reference import cpu_session
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.
@@ -92,38 +93,6 @@ def copy_model(src: Path, dst: Path) -> None:
         save_model(read_model(src), dst)
 
 
-def cpu_session(
-    model: Path,
-    *,
-    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    threads: int = 0,
-    optimized_path: Path | None = None,
-    save_format: Literal["ONNX", "ORT"] = "ONNX",
-    disabled_optimizers: list[str] | None = None,
-) -> ort.InferenceSession:
-    """A quiet CPU-EP session; with `optimized_path`, onnxruntime also writes the graph there."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if optimized_path is not None:
-        options.optimized_model_filepath = str(optimized_path)
-        options.add_session_config_entry("session.save_model_format", save_format)
-        if save_format == "ONNX":
-            options.add_session_config_entry(
-                "session.optimized_model_external_initializers_file_name",
-                optimized_path.name + ".data",
-            )
-    return ort.InferenceSession(
-        str(model),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=disabled_optimizers or [],
-    )
-
-
 def _interface(model: onnx.ModelProto, shapes: bool) -> tuple[dict[str, str], dict[str, str]]:
     """What the JS API sees: graph inputs (type and shape) and outputs (type), by name."""
     weights = {tensor.name for tensor in model.graph.initializer}
@@ -133,10 +102,7 @@ def _interface(model: onnx.ModelProto, shapes: bool) -> tuple[dict[str, str], di
         kind = onnx.TensorProto.DataType.Name(tensor.elem_type).lower()
         if not with_shape:
             return kind
-        # dim_value -1 (some exporters write it) means unknown, as an unset one does
-        dims = (d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?")
-                for d in tensor.shape.dim)
-        return f"{kind}[{','.join(dims)}]"
+        return f"{kind}[{','.join(map(str, tensor_dims(tensor) or ()))}]"
 
     inputs = {v.name: describe(v, shapes) for v in model.graph.input if v.name not in weights}
     outputs = {v.name: describe(v, False) for v in model.graph.output}
@@ -200,13 +166,13 @@ def _keep_unnamed_dims(before: onnx.ModelProto, after: onnx.ModelProto) -> None:
     API and `--dim INPUT:AXIS` know them as unnamed, so their names are cleared again."""
     for old_values, new_values in ((before.graph.input, after.graph.input),
                                    (before.graph.output, after.graph.output)):
-        old_dims = {value.name: value.type.tensor_type.shape.dim for value in old_values}
+        old_dims = {value.name: tensor_dims(value.type.tensor_type) or () for value in old_values}
         for value in new_values:
             new_dims = value.type.tensor_type.shape.dim
             if len(old_dims.get(value.name, ())) != len(new_dims):
                 continue
             for old, new in zip(old_dims[value.name], new_dims, strict=True):
-                if not old.dim_param and old.dim_value <= 0 and new.dim_param:
+                if old == "?" and new.dim_param:
                     new.Clear()
 
 

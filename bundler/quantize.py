@@ -36,13 +36,14 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from onnxruntime.transformers import float16
 
+from bundler.config import VARIANT_KINDS
 from bundler.errors import BundlerError, ConfigError, QuantizeError
 from bundler.inspect import model_bytes, read_model
-from bundler.optimize import copy_model, cpu_session, first_line, save_model, walk_nodes
+from bundler.optimize import copy_model, first_line, save_model, walk_nodes
+from bundler.reference import cpu_session
 
 Feeds = list[dict[str, np.ndarray]]
 
-VARIANT_KINDS = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4")
 CALIBRATION_METHODS = {
     "minmax": CalibrationMethod.MinMax,
     "percentile": CalibrationMethod.Percentile,

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import onnx
@@ -111,17 +112,42 @@ def make_feeds(
     return feeds
 
 
-def session(model: Path, threads: int = 0, quiet: bool = False) -> ort.InferenceSession:
-    """A CPU session; `quiet` silences the errors of runs that fail on purpose (size search)."""
+def cpu_session(
+    model: Path,
+    *,
+    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    threads: int = 0,
+    optimized_path: Path | None = None,
+    save_format: Literal["ONNX", "ORT"] = "ONNX",
+    disabled_optimizers: list[str] | None = None,
+    quiet: bool = False,
+) -> ort.InferenceSession:
+    """A CPU-EP session that logs only errors (none when `quiet`: for runs that fail on purpose,
+    as in the size search); with `optimized_path`, onnxruntime also writes the graph there."""
     options = ort.SessionOptions()
     options.log_severity_level = 4 if quiet else 3
+    options.graph_optimization_level = level
     if threads:
         options.intra_op_num_threads = threads
-    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        options.inter_op_num_threads = 1
+    if optimized_path is not None:
+        options.optimized_model_filepath = str(optimized_path)
+        options.add_session_config_entry("session.save_model_format", save_format)
+        if save_format == "ONNX":
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name",
+                optimized_path.name + ".data",
+            )
+    return ort.InferenceSession(
+        str(model),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=disabled_optimizers or [],
+    )
 
 
 def run_native(model: Path | ort.InferenceSession, feeds: Feeds) -> Feeds:
-    runner = model if isinstance(model, ort.InferenceSession) else session(model)
+    runner = model if isinstance(model, ort.InferenceSession) else cpu_session(model)
     names = [output.name for output in runner.get_outputs()]
     return dict(zip(names, runner.run(names, feeds), strict=True))
 
@@ -255,7 +281,7 @@ def runnable_feeds(
     Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
     larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
     case of its own, at the first size where that branch runs."""
-    runner = session(model, quiet=True)
+    runner = cpu_session(model, quiet=True)
     tries = _size_tries(inputs, dims)
     try:
         chosen, base = _search(runner, inputs, tries, seed)
