@@ -56,7 +56,10 @@ def chromium_executable(settings: BrowserSettings) -> str | None:
     chosen = os.environ.get(settings.chromium_env)
     if chosen:
         if not Path(chosen).is_file():
-            raise BrowserError(f"${settings.chromium_env} points at {chosen}, which does not exist")
+            raise BrowserError(
+                f"${settings.chromium_env} points at {chosen}, which does not exist; install"
+                f" Chromium (apt-get install -y chromium) and set ${settings.chromium_env} to its"
+                " path, or unset it")
         return chosen
     return next((c for c in settings.chromium_candidates if Path(c).is_file()), None)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
+from bundler.browser import chromium_executable, load_settings
 from bundler.config import BuildOptions
 from bundler.conformance import (
     REPORT_COLUMNS,
@@ -26,8 +27,9 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import model_bytes, read_model
+from bundler.inspect import input_specs, model_bytes, read_model
 from bundler.prepare import prepare_model
+from bundler.reference import check_dims
 from bundler.resources import example_model
 from bundler.runtime import (
     BUILDS,
@@ -37,6 +39,7 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
+from bundler.samples import load_samples
 from bundler.site import human_bytes, render_site, write_manifest
 from bundler.variants import budget_of, choose, default_variant, make_variants
 
@@ -167,6 +170,18 @@ def _browser_ok(report: ConformanceReport | None, names: list[str]) -> dict[str,
     }
 
 
+def _check_inputs(source: Path, options: BuildOptions) -> None:
+    """The checks that need no work done: they fail before any folder is made."""
+    inputs = input_specs(read_model(source, load_weights=False))
+    check_dims(inputs, options.dims)
+    for key, path in (("--calibration", options.calibration),
+                      ("--validation", options.validation)):
+        if path is not None:
+            load_samples(path, inputs, key)
+    if options.verify:  # a Chromium named but missing is a mistake, not a missing browser
+        chromium_executable(load_settings())
+
+
 def build(
     model: Path | None = None,
     options: BuildOptions | None = None,
@@ -180,7 +195,7 @@ def build(
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
-    read_model(source, load_weights=False)  # fail fast, before any folder is made
+    _check_inputs(source, options)
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"

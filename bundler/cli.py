@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 
 import click
@@ -26,9 +27,36 @@ def _reporter():
     return TerminalReporter()
 
 
-@click.group()
+class _Commands(click.Group):
+    """Runs a command with SIGTERM/SIGHUP acting as Ctrl-C (so cleanup runs); any error ends in
+    one `Error:` line, with the traceback only under --debug."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from bundler.interrupts import signals_interrupt
+
+        debug = ctx.params.get("debug", False)
+        try:
+            with signals_interrupt():
+                return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except click.ClickException:
+            if debug:
+                traceback.print_exc()
+            raise
+        except Exception as error:
+            if debug:
+                raise
+            text = (str(error).strip().splitlines() or [""])[0][:300]
+            raise click.ClickException(
+                f"unexpected {type(error).__name__}: {text} (a bug in onnx-bundler: rerun with"
+                " --debug for the traceback and report it)") from None
+
+
+@click.group(cls=_Commands)
 @click.version_option(__version__, prog_name="onnx-bundler")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")
+def main(debug: bool) -> None:
     """Ship an ONNX model to the browser: a static web app on onnxruntime-web."""
 
 
@@ -104,13 +132,16 @@ def build(model, config, force, **flags):
               help="Also check that load() falls back to WASM without WebGPU (default).")
 def test(directory, eps, dims, report, fallback):
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
-    from bundler.config import parse_dims
+    from bundler.config import validate
     from bundler.conformance import REPORT_COLUMNS, check_bundle
-    from bundler.errors import BundlerError
+    from bundler.errors import BundlerError, ConfigError
 
+    if report is not None and not report.parent.is_dir():
+        raise ConfigError(f"--report {report}: {report.parent} is not a folder")
     reporter = _reporter()
     result = check_bundle(directory, execution_providers=eps or EXECUTION_PROVIDERS,
-                          dims=parse_dims(dims), check_fallback=fallback, reporter=reporter)
+                          dims=validate({"dims": dims}, None, Path.cwd()).get("dims", {}),
+                          check_fallback=fallback, reporter=reporter)
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())

@@ -26,6 +26,7 @@ from bundler.reference import (
     NUMPY_TYPES,
     NotRunnable,
     Reference,
+    check_dims,
     fingerprint_mismatch,
     runnable_feeds,
 )
@@ -369,6 +370,7 @@ def check_bundle(
     manifest = read_manifest(directory)
     inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
     outputs = [TensorSpec.from_json(spec) for spec in manifest["outputs"]]
+    check_dims(inputs, dims or {})
     report = ConformanceReport(directory=directory)
     report.problems = _integrity_problems(directory, manifest)
     if report.problems:

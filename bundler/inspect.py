@@ -30,6 +30,7 @@ TYPE_NAMES = {
 }
 
 Dim = int | str
+PROTOBUF_LIMIT = 2**31 - 1  # the most bytes one protobuf message (one .onnx file) can hold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +120,12 @@ def read_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     size = path.stat().st_size
     if size == 0:
         raise ModelError(f"{path} is empty (0 bytes); export the model again")
+    if size > PROTOBUF_LIMIT:
+        raise ModelError(
+            f"{path} is {size / 2**30:.1f} GiB in one file, past protobuf's 2 GB limit, so it"
+            " cannot be parsed; save it with its weights as external data"
+            " (onnx.save_model(model, path, save_as_external_data=True))"
+        )
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError, OSError) as error:
@@ -166,17 +173,19 @@ def model_bytes(path: Path) -> int:
     return sum(file.stat().st_size for file in model_files(path))
 
 
-def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:
+def input_specs(model: onnx.ModelProto) -> tuple[TensorSpec, ...]:
+    """The graph inputs a caller feeds (initializers listed as inputs left out)."""
     initializers = {tensor.name for tensor in model.graph.initializer}
+    return tuple(tensor_spec(value, "input") for value in model.graph.input
+                 if value.name not in initializers)
+
+
+def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:
     counts: collections.Counter = collections.Counter()
     _count_ops(model.graph, counts)
     return ModelInfo(
         path=path,
-        inputs=tuple(
-            tensor_spec(value, "input")
-            for value in model.graph.input
-            if value.name not in initializers
-        ),
+        inputs=input_specs(model),
         outputs=tuple(tensor_spec(value, "output") for value in model.graph.output),
         opsets={entry.domain or "ai.onnx": entry.version for entry in model.opset_import},
         op_counts=dict(sorted(counts.items())),

@@ -9,6 +9,7 @@ breaks the model falls back to the model before it, and the report says which an
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -49,9 +50,15 @@ class OptimizeReport:
     bytes_after: int
 
 
+# What onnxruntime puts around its message: a status prefix, the file it was loading (the caller
+# names it) and the source file, line and C++ signature on the machine onnxruntime was built on.
+_ORT_NOISE = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : |Load model from \S+ failed: ?"
+                        r"|/\S+\.(?:h|cc|cpp):\d+ (?:[^()]*\([^()]*\)(?: const)? )?")
+
+
 def first_line(error: BaseException) -> str:
     """`Type: message` cut to its first line, for one-line reports."""
-    text = str(error).strip().splitlines()
+    text = _ORT_NOISE.sub("", str(error)).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:240]}" if text else type(error).__name__
 
 

@@ -9,9 +9,8 @@ import onnxruntime as ort
 
 from bundler.console import Reporter
 from bundler.errors import ModelError
-from bundler.inspect import check_model, read_model
-
-_PROTOBUF_LIMIT = 2**31 - 1
+from bundler.inspect import PROTOBUF_LIMIT, check_model, model_bytes, read_model
+from bundler.optimize import first_line
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
@@ -46,7 +45,7 @@ def _native_load_error(path: Path) -> str | None:
         options.log_severity_level = 3
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        return str(error).strip().splitlines()[0][:300]
+        return first_line(error)
     return None
 
 
@@ -56,6 +55,11 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[s
     Returns notes on what was changed. The onnx checker's complaints are warnings when native
     onnxruntime loads the model anyway (several exporters write models the checker rejects).
     """
+    if model_bytes(source) > PROTOBUF_LIMIT:  # before loading gigabytes of weights
+        raise ModelError(
+            f"{source} holds over 2 GB of weights; browsers cannot load a model that large"
+            " in one piece (split or quantize it first)"
+        )
     model = read_model(source)
     complaints = check_model(source)
     load_error = _native_load_error(source)
@@ -65,11 +69,6 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[s
     for complaint in complaints:
         reporter.warn(f"onnx.checker: {complaint} (onnxruntime loads the model, so going on)")
     notes = _strip_zipmap(model)
-    if model.ByteSize() > _PROTOBUF_LIMIT:
-        raise ModelError(
-            f"{source} holds over 2 GB of weights; browsers cannot load a model that large"
-            " in one piece (split or quantize it first)"
-        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(destination))
     if notes and (error := _native_load_error(destination)):

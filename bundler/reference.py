@@ -18,6 +18,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
+from bundler.errors import ConfigError
 from bundler.inspect import TensorSpec
 
 NUMPY_TYPES = {
@@ -72,6 +73,21 @@ def open_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[str
             if key not in dims and _dim_key(spec, axis) not in dims and key not in keys:
                 keys.append(key)
     return keys
+
+
+def check_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> None:
+    """ConfigError for a --dim key that sizes no symbolic dim of `inputs` (a misspelt name)."""
+    known: set[str] = set()
+    for spec in inputs:
+        if spec.shape is None:  # unknown rank: any axis of it may be given
+            known.update(key for key in dims if key.rsplit(":", 1)[0] == spec.name)
+        for axis, dim in enumerate(spec.shape or ()):
+            if isinstance(dim, str):
+                known.update({_dim_key(spec, axis), dim} - {"?"})
+    unknown = [key for key in dims if key not in known]
+    if unknown:
+        raise ConfigError(f"--dim {unknown[0]!r}: the model has no such symbolic dim (it has:"
+                          f" {', '.join(sorted(known)) or 'none, every dim is fixed'})")
 
 
 def resolve_shapes(

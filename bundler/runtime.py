@@ -77,12 +77,23 @@ def _node_and_npm() -> tuple[Path, list[str]]:
     return node_path, [str(node_path), str(npm_cli)]
 
 
-def _run(command: list[str], env: dict[str, str], what: str) -> None:
+# npm's error lines that say nothing about the cause.
+_NPM_NOISE = ("A complete log", "code ", "syscall ", "errno ", "at ", "If you are behind", "{",
+              "}", "Log files were not written")
+
+
+def _first_cause(output: str) -> str:
+    lines = [line.strip().removeprefix("npm error").removeprefix("npm ERR!").strip()
+             for line in output.splitlines()]
+    causes = [line for line in lines if line and not line.startswith(_NPM_NOISE)]
+    return (causes or [line for line in lines if line] or ["no output"])[0][:300]
+
+
+def _run(command: list[str], env: dict[str, str], what: str, hint: str = "") -> None:
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        output = (result.stderr or result.stdout).strip().splitlines()
-        detail = next((line for line in reversed(output) if line.strip()), "no output")
-        raise RuntimeFetchError(f"{what} failed: {detail}")
+        raise RuntimeFetchError(f"{what} failed: {_first_cause(result.stderr or result.stdout)}"
+                                + hint)
 
 
 def _install(version: str, destination: Path) -> None:
@@ -98,6 +109,8 @@ def _install(version: str, destination: Path) -> None:
          "--loglevel=error", f"{PACKAGE}@{version}"],
         env,
         f"npm install {PACKAGE}@{version}",
+        f"; offline or behind a proxy? pass --runtime-dir with an unpacked {PACKAGE} dist/ or"
+        f" the tarball of `npm pack {PACKAGE}@{version}` made where the registry is reachable",
     )
 
 

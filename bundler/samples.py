@@ -45,6 +45,9 @@ def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Fee
     for spec in inputs:
         array = arrays[spec.name]
         if spec.type in NUMPY_TYPES:
+            if array.dtype.kind not in "biuf":
+                raise ConfigError(f"{key} {path}: the array for {spec.name!r} holds {array.dtype}"
+                                  f" values, the model takes {spec.type}")
             array = array.astype(NUMPY_TYPES[spec.type], copy=False)
         batched = spec.shape is not None and array.ndim == len(spec.shape)
         for index, sample in enumerate(samples):

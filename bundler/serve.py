@@ -17,14 +17,12 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import signal
 import tempfile
 import threading
 import time
 import webbrowser
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, ClassVar
 
 from bundler.build import build, rerender, summary
@@ -33,6 +31,7 @@ from bundler.conformance import read_manifest
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.inspect import model_files
+from bundler.interrupts import signals_interrupt
 from bundler.resources import example_model
 from bundler.server import BundleServer, LiveReload, bind, running
 
@@ -204,26 +203,6 @@ class _BuildReporter(Reporter):
             self.reporter.table(title, columns, rows)
 
 
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) end the server as Ctrl-C does, so the temporary
-    folder is removed."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    previous = {name: signal.signal(getattr(signal, name), interrupt) for name in names}
-    try:
-        yield
-    finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
-
-
 def _check_bundle_folder(folder: Path) -> None:
     try:
         read_manifest(folder)
@@ -254,7 +233,7 @@ def serve(
             raise ConfigError(f"build options ({', '.join(given)}) do not apply to a built"
                               f" folder; pass the model file instead of {source}")
     live = LiveReload()
-    with _stopped_by_signals(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
+    with signals_interrupt(), tempfile.TemporaryDirectory(prefix="bundle-serve-") as scratch:
         site: _ServedFolder | _Builds = (
             _ServedFolder(Path(source)) if serving_folder
             else _Builds(Path(source) if source else None, flags, config, Path(scratch)))
