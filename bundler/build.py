@@ -1,8 +1,9 @@
 """`bundle build`: model -> static web app folder, written atomically.
 
-The stages run in order into a temporary folder beside the output (inspect and prepare ->
-optimize -> quantize and measure the variants -> fetch the runtime -> render the site -> verify in
-the browser, and for `auto`, choose); only a complete build is moved into place.
+The inputs are checked and the runtime fetched first; then the stages run in order into a
+temporary folder beside the output (inspect and prepare -> optimize -> quantize and measure the
+variants -> copy the runtime -> render the site -> verify in the browser, and for `auto`, choose);
+only a complete build is moved into place.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ def build(
     output = Path(options.output)
     _check_inputs(source, options)
     _check_output(output, source, force)
+    files = needed_files(options.execution_providers)
+    with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
+        dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
     with _staging(output) as staging:
         work = staging / ".work"
         with reporter.step(f"Checking {source}"):
@@ -209,10 +213,7 @@ def build(
             is_example=is_example, reporter=reporter,
         )
         names = [variant.entry["name"] for variant in variants]
-        files = needed_files(options.execution_providers)
-        with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
-            dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
-            copy_runtime(dist, staging / RUNTIME_DIR, files)
+        copy_runtime(dist, staging / RUNTIME_DIR, files)
         manifest: dict[str, Any] = {
             "name": options.name or source.stem,
             "tool": {"name": TOOL, "version": __version__},

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
-import onnxruntime as ort
 
 from bundler.console import Reporter
 from bundler.errors import ModelError
 from bundler.inspect import PROTOBUF_LIMIT, check_model, model_bytes, read_model
 from bundler.optimize import first_line
+from bundler.reference import cpu_session
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
@@ -41,9 +41,7 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
 
 def _native_load_error(path: Path) -> str | None:
     try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        cpu_session(path)
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
         return first_line(error)
     return None

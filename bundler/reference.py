@@ -75,6 +75,13 @@ def open_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[str
     return keys
 
 
+# onnxruntime's own log lines (colored `[E:onnxruntime:...]`) must never reach the terminal: every
+# failure is raised and reported in one line. Sessions made elsewhere (the quantizers) use the
+# default logger, so that is silenced too.
+_SILENT = 4
+ort.set_default_logger_severity(_SILENT)
+
+
 def check_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> None:
     """ConfigError for a --dim key that sizes no symbolic dim of `inputs` (a misspelt name)."""
     known: set[str] = set()
@@ -136,12 +143,11 @@ def cpu_session(
     optimized_path: Path | None = None,
     save_format: Literal["ONNX", "ORT"] = "ONNX",
     disabled_optimizers: list[str] | None = None,
-    quiet: bool = False,
 ) -> ort.InferenceSession:
-    """A CPU-EP session that logs only errors (none when `quiet`: for runs that fail on purpose,
-    as in the size search); with `optimized_path`, onnxruntime also writes the graph there."""
+    """A CPU-EP session that logs nothing (its errors reach the user as exceptions, in one line);
+    with `optimized_path`, onnxruntime also writes the graph there."""
     options = ort.SessionOptions()
-    options.log_severity_level = 4 if quiet else 3
+    options.log_severity_level = _SILENT
     options.graph_optimization_level = level
     if threads:
         options.intra_op_num_threads = threads
@@ -297,7 +303,7 @@ def runnable_feeds(
     Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
     larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
     case of its own, at the first size where that branch runs."""
-    runner = cpu_session(model, quiet=True)
+    runner = cpu_session(model)
     tries = _size_tries(inputs, dims)
     try:
         chosen, base = _search(runner, inputs, tries, seed)
