@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import os
 import runpy
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,26 @@ def playwright_session() -> Iterator[Any]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise BrowserError("playwright is not installed; pip install playwright") from None
-    with sync_playwright() as playwright:
+    # The driver and the Chromium it starts keep their temporary files in a folder of ours, which
+    # is removed even when an interrupt (Ctrl-C reaches them too) stops them before they clean up.
+    with (tempfile.TemporaryDirectory(prefix="bundler-browser-") as scratch,
+          _environment(TMPDIR=scratch), sync_playwright() as playwright):
         yield playwright
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """`values` in os.environ inside the block (for the subprocesses it starts)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

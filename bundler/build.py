@@ -29,6 +29,7 @@ from bundler.conformance import (
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
 from bundler.inspect import input_specs, model_bytes, read_model
+from bundler.interrupts import signals_held
 from bundler.prepare import prepare_model
 from bundler.reference import check_dims
 from bundler.resources import example_model
@@ -92,13 +93,16 @@ def _staging(output: Path) -> Iterator[Path]:
 
 
 def _move_into_place(staging: Path, output: Path) -> None:
-    old = None
-    if output.exists():
-        old = output.with_name(f".{output.name}.old-{staging.name}")
-        output.rename(old)
-    staging.rename(output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    """Two renames and the removal of the old build; a signal waits until they are done, so an
+    interrupt leaves either the old build or the new one, and no folder beside them."""
+    with signals_held():
+        old = None
+        if output.exists():
+            old = output.with_name(f".{output.name}.old-{staging.name}")
+            output.rename(old)
+        staging.rename(output)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def verification_record(report: ConformanceReport | None, reason: str | None) -> dict[str, Any]:

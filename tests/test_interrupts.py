@@ -1,0 +1,154 @@
+"""Interrupts: SIGINT (Ctrl-C, to the whole process group as a terminal sends it) or SIGTERM (to the
+process, as `kill` sends it) at any point of `bundle build` leaves the previous output exactly as
+it was and no temporary folder anywhere; the same for `bundle serve` during a rebuild."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests import models
+from tests.conftest import ROOT
+from tests.test_bad_inputs import ORT_SESSION_FILE, _tree
+
+EXIT_TIMEOUT_S = 60
+
+
+def _restore_sigint() -> None:
+    # A process started in the background of a non-interactive shell inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler: give the child the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Command:
+    """`bundle ARGS` in its own session, with its stderr lines collected as they come."""
+
+    def __init__(self, args: list[str], cwd: Path, tmp: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bundler", *args], cwd=cwd, env=env, text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=_restore_sigint,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def wait_for_line(self, fragment: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(fragment in line for line in self.lines):
+            assert self.process.poll() is None, f"ended before {fragment!r}: {self.text}"
+            assert time.monotonic() < deadline, f"no {fragment!r} in: {self.text}"
+            time.sleep(0.05)
+
+    def send(self, signum: int) -> None:
+        if signum == signal.SIGINT:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
+
+    def wait(self) -> int:
+        code = self.process.wait(timeout=EXIT_TIMEOUT_S)
+        self.reader.join(timeout=10)
+        return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def _after(seconds: float) -> Callable[[Command], None]:
+    return lambda command: time.sleep(seconds)
+
+
+def _at_line(fragment: str) -> Callable[[Command], None]:
+    return lambda command: command.wait_for_line(fragment)
+
+
+MOMENTS = {
+    "after 0.5 s": _after(0.5),
+    "after 2 s": _after(2),
+    "while making variants": _at_line("Making the fp16 variant"),
+    "during verification": _at_line("Comparing in Chromium"),
+}
+
+
+@pytest.fixture(scope="module")
+def previous_build(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path
+                   ) -> tuple[Path, Path]:
+    from bundler.build import build
+    from bundler.config import BuildOptions
+
+    root = tmp_path_factory.mktemp("previous")
+    model = models.conv_stack(root)
+    output = root / "dist"
+    build(model, BuildOptions(output=output, runtime_dir=runtime_dist, verify=False))
+    return model, output
+
+
+def _no_leftovers(*folders: Path) -> None:
+    for folder in folders:
+        assert [p.name for p in folder.iterdir() if p.name != ORT_SESSION_FILE] == [], folder
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("moment", list(MOMENTS))
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_build_keeps_the_previous_output(tmp_path, previous_build, runtime_dist,
+                                                     moment, signum):
+    model, previous = previous_build
+    site = tmp_path / "site"
+    site.mkdir()
+    output = site / "dist"
+    subprocess.run(["cp", "-a", str(previous), str(output)], check=True)
+    before = _tree(output)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    command = Command(["build", str(model), "-o", str(output), "--runtime-dir", str(runtime_dist),
+                       "--variants", "fp32,fp16"], cwd=tmp_path, tmp=tmp)
+    MOMENTS[moment](command)
+    assert command.process.poll() is None, f"the build ended before the signal: {command.text}"
+    command.send(signum)
+    assert command.wait() != 0, command.text
+    assert "Traceback" not in command.text
+    assert _tree(output) == before
+    assert sorted(p.name for p in site.iterdir()) == ["dist"]
+    _no_leftovers(tmp)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_interrupted_during_a_rebuild_removes_its_folder(tmp_path, runtime_dist, signum):
+    model = models.conv_stack(tmp_path / "model")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    command = Command(["serve", str(model), "--port", "0", "--runtime-dir", str(runtime_dist),
+                       "--variants", "fp32,fp16"], cwd=tmp_path, tmp=tmp)
+    try:
+        command.wait_for_line("Serving on")
+        scratch = [p for p in tmp.iterdir() if p.name.startswith("bundle-serve-")]
+        assert len(scratch) == 1
+        os.utime(model)  # a change: the rebuild starts within a poll or two
+        deadline = time.monotonic() + 60
+        while len(list(scratch[0].glob(".build-*.tmp"))) == 0:
+            assert time.monotonic() < deadline, command.text
+            time.sleep(0.02)
+        command.send(signum)
+        assert command.wait() == 0, command.text  # serve stops on a signal as on Ctrl-C
+    finally:
+        if command.process.poll() is None:
+            command.process.kill()
+    assert "Traceback" not in command.text
+    _no_leftovers(tmp)
