@@ -40,6 +40,7 @@ from bundler.config import VARIANT_KINDS
 from bundler.errors import BundlerError, ConfigError, QuantizeError
 from bundler.inspect import model_bytes, read_model
 from bundler.optimize import copy_model, first_line, save_model, walk_nodes
+from bundler.ortformat import save_ort
 from bundler.reference import cpu_session
 
 Feeds = list[dict[str, np.ndarray]]
@@ -826,7 +827,7 @@ def to_ort_format(src: Path, dst: Path, feeds: Feeds | None = None) -> None:
     try:
         too_large = _is_large(src)
         if not too_large:
-            cpu_session(src, level=basic, optimized_path=dst, save_format="ORT")
+            save_ort(src, dst)
             converted = cpu_session(dst, level=basic)
     except Exception as error:
         raise QuantizeError(

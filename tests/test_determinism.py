@@ -1,0 +1,41 @@
+"""Determinism: two builds of the same model with the same options are byte-identical folders,
+for every variant kind and for the .ort format (each build in its own process, as users run it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bundler.config import VARIANT_KINDS
+from bundler.inspect import sha256_of
+from tests import quant_models
+from tests.conftest import run_cli
+from tests.test_bad_inputs import _tree
+
+
+def _build_twice(tmp_path: Path, model: Path, runtime_dist: Path, *flags: str
+                 ) -> tuple[Path, Path]:
+    outputs = tmp_path / "first", tmp_path / "second"
+    for output in outputs:
+        result = run_cli("build", model, "-o", output, "--no-verify", "--runtime-dir",
+                         runtime_dist, *flags)
+        assert result.returncode == 0, result.stderr
+    return outputs
+
+
+@pytest.mark.parametrize("model_format", ["onnx", "ort"])
+def test_two_builds_are_byte_identical_for_every_variant_kind(tmp_path, runtime_dist,
+                                                              model_format):
+    # The transformer block has the MatMul weights int4 and int8 need, and enough operator
+    # types that onnxruntime's hash-ordered kernel table in a .ort file shows any disorder.
+    model = quant_models.transformer_block(tmp_path / "block.onnx")
+    first, second = _build_twice(tmp_path, model, runtime_dist, "--variants",
+                                 ",".join(VARIANT_KINDS), "--format", model_format)
+    manifest = json.loads((first / "bundle.json").read_text())
+    assert sorted(v["name"] for v in manifest["variants"]) == sorted(VARIANT_KINDS)
+    assert _tree(first) == _tree(second)
+    for variant in manifest["variants"]:
+        assert variant["file"].endswith("." + model_format)
+        assert sha256_of(first / variant["file"]) == variant["sha256"]
