@@ -196,7 +196,7 @@ def validate(values: Mapping[str, Any], source: str | None, base: Path) -> dict[
             continue
         try:
             checked[key] = SCHEMA[key](value, base)
-        except ValueError as error:
+        except (ValueError, OSError) as error:  # OSError: a path the OS refuses (too long)
             problems.append(f"{where}: {error}")
         except ConfigError as error:
             problems.append(error.message)
@@ -257,7 +257,7 @@ def parse_dims(texts: Iterable[str]) -> dict[str, int]:
     """`NAME=VALUE` (a symbolic dim by name) or `INPUT:AXIS=VALUE` (one axis of one input)."""
     dims: dict[str, int] = {}
     for text in texts:
-        match = _DIM_PATTERN.match(text.strip())
+        match = _DIM_PATTERN.match(text.strip()) if isinstance(text, str) else None
         if not match:
             raise ValueError(
                 f"{text!r}: expected NAME=VALUE or INPUT:AXIS=VALUE with a non-negative"
