@@ -20,7 +20,7 @@ import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
-from bundler.errors import ModelError
+from bundler.errors import ModelError, clean_message
 from bundler.inspect import TensorSpec, sha256_of
 from bundler.reference import (
     NUMPY_TYPES,
@@ -258,8 +258,7 @@ def _page_error(text: str) -> str:
 
 
 def _first_line(text: str) -> str:
-    lines = [line for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0][:400] if lines else "unknown error"
+    return clean_message(text, limit=400)
 
 
 class _Session:

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import onnxslim
 from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
-from bundler.errors import ConfigError, ModelError
+from bundler.errors import ConfigError, ModelError, clean_message
 from bundler.inspect import model_bytes, read_model, tensor_dims
 from bundler.reference import cpu_session
 
@@ -51,8 +51,8 @@ class OptimizeReport:
 
 def first_line(error: BaseException) -> str:
     """`Type: message` cut to its first line, for one-line reports."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:240]}" if text else type(error).__name__
+    text = clean_message(str(error), limit=240) if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:

@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 
 from bundler.console import Reporter
-from bundler.errors import ModelError
+from bundler.errors import ModelError, clean_message
 from bundler.inspect import check_model, read_model
 
 _PROTOBUF_LIMIT = 2**31 - 1
@@ -46,7 +46,7 @@ def _native_load_error(path: Path) -> str | None:
         options.log_severity_level = 3
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        return str(error).strip().splitlines()[0][:300]
+        return clean_message(str(error))
     return None
 
 
