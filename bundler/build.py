@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import onnxruntime as ort
+
 from bundler import __version__
 from bundler.config import BuildOptions
 from bundler.conformance import (
@@ -25,9 +27,10 @@ from bundler.conformance import (
     read_manifest,
 )
 from bundler.console import Reporter
-from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import model_bytes, read_model
-from bundler.prepare import prepare_model
+from bundler.errors import BrowserError, BundlerError, ConfigError, VerificationFailed
+from bundler.inspect import describe, model_bytes, read_model
+from bundler.prepare import CasesFor, prepare_model
+from bundler.reference import Feeds
 from bundler.resources import example_model
 from bundler.runtime import (
     BUILDS,
@@ -38,6 +41,7 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.site import human_bytes, render_site, write_manifest
+from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants import budget_of, choose, default_variant, make_variants
 
 RUNTIME_DIR = "runtime/"
@@ -141,7 +145,8 @@ def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, repo
     write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
-                              dims=options.dims, reporter=reporter)
+                              dims=options.dims, reporter=reporter, sample=options.sample,
+                              inputs=options.inputs)
     except BrowserError as error:
         reason = f"no browser to verify in ({error})"
         reporter.warn(f"{reason}; the bundle is not verified")
@@ -180,35 +185,39 @@ def build(
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
-    read_model(source, load_weights=False)  # fail fast, before any folder is made
+    header = read_model(source, load_weights=False)  # fail fast, before any folder is made
+    user = load_user_inputs(options.sample, options.inputs, describe(header, source).inputs)
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
-        with reporter.step(f"Checking {source}"):
-            prepared = work / "source.onnx"
-            notes = prepare_model(source, prepared, reporter)
-        for note in notes:
-            reporter.info(note)
-        variants, optimization, inputs, outputs = make_variants(
-            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
-            is_example=is_example, reporter=reporter,
-        )
-        names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
             copy_runtime(dist, staging / RUNTIME_DIR, files)
+        runtime_version = runtime_version_of(dist) or options.runtime_version
+        with reporter.step(f"Checking {source}"):
+            prepared = work / "source.onnx"
+            notes = prepare_model(source, prepared, reporter, runtime_version,
+                                  _cases_for(options, user) if options.verify else None)
+        for note in notes:
+            reporter.info(note)
+        variants, optimization, inputs, outputs = make_variants(
+            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
+            is_example=is_example, reporter=reporter, user=user,
+        )
+        names = [variant.entry["name"] for variant in variants]
         manifest: dict[str, Any] = {
             "name": options.name or source.stem,
             "tool": {"name": TOOL, "version": __version__},
             "runtime": {
                 "package": PACKAGE,
-                "version": runtime_version_of(dist) or options.runtime_version,
+                "version": runtime_version,
                 "dir": RUNTIME_DIR,
                 "builds": {
                     ep: {"module": RUNTIME_DIR + BUILDS[ep].module}
                     for ep in options.execution_providers
                 },
+                "native_reference": {"package": "onnxruntime", "version": ort.__version__},
             },
             "inputs": [spec.to_json() for spec in inputs],
             "outputs": [spec.to_json() for spec in outputs],
@@ -239,7 +248,34 @@ def build(
         shutil.rmtree(work)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
+    if options.strict and (failures := strict_failures(manifest["verification"])):
+        raise VerificationFailed(f"--strict: {failures[0]}" + (
+            f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+            + f"; the bundle is in {output}/")
     return manifest
+
+
+def strict_failures(verification: dict[str, Any]) -> list[str]:
+    """Why a --strict build fails: every requested EP must have passed the browser check."""
+    if verification["status"] == "not_done":
+        return [f"not verified in the browser ({verification['reason']})"]
+    failures = [f"{variant} on {ep} did not pass the browser check"
+                + (f" ({entry['error']})" if entry.get("error") else "")
+                for variant, results in verification["results"].items()
+                for ep, entry in results.items() if not entry["passed"]]
+    if verification.get("fallback", {}).get("passed") is False:
+        failures.append("the fallback to WASM did not pass the browser check")
+    return failures + list(verification.get("problems", []))
+
+
+def _cases_for(options: BuildOptions, user: UserInputs) -> CasesFor:
+    """The inputs a model file is checked on: the user's, else generated ones it accepts."""
+
+    def cases(model: Path) -> list[Feeds]:
+        inputs = describe(read_model(model, load_weights=False), model).inputs
+        return [case.feeds for case in reference_for(model, inputs, options.dims, user).cases]
+
+    return cases
 
 
 def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, Any]:

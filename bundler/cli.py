@@ -12,6 +12,10 @@ from bundler.config import EXECUTION_PROVIDERS
 
 _EP = click.Choice(EXECUTION_PROVIDERS)
 _DIM_HELP = "Size of a symbolic dim: NAME=VALUE, or INPUT:AXIS=VALUE for an unnamed one (repeat)."
+_SAMPLE_HELP = (".npz of real inputs (one array per input, samples on axis 0) for the browser check"
+                " and the accuracy measurement.")
+_INPUT_HELP = ("Set an input for the checks: NAME=VALUE (a number fills it) or NAME=FILE.npy"
+               " (repeat).")
 
 
 def _options(config: Path | None, **flags: object):
@@ -66,6 +70,8 @@ def _build_options(function):
         click.option("--max-error", default=None,
                      help="Accuracy budget for auto, e.g. cosine>=0.999,top1>=0.99."),
         click.option("--format", default=None, help="onnx (default) or ort (ORT format)."),
+        click.option("--sample", default=None, help=_SAMPLE_HELP),
+        click.option("--input", "inputs", multiple=True, help=_INPUT_HELP),
         click.option("--templates", default=None,
                      help="Folder of your own templates and files for the app (NAME.j2 is"
                           " rendered to NAME, other files are copied)."),
@@ -86,6 +92,8 @@ def _flags(**flags: object) -> dict[str, object]:
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--verify/--no-verify", default=None,
               help="Check the bundle in headless Chromium against native onnxruntime (default).")
+@click.option("--strict/--no-strict", default=None,
+              help="Exit non-zero when an execution provider fails the browser check (for CI).")
 def build(model, config, force, **flags):
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
     from bundler.build import build as run_build
@@ -102,15 +110,21 @@ def build(model, config, force, **flags):
               help="Write the full report (comparisons, console output) as JSON here.")
 @click.option("--fallback/--no-fallback", default=True,
               help="Also check that load() falls back to WASM without WebGPU (default).")
-def test(directory, eps, dims, report, fallback):
+@click.option("--sample", default=None, help=_SAMPLE_HELP)
+@click.option("--input", "inputs", multiple=True, help=_INPUT_HELP)
+def test(directory, eps, dims, report, fallback, sample, inputs):
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
-    from bundler.config import parse_dims
+    from bundler.config import validate
     from bundler.conformance import REPORT_COLUMNS, check_bundle
     from bundler.errors import BundlerError
 
+    flags = _flags(dims=dims, sample=sample, inputs=inputs)
+    given = validate({key: value for key, value in flags.items() if value is not None}, None,
+                     Path.cwd())
     reporter = _reporter()
     result = check_bundle(directory, execution_providers=eps or EXECUTION_PROVIDERS,
-                          dims=parse_dims(dims), check_fallback=fallback, reporter=reporter)
+                          dims=given.get("dims", {}), check_fallback=fallback, reporter=reporter,
+                          sample=given.get("sample"), inputs=given.get("inputs"))
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())

@@ -10,7 +10,7 @@ Every conversion is checked natively against the original (`verify_fit`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -113,11 +113,17 @@ def _set_opset(model: onnx.ModelProto, domain: str, version: int) -> None:
             entry.version = version
 
 
-def _needs_newer(what: str, runtime_version: str) -> ModelError:
-    known = ", ".join(WEB_RUNTIME_LIMITS)
-    return ModelError(f"the model uses {what}, which onnxruntime-web {runtime_version} lacks; no"
-                      f" onnxruntime-web version this tool knows ({known}) has it: export the"
-                      " model for an older opset, or pass --runtime-version with a newer release")
+def _needs_newer(what: str, runtime_version: str, needs: str,
+                 has: Callable[[RuntimeLimits], bool], detail: str = "") -> ModelError:
+    """The one error for a model the runtime is too old for: what it uses, and which runtime
+    version would load it."""
+    newer = [version for version, limits in WEB_RUNTIME_LIMITS.items() if has(limits)]
+    which = (f"onnxruntime-web {newer[0]} has it (--runtime-version {newer[0]})" if newer else
+             f"no onnxruntime-web release this tool knows ({', '.join(WEB_RUNTIME_LIMITS)}) has"
+             " it")
+    return ModelError(f"the model uses {what}{f' ({detail})' if detail else ''}, which needs"
+                      f" {needs}; onnxruntime-web {runtime_version} lacks it and {which};"
+                      " export the model for an older opset")
 
 
 def _fit_opset(model: onnx.ModelProto, domain: str, version: int, limit: int,
@@ -129,19 +135,20 @@ def _fit_opset(model: onnx.ModelProto, domain: str, version: int, limit: int,
                          f" {runtime_version} (its newest); the model uses no operator newer,"
                          " so only the stamp changed")
         return model
-    if domain != AI_ONNX:
-        raise _needs_newer(f"{domain}.{operator} of opset {newest}", runtime_version)
-    try:
-        converted = version_converter.convert_version(model, limit)
-    except Exception as error:  # noqa: BLE001 - the converter raises bare RuntimeErrors
-        raise _needs_newer(f"{operator} of ai.onnx opset {newest} (the version converter"
-                           f" cannot lower it to {limit}: {clean_message(str(error))})",
-                           runtime_version) from None
-    fit.converted = True
-    fit.notes.append(f"ai.onnx opset {version} -> {limit} for onnxruntime-web {runtime_version}"
-                     f" (its newest) with onnx's version converter ({operator} of opset"
-                     f" {newest} rewritten)")
-    return converted
+    needs, detail = f"{domain} opset {newest}", ""
+    if domain == AI_ONNX:
+        try:
+            converted = version_converter.convert_version(model, limit)
+        except Exception as error:  # noqa: BLE001 - the converter raises bare RuntimeErrors
+            detail = f"onnx's version converter: {clean_message(str(error), limit=120)}"
+        else:
+            fit.converted = True
+            fit.notes.append(f"ai.onnx opset {version} -> {limit} for onnxruntime-web"
+                             f" {runtime_version} (its newest) with onnx's version converter"
+                             f" ({operator} of opset {newest} rewritten)")
+            return converted
+    raise _needs_newer(operator, runtime_version, needs,
+                       lambda limits: limits.opsets.get(domain, 0) >= newest, detail)
 
 
 def _raise_old_opset(model: onnx.ModelProto, version: int, fit: Fit) -> onnx.ModelProto:
@@ -168,8 +175,8 @@ def _fit_ir(model: onnx.ModelProto, limit: int, runtime_version: str, fit: Fit) 
     needed = max((_TYPE_IR.get(t, 0) for t in _types_used(model)), default=0)
     needed = max(needed, onnx.helper.find_min_ir_version_for(list(model.opset_import), True))
     if needed > limit:
-        raise _needs_newer(f"IR version {needed} features (its element types or opsets)",
-                           runtime_version)
+        raise _needs_newer("element types or opsets of a newer IR version", runtime_version,
+                           f"IR version {needed}", lambda limits: limits.ir_version >= needed)
     fit.notes.append(f"IR version {model.ir_version} -> {limit} for onnxruntime-web"
                      f" {runtime_version} (its newest); the model uses nothing newer")
     model.ir_version = limit
@@ -195,12 +202,13 @@ def fit_runtime(model: onnx.ModelProto, runtime_version: str) -> Fit:
 
 
 def _original_outputs(original: Path, feeds: dict[str, np.ndarray],
-                      by_reference_evaluator: bool) -> list[np.ndarray]:
+                      by_reference_evaluator: bool) -> dict[str, np.ndarray]:
     if by_reference_evaluator:
         from onnx.reference import ReferenceEvaluator
 
-        return list(ReferenceEvaluator(str(original)).run(None, feeds))
-    return list(run_native(original, feeds).values())
+        evaluator = ReferenceEvaluator(str(original))
+        return dict(zip(evaluator.output_names, evaluator.run(None, feeds), strict=True))
+    return run_native(original, feeds)
 
 
 def verify_fit(original: Path, fitted: Path, fit: Fit,
@@ -216,9 +224,13 @@ def verify_fit(original: Path, fitted: Path, fit: Fit,
             raise ModelError(f"cannot verify the conversion ({'; '.join(fit.notes)}): the"
                              f" original does not run in {evaluator}"
                              f" ({clean_message(str(error))})") from None
-        got = run_native(fitted, case)
-        for (name, value), reference in zip(got.items(), expected, strict=True):
-            if not _agrees(np.asarray(value), np.asarray(reference)):
+        try:
+            got = run_native(fitted, case)
+        except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
+            raise ModelError(f"the converted model does not run ({'; '.join(fit.notes)}):"
+                             f" {clean_message(str(error))}") from None
+        for name, value in got.items():
+            if not _agrees(np.asarray(value), np.asarray(expected[name])):
                 raise ModelError(f"the conversion changes output {name!r} ({'; '.join(fit.notes)});"
                                  " export the model for the runtime's opset instead")
     return (f"conversion verified: same outputs as the original ({evaluator}) on {len(cases)}"

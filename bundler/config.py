@@ -57,6 +57,9 @@ class BuildOptions:
     max_error: str | None = None
     format: str = "onnx"
     templates: Path | None = None
+    sample: Path | None = None
+    inputs: dict[str, Path | int | float | bool] = dataclasses.field(default_factory=dict)
+    strict: bool = False
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -131,6 +134,30 @@ def _dims(value: Any, base: Path) -> dict[str, int]:
     return dims
 
 
+def _inputs(value: Any, base: Path) -> dict[str, Path | int | float | bool]:
+    """Fixed input values: from flags ["sr=16000", "ids=ids.npy"], or a table
+    { sr = 16000, ids = "ids.npy" } (a string there is always a path)."""
+    from bundler.user_inputs import parse_input_value
+
+    if isinstance(value, list | tuple):
+        pairs = [text.split("=", 1) for text in value]
+        if any(len(pair) != 2 or not pair[0].strip() for pair in pairs):
+            raise ValueError("expected NAME=VALUE (a number) or NAME=FILE.npy, e.g. sr=16000")
+        return {name.strip(): parse_input_value(text, base) for name, text in pairs}
+    if not isinstance(value, Mapping):
+        raise ValueError(f'expected a table like {{ sr = 16000, ids = "ids.npy" }}, got {value!r}')
+    inputs: dict[str, Path | int | float | bool] = {}
+    for name, item in value.items():
+        if isinstance(item, str):
+            item = _path(item, base)
+            if not item.is_file():
+                raise ValueError(f"input {name!r}: {item} does not exist")
+        elif not isinstance(item, int | float | bool):
+            raise ValueError(f"input {name!r}: expected a number or an .npy path, got {item!r}")
+        inputs[str(name)] = item
+    return inputs
+
+
 def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
     """A variant name, or per EP: a table {webgpu = "fp16", wasm = "int8"} or "webgpu=fp16,…"."""
     if isinstance(value, str) and "=" in value:
@@ -176,10 +203,13 @@ SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
     "max_error": _budget,
     "format": _one_of(FORMATS),
     "templates": _folder,
+    "sample": _path,
+    "inputs": _inputs,
+    "strict": _bool,
 }
 # How flags are spelled where they differ from the key.
 FLAG_NAMES = {"execution_providers": "--ep", "dims": "--dim", "fix_dims": "--fix-dim",
-              "output": "-o/--output"}
+              "output": "-o/--output", "inputs": "--input"}
 
 
 def validate(values: Mapping[str, Any], source: str | None, base: Path) -> dict[str, Any]:
@@ -245,7 +275,7 @@ def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None 
     given = validate({key: value for key, value in flags.items() if value is not None},
                      None, (cwd or Path.cwd()).resolve())
     values = {**config, **given}
-    for key in ("dims", "fix_dims"):
+    for key in ("dims", "fix_dims", "inputs"):
         if key in config and key in given:
             values[key] = {**config[key], **given[key]}
     options = BuildOptions(**values)

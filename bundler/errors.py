@@ -33,10 +33,16 @@ class QuantizeError(BundlerError):
     """A variant could not be produced or measured."""
 
 
+class VerificationFailed(BundlerError):
+    """--strict: the bundle was built but an execution provider failed the browser check."""
+
+    exit_code = 1
+
+
 # onnxruntime prefixes its messages with its build machine's source location and the C++
 # function, e.g. "/onnxruntime_src/onnxruntime/core/graph/model.cc:257 onnxruntime::Model::Model(
 # ModelProto &&, ...) Unsupported model IR version: 14"; neither means anything on this machine.
-_SOURCE_LOCATION = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+-]+)+\.(?:cc|cpp|cxx|c|h|hpp):\d+ ")
+_SOURCE_LOCATION = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.+-]+)+\.(?:cc|cpp|cxx|c|h|hpp):\d+:? ")
 _ORT_STATUS = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
 
 

@@ -360,9 +360,10 @@ FINGERPRINT_SAMPLES = 32
 
 
 def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None,
-                seed: int = DEFAULT_SEED) -> dict:
+                seed: int = DEFAULT_SEED, inputs: str | None = None) -> dict:
     """A compact record of the native outputs (evenly spaced samples and sums), kept in
-    bundle.json so `bundle test` notices a model file whose weights changed after the build."""
+    bundle.json so `bundle test` notices a model file whose weights changed after the build.
+    `inputs` is the digest of the user's inputs it was computed on (None: generated ones)."""
     outputs = {}
     for case in reference.cases:
         for name, value in case.outputs.items():
@@ -374,8 +375,9 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
                 "sum": float(f"{flat.sum():.9g}"),
                 "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
             }
-    return {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
-            "outputs": outputs}
+    record = {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
+              "outputs": outputs}
+    return {**record, "inputs": inputs} if inputs else record
 
 
 def fingerprint_mismatch(recorded: Mapping, reference: Reference, rtol: float = 1e-4) -> str | None:
