@@ -28,7 +28,7 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError, VerificationFailed
-from bundler.inspect import describe, model_bytes, read_model
+from bundler.inspect import input_specs, model_bytes, read_model
 from bundler.prepare import CasesFor, prepare_model
 from bundler.reference import Feeds
 from bundler.resources import example_model
@@ -186,7 +186,7 @@ def build(
     source = Path(model or options.model or example_model())
     output = Path(options.output)
     header = read_model(source, load_weights=False)  # fail fast, before any folder is made
-    user = load_user_inputs(options.sample, options.inputs, describe(header, source).inputs)
+    user = load_user_inputs(options.sample, options.inputs, input_specs(header))
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
@@ -272,7 +272,7 @@ def _cases_for(options: BuildOptions, user: UserInputs) -> CasesFor:
     """The inputs a model file is checked on: the user's, else generated ones it accepts."""
 
     def cases(model: Path) -> list[Feeds]:
-        inputs = describe(read_model(model, load_weights=False), model).inputs
+        inputs = input_specs(read_model(model, load_weights=False))
         return [case.feeds for case in reference_for(model, inputs, options.dims, user).cases]
 
     return cases

@@ -166,17 +166,19 @@ def model_bytes(path: Path) -> int:
     return sum(file.stat().st_size for file in model_files(path))
 
 
-def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:
+def input_specs(model: onnx.ModelProto) -> tuple[TensorSpec, ...]:
+    """The graph inputs that are not initializers: what the caller feeds."""
     initializers = {tensor.name for tensor in model.graph.initializer}
+    return tuple(tensor_spec(value, "input") for value in model.graph.input
+                 if value.name not in initializers)
+
+
+def describe(model: onnx.ModelProto, path: Path) -> ModelInfo:
     counts: collections.Counter = collections.Counter()
     _count_ops(model.graph, counts)
     return ModelInfo(
         path=path,
-        inputs=tuple(
-            tensor_spec(value, "input")
-            for value in model.graph.input
-            if value.name not in initializers
-        ),
+        inputs=input_specs(model),
         outputs=tuple(tensor_spec(value, "output") for value in model.graph.output),
         opsets={entry.domain or "ai.onnx": entry.version for entry in model.opset_import},
         op_counts=dict(sorted(counts.items())),

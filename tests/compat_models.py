@@ -11,6 +11,8 @@
                         hot i64[3], starts i64[1], mask bool[1,6]
                         -> embedded, top_values, top_indices, one_hot, sliced, masked
     integer_outputs     x i64[batch,4] -> shifted i64[batch,4], largest i64[batch]
+    current_shapes_and_indices  shape_inputs and index_inputs in one graph, IR 14, opset 28
+    needs_input         x i64[2,3], n i64[1] -> y i64[length]: runs only with n = 16
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ def current_onnx(directory: Path) -> Path:
         [_io("x", F32, ["batch", 4])], [_io("y", F32, ["batch", 3])],
         _weights(11, w=(4, 3), b=(3,)),
     )
-    model = helper.make_model(graph, producer_name="onnx-bundler tests")  # IR 14, opset 28
+    return _stamp_current(graph, directory)
+
+
+def _stamp_current(graph: onnx.GraphProto, directory: Path) -> Path:
+    """Save `graph` as onnx 1.23 saves by default: IR version 14, ai.onnx opset 28."""
+    model = helper.make_model(graph, producer_name="onnx-bundler tests")
     assert model.ir_version == 14 and model.opset_import[0].version == 28
     onnx.checker.check_model(model, full_check=True)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "current_onnx.onnx"
+    path = directory / f"{graph.name}.onnx"
     onnx.save_model(model, path)
     return path
 
@@ -112,5 +119,32 @@ def integer_outputs(directory: Path) -> Path:
         [_io("x", I64, ["batch", 4])],
         [_io("shifted", I64, ["batch", 4]), _io("largest", I64, ["batch"])],
         [_const("three", 3, np.int64)],
+    )
+    return _save(graph, directory)
+
+
+def current_shapes_and_indices(directory: Path) -> Path:
+    """shape_inputs and index_inputs in one graph, stamped as the current onnx package stamps
+    (IR 14, opset 28, where OneHot is new, so lowering it needs the version converter)."""
+    graphs = [onnx.load(str(build(directory / "parts"))).graph
+              for build in (shape_inputs, index_inputs)]
+    graph = helper.make_graph(
+        [node for g in graphs for node in g.node], "current_shapes_and_indices",
+        [value for g in graphs for value in g.input if value.name != "x" or g is graphs[1]],
+        [value for g in graphs for value in g.output],
+        [tensor for g in graphs for tensor in g.initializer],
+    )
+    return _stamp_current(graph, directory)
+
+
+def needs_input(directory: Path) -> Path:
+    """y = Reshape(x, [n - 10]): only n = 16 runs, and nothing in the graph says so (Sub is no
+    shape operator), so the checks need --input n=16. Integer output only."""
+    graph = _graph(
+        "needs_input",
+        [helper.make_node("Sub", ["n", "ten"], ["length"]),
+         helper.make_node("Reshape", ["x", "length"], ["y"])],
+        [_io("x", I64, [2, 3]), _io("n", I64, [1])], [_io("y", I64, ["length"])],
+        [_const("ten", [10], np.int64)],
     )
     return _save(graph, directory)
