@@ -19,7 +19,7 @@ from onnx import defs, version_converter
 
 from bundler.errors import ModelError, clean_message
 from bundler.optimize import walk_nodes
-from bundler.reference import run_native
+from bundler.reference import cpu_session, run_native
 
 AI_ONNX = "ai.onnx"
 
@@ -201,14 +201,32 @@ def fit_runtime(model: onnx.ModelProto, runtime_version: str) -> Fit:
     return fit
 
 
-def _original_outputs(original: Path, feeds: dict[str, np.ndarray],
-                      by_reference_evaluator: bool) -> dict[str, np.ndarray]:
+def _runner(model: Path, by_reference_evaluator: bool
+            ) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """Runs `model` on feeds: in onnxruntime (quiet: failures are reported, not logged), or in
+    onnx's reference evaluator for an opset onnxruntime cannot run."""
     if by_reference_evaluator:
         from onnx.reference import ReferenceEvaluator
 
-        evaluator = ReferenceEvaluator(str(original))
-        return dict(zip(evaluator.output_names, evaluator.run(None, feeds), strict=True))
-    return run_native(original, feeds)
+        evaluator = ReferenceEvaluator(str(model))
+        return lambda feeds: dict(zip(evaluator.output_names, evaluator.run(None, feeds),
+                                      strict=True))
+    session = cpu_session(model, quiet=True)
+    return lambda feeds: run_native(session, feeds)
+
+
+def original_runs(original: Path, fit: Fit, feeds: dict[str, np.ndarray]) -> bool:
+    """Does the model before fitting run on `feeds` (in what verify_fit runs it in)?"""
+    try:
+        _runner(original, fit.raised_from is not None)(feeds)
+    except Exception:  # noqa: BLE001 - either runner raises several types
+        return False
+    return True
+
+
+def _broken(fit: Fit, what: str) -> ModelError:
+    return ModelError(f"{what} after the conversion the runtime needs ({fit.notes[0]}); export"
+                      " the model for the runtime's opsets instead")
 
 
 def verify_fit(original: Path, fitted: Path, fit: Fit,
@@ -217,22 +235,21 @@ def verify_fit(original: Path, fitted: Path, fit: Fit,
     ModelError naming the output that differs. The original runs in onnxruntime, or in onnx's
     reference evaluator when onnxruntime cannot run its opset."""
     evaluator = "onnx's reference evaluator" if fit.raised_from else "onnxruntime"
+    run_original = _runner(original, fit.raised_from is not None)
+    run_fitted = _runner(fitted, False)
     for case in cases:
         try:
-            expected = _original_outputs(original, case, fit.raised_from is not None)
+            expected = run_original(case)
         except Exception as error:  # noqa: BLE001 - either runner raises several types
-            raise ModelError(f"cannot verify the conversion ({'; '.join(fit.notes)}): the"
-                             f" original does not run in {evaluator}"
-                             f" ({clean_message(str(error))})") from None
+            raise _broken(fit, f"the original does not run in {evaluator}"
+                               f" ({clean_message(str(error))}), so nothing verifies") from None
         try:
-            got = run_native(fitted, case)
+            got = run_fitted(case)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-            raise ModelError(f"the converted model does not run ({'; '.join(fit.notes)}):"
-                             f" {clean_message(str(error))}") from None
+            raise _broken(fit, f"the model does not run ({clean_message(str(error))})") from None
         for name, value in got.items():
             if not _agrees(np.asarray(value), np.asarray(expected[name])):
-                raise ModelError(f"the conversion changes output {name!r} ({'; '.join(fit.notes)});"
-                                 " export the model for the runtime's opset instead")
+                raise _broken(fit, f"output {name!r} differs from the original's")
     return (f"conversion verified: same outputs as the original ({evaluator}) on {len(cases)}"
             f" input case(s), |diff| <= {ATOL:g} + {RTOL:g}·|original|, integers exactly")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from bundler.compat import Fit, fit_runtime, verify_fit
+from bundler.compat import Fit, fit_runtime, original_runs, verify_fit
 from bundler.config import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
 from bundler.errors import ModelError, clean_message
-from bundler.inspect import check_model, read_model
-from bundler.reference import Feeds, NotRunnable
+from bundler.inspect import check_model, input_specs, read_model
+from bundler.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 _PROTOBUF_LIMIT = 2**31 - 1
 
@@ -47,7 +47,7 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
 def _native_load_error(path: Path) -> str | None:
     try:
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # the error is reported here, not logged as well
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
         return clean_message(str(error))
@@ -65,6 +65,10 @@ def _verified(unfitted: Path, destination: Path, fit: Fit, cases_for: CasesFor |
     try:
         cases = cases_for(destination)
     except NotRunnable as error:
+        inputs = input_specs(read_model(unfitted, load_weights=False))
+        seeded = make_feeds(inputs, resolve_shapes(inputs, {}), rules=input_rules(unfitted, inputs))
+        if fit.converted and original_runs(unfitted, fit, seeded):
+            verify_fit(unfitted, destination, fit, [seeded])  # says where the conversion broke
         reporter.warn(f"the conversion is not verified: {error.reason} (pass {error.hint})")
         return f"conversion not verified: {error.reason}"
     return verify_fit(unfitted, destination, fit, cases)
