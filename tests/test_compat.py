@@ -161,7 +161,7 @@ def test_integer_outputs_count_as_agreement_in_the_accuracy(tmp_path):
     assert metrics.top1_agreement == 1.0 and metrics.max_abs == 0.0
 
 
-def test_no_verify_runs_nothing_natively_that_could_fail(tmp_path):
+def test_no_verify_builds_a_model_no_generated_input_runs(tmp_path):
     result = run_cli("build", compat_models.needs_input(tmp_path), "-o", tmp_path / "dist",
                      "--no-verify")
     assert result.returncode == 0, result.stderr
@@ -198,6 +198,17 @@ def test_given_inputs_are_what_the_checks_run_on(tmp_path):
     sampled = reference_for(model, inputs, {}, user)
     assert len(sampled.cases) == 4 and sampled.cases[3].feeds["x"].tolist() == x[3].tolist()
     assert user.digest == load_user_inputs(tmp_path / "data.npz", {}, inputs).digest
+
+
+def test_an_input_array_fixes_the_dims_it_has(tmp_path):
+    model = compat_models.index_inputs(tmp_path)
+    inputs = input_specs(read_model(model))
+    np.save(tmp_path / "ids.npy", np.array([[4, 3, 2, 1, 0]] * 2))
+    user = load_user_inputs(None, {"ids": tmp_path / "ids.npy", "k": 3}, inputs)
+    reference = reference_for(model, inputs, {}, user)
+    assert reference.dims == {"batch": 2, "seq": 5}
+    assert reference.feeds["ids"].dtype == np.int64 and reference.feeds["k"].tolist() == [3]
+    assert reference.cases[0].outputs["top_values"].shape == (1, 3)
 
 
 @pytest.mark.parametrize(("flags", "message"), [
