@@ -13,6 +13,7 @@
     integer_outputs     x i64[batch,4] -> shifted i64[batch,4], largest i64[batch]
     current_shapes_and_indices  shape_inputs and index_inputs in one graph, IR 14, opset 28
     needs_input         x i64[2,3], n i64[1] -> y i64[length]: runs only with n = 16
+    element_indices     GatherElements, ScatterND, Range and ReduceSum axes fed by inputs
 """
 
 from __future__ import annotations
@@ -146,5 +147,25 @@ def needs_input(directory: Path) -> Path:
          helper.make_node("Reshape", ["x", "length"], ["y"])],
         [_io("x", I64, [2, 3]), _io("n", I64, [1])], [_io("y", I64, ["length"])],
         [_const("ten", [10], np.int64)],
+    )
+    return _save(graph, directory)
+
+
+def element_indices(directory: Path) -> Path:
+    """GatherElements and ScatterND indices into 3-wide axes, Range's start, limit and delta,
+    and ReduceSum's axes as inputs."""
+    nodes = [
+        helper.make_node("GatherElements", ["table", "picks"], ["picked"], axis=1),
+        helper.make_node("ScatterND", ["table", "rows", "updates"], ["scattered"]),
+        helper.make_node("Range", ["start", "limit", "delta"], ["counted"]),
+        helper.make_node("ReduceSum", ["table", "axes"], ["summed"], keepdims=0),
+    ]
+    graph = _graph(
+        "element_indices", nodes,
+        [_io("picks", I64, [3, 5]), _io("rows", I64, [2, 1]), _io("start", I64, []),
+         _io("limit", I64, []), _io("delta", I64, []), _io("axes", I64, [1])],
+        [_io("picked", F32, [3, 5]), _io("scattered", F32, [3, 3]), _io("counted", I64, ["n"]),
+         _io("summed", F32, ["s"])],
+        [*_weights(13, table=(3, 3), updates=(2, 3))],
     )
     return _save(graph, directory)

@@ -143,6 +143,13 @@ def test_integer_inputs_get_values_their_operators_accept(tmp_path):
     assert feeds["starts"].tolist() == [0] and feeds["mask"].dtype == np.bool_
     assert outputs["one_hot"].shape == (3, 8) and outputs["sliced"].shape == (1, 6)
 
+    element_model = compat_models.element_indices(tmp_path)
+    inputs = input_specs(read_model(element_model))
+    feeds = runnable_feeds(element_model, inputs, {}).feeds
+    assert feeds["picks"].max() < 3 and feeds["rows"].max() < 3
+    assert (feeds["start"], feeds["limit"], feeds["delta"]) == (0, 8, 1)
+    assert feeds["axes"].tolist() == [0]
+
 
 def test_models_with_shape_index_and_integer_only_outputs_build(tmp_path):
     for builder in (compat_models.shape_inputs, compat_models.index_inputs,
