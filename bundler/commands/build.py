@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
-from bundler.config import BuildOptions
 from bundler.conformance import (
     REPORT_COLUMNS,
     ConformanceReport,
@@ -26,7 +25,8 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import model_bytes, read_model
+from bundler.modelio import model_bytes, read_model
+from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
 from bundler.runtime import (
@@ -213,13 +213,13 @@ def build(
             "inputs": [spec.to_json() for spec in inputs],
             "outputs": [spec.to_json() for spec in outputs],
             "variants": [variant.entry for variant in variants],
-            "default_variant": names[0] if options.quantize == "auto"
+            "default_variant": names[0] if options.is_auto
             else default_variant(options, names),
             "source": {"file": source.name, "bytes": model_bytes(source)},
             "optimization": optimization,
             "notes": notes,
         }
-        if options.quantize == "auto":
+        if options.is_auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
                               " candidates")[0] if options.verify else None)
             chosen, candidates = choose(variants, _browser_ok(report, names), options)
