@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 from onnx import defs, version_converter
 
-from bundler.errors import ModelError, clean_message
-from bundler.optimize import walk_nodes
-from bundler.reference import cpu_session, run_native
+from bundler.errors import ModelError, first_line
+from bundler.modelio import cpu_session, walk_nodes
+from bundler.reference import run_native
 
 AI_ONNX = "ai.onnx"
 
@@ -140,7 +140,7 @@ def _fit_opset(model: onnx.ModelProto, domain: str, version: int, limit: int,
         try:
             converted = version_converter.convert_version(model, limit)
         except Exception as error:  # noqa: BLE001 - the converter raises bare RuntimeErrors
-            detail = f"onnx's version converter: {clean_message(str(error), limit=120)}"
+            detail = f"onnx's version converter: {first_line(error, limit=120)}"
         else:
             fit.converted = True
             fit.notes.append(f"ai.onnx opset {version} -> {limit} for onnxruntime-web"
@@ -157,7 +157,7 @@ def _raise_old_opset(model: onnx.ModelProto, version: int, fit: Fit) -> onnx.Mod
     except Exception as error:  # noqa: BLE001 - the converter raises bare RuntimeErrors
         raise ModelError(f"the model is stamped ai.onnx opset {version}, older than any"
                          f" onnxruntime implements ({OLDEST_IMPLEMENTED_OPSET}), and onnx's"
-                         f" version converter cannot raise it ({clean_message(str(error))});"
+                         f" version converter cannot raise it ({first_line(error)});"
                          " export it again with a current exporter") from None
     fit.converted, fit.raised_from = True, version
     fit.notes.append(f"ai.onnx opset {version} -> {OLDEST_IMPLEMENTED_OPSET} with onnx's version"
@@ -211,7 +211,7 @@ def _runner(model: Path, by_reference_evaluator: bool
         evaluator = ReferenceEvaluator(str(model))
         return lambda feeds: dict(zip(evaluator.output_names, evaluator.run(None, feeds),
                                       strict=True))
-    session = cpu_session(model, quiet=True)
+    session = cpu_session(model)
     return lambda feeds: run_native(session, feeds)
 
 
@@ -242,11 +242,11 @@ def verify_fit(original: Path, fitted: Path, fit: Fit,
             expected = run_original(case)
         except Exception as error:  # noqa: BLE001 - either runner raises several types
             raise _broken(fit, f"the original does not run in {evaluator}"
-                               f" ({clean_message(str(error))}), so nothing verifies") from None
+                               f" ({first_line(error)}), so nothing verifies") from None
         try:
             got = run_fitted(case)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-            raise _broken(fit, f"the model does not run ({clean_message(str(error))})") from None
+            raise _broken(fit, f"the model does not run ({first_line(error)})") from None
         for name, value in got.items():
             if not _agrees(np.asarray(value), np.asarray(expected[name])):
                 raise _broken(fit, f"output {name!r} differs from the original's")

@@ -49,7 +49,8 @@ _ORT_STATUS = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
 def _drop_signature(text: str) -> str:
     """Remove a leading C++ signature `ret ns::Func(args...) [const] ` (parentheses nest)."""
     opening = text.find("(")
-    if opening < 0 or "::" not in text[:opening] or " " in text[:opening].strip().split(" ", 1)[-1]:
+    name = text[:opening].strip().rsplit(" ", 1)[-1]
+    if opening < 0 or "::" not in name:
         return text
     depth = 0
     for index in range(opening, len(text)):
@@ -60,13 +61,16 @@ def _drop_signature(text: str) -> str:
     return text
 
 
-def clean_message(text: str, limit: int = 300) -> str:
-    """The first meaningful line of an onnxruntime (native or web) error, without the source
-    paths and function signatures of the machine that built onnxruntime."""
-    lines = [line for line in str(text).strip().splitlines() if line.strip()]
+def first_line(error: BaseException | str, limit: int = 300, *, typed: bool = False) -> str:
+    """The first non-empty line of an error, cut to `limit`, without the source paths and
+    function signatures of the machine onnxruntime was built on; `typed` puts the exception's
+    type first (for errors of libraries that say little else)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    kind = type(error).__name__ if isinstance(error, BaseException) else ""
     if not lines:
-        return "unknown error"
+        return kind or "unknown error"
     line = lines[0]
     for match in reversed(list(_SOURCE_LOCATION.finditer(line))):
         line = line[:match.start()] + _drop_signature(line[match.end():])
-    return _ORT_STATUS.sub("", line).strip()[:limit]
+    text = _ORT_STATUS.sub("", line).strip()[:limit]
+    return f"{kind}: {text}" if typed and kind else text

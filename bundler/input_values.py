@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from bundler.inspect import TensorSpec
+from bundler.modelio import TensorSpec, walk_nodes
 
 Size = int | str | None  # a fixed size, a symbolic dim name, or unknown
 DEFAULT_DEPTH = 8  # OneHot depth and Range limit fed to the graph: small and valid
@@ -136,8 +136,6 @@ def _combine(rules: list[Rule]) -> Rule | None:
 
 def derive_rules(model: onnx.ModelProto, inputs: Sequence[TensorSpec]) -> dict[str, Rule]:
     """A Rule for each integer graph input whose use constrains its values."""
-    from bundler.optimize import walk_nodes  # optimize imports reference, which imports this
-
     integer = {spec.name for spec in inputs if spec.type.startswith(("int", "uint"))}
     if not integer:
         return {}

@@ -6,16 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import onnx
-import onnxruntime as ort
 
 from bundler.compat import Fit, fit_runtime, original_runs, verify_fit
-from bundler.config import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
-from bundler.errors import ModelError, clean_message
-from bundler.inspect import check_model, input_specs, read_model
+from bundler.errors import ModelError
+from bundler.modelio import PROTOBUF_LIMIT, check_model, input_specs, native_load_error, read_model
+from bundler.options import DEFAULT_RUNTIME_VERSION
 from bundler.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
-
-_PROTOBUF_LIMIT = 2**31 - 1
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
@@ -42,16 +39,6 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
         notes.append(f"output {value.name!r}: ZipMap removed, so it is the float32 score tensor"
                      " (onnxruntime-web returns tensors only)")
     return notes
-
-
-def _native_load_error(path: Path) -> str | None:
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4  # the error is reported here, not logged as well
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        return clean_message(str(error))
-    return None
 
 
 CasesFor = Callable[[Path], list[Feeds]]  # the inputs to check a model file on
@@ -87,7 +74,7 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
     model = read_model(source)
     complaints = check_model(source)
     notes = _strip_zipmap(model)
-    if model.ByteSize() > _PROTOBUF_LIMIT:
+    if model.ByteSize() > PROTOBUF_LIMIT:
         raise ModelError(
             f"{source} holds over 2 GB of weights; browsers cannot load a model that large"
             " in one piece (split or quantize it first)"
@@ -100,10 +87,10 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
     except ModelError as error:
         raise ModelError(f"{source}: {error.message}") from None
     onnx.save_model(fit.model, str(destination))
-    if load_error := _native_load_error(destination):
+    if load_error := native_load_error(destination):
         reason = complaints[0] if complaints else load_error
         what = "the browser-ready copy does not load" if (notes or fit.changed) and not \
-            _native_load_error(source) else "onnxruntime cannot load this model"
+            native_load_error(source) else "onnxruntime cannot load this model"
         raise ModelError(f"{source}: {what} ({reason})")
     for complaint in complaints:
         reporter.warn(f"onnx.checker: {complaint} (onnxruntime loads the model, so going on)")

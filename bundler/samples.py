@@ -14,11 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from bundler.errors import ConfigError
-from bundler.inspect import TensorSpec
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 from bundler.reference import (
-    NUMPY_TYPES,
     Feeds,
-    cpu_session,
     input_rules,
     make_feeds,
     pin,
@@ -90,7 +88,7 @@ def generated_samples(
     found = runnable_feeds(model, inputs, dims, fixed=fixed)
     shapes = resolve_shapes(inputs, found.dims)
     rules = input_rules(model, inputs)
-    runner = cpu_session(model, quiet=True)
+    runner = cpu_session(model)
     samples = []
     for seed in range(count):
         feeds = pin(make_feeds(inputs, shapes, seed, rules), fixed)

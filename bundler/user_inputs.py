@@ -16,14 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bundler.errors import ConfigError, clean_message
-from bundler.inspect import TensorSpec
+from bundler.errors import ConfigError, first_line
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 from bundler.reference import (
-    NUMPY_TYPES,
     Case,
     Feeds,
     Reference,
-    cpu_session,
     implied_dims,
     pin,
     run_native,
@@ -107,14 +105,14 @@ def load_user_inputs(sample: Path | None, values: Mapping[str, InputValue],
 def sample_reference(model: Path, inputs: Sequence[TensorSpec],
                      samples: Sequence[Feeds]) -> Reference:
     """Native outputs on the user's samples (the first MAX_SAMPLE_CASES), one case each."""
-    runner = cpu_session(model, quiet=True)
+    runner = cpu_session(model)
     cases = []
     for index, feeds in enumerate(samples[:MAX_SAMPLE_CASES]):
         try:
             outputs = run_native(runner, feeds)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
             raise ConfigError(f"--sample: native onnxruntime fails on sample {index}"
-                              f" ({clean_message(str(error))})") from None
+                              f" ({first_line(error)})") from None
         cases.append(Case(f"sample {index}" if index else "", feeds, outputs))
     return Reference(dims=dict(sorted(implied_dims(inputs, samples[0]).items())),
                      cases=tuple(cases))

@@ -9,12 +9,12 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from bundler.build import _cases_for
+from bundler.commands.build import _cases_for
 from bundler.compat import WEB_RUNTIME_LIMITS, fit_runtime, runtime_lacks, verify_fit
-from bundler.config import BuildOptions, load_config
 from bundler.console import Reporter
-from bundler.errors import ConfigError, ModelError, clean_message
-from bundler.inspect import input_specs, read_model
+from bundler.errors import ConfigError, ModelError, first_line
+from bundler.modelio import input_specs, read_model
+from bundler.options import BuildOptions, load_config
 from bundler.prepare import prepare_model
 from bundler.quantize import measure
 from bundler.reference import NotRunnable, make_feeds, resolve_shapes, run_native, runnable_feeds
@@ -116,12 +116,12 @@ def test_onnxruntime_messages_lose_the_build_machines_paths():
               " running Expand node. Name:'' Status Message: /onnxruntime_src/onnxruntime/core/"
               "providers/cpu/math/element_wise_ops.h:560 void onnxruntime::BroadcastIterator::"
               "Append(ptrdiff_t, ptrdiff_t) axis == 1 || axis == largest was false. invalid shape")
-    assert clean_message(web).endswith(
+    assert first_line(web).endswith(
         "ERROR_MESSAGE: Unsupported model IR version: 14, max supported IR version: 13")
-    assert clean_message(native) == ("Non-zero status code returned while running Expand node."
+    assert first_line(native) == ("Non-zero status code returned while running Expand node."
                                      " Name:'' Status Message: axis == 1 || axis == largest was"
                                      " false. invalid shape")
-    assert runtime_lacks(clean_message(web))  # the runtime's limit, never the device's
+    assert runtime_lacks(first_line(web))  # the runtime's limit, never the device's
 
 
 def test_integer_inputs_get_values_their_operators_accept(tmp_path):
