@@ -161,8 +161,34 @@ def _raise_old_opset(model: onnx.ModelProto, version: int, fit: Fit) -> onnx.Mod
                          " export it again with a current exporter") from None
     fit.converted, fit.raised_from = True, version
     fit.notes.append(f"ai.onnx opset {version} -> {OLDEST_IMPLEMENTED_OPSET} with onnx's version"
-                     " converter (onnxruntime implements no older opset)")
+                     " converter (onnxruntime implements no older opset)"
+                     + ("; PRelu slopes unsqueezed to apply per channel, as before opset 7"
+                        if _per_channel_prelu(raised) else ""))
     return raised
+
+
+def _per_channel_prelu(model: onnx.ModelProto) -> int:
+    """Before opset 7 a 1-D PRelu slope applied along the channel axis (1); from 7 it broadcasts
+    from the last axis, which the version converter leaves as it was. Unsqueeze such slopes to
+    [C, 1, ...] (rank known from shape inference); returns how many were."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    ranks = {value.name: len(value.type.tensor_type.shape.dim)
+             for value in [*inferred.input, *inferred.value_info]
+             if value.type.tensor_type.HasField("shape")}
+    ranks.update({tensor.name: len(tensor.dims) for tensor in model.graph.initializer})
+    changed = 0
+    for index, node in reversed(list(enumerate(model.graph.node))):
+        if node.op_type != "PRelu":
+            continue
+        rank = ranks.get(node.input[0], 0)
+        if rank <= 2 or ranks.get(node.input[1]) != 1:
+            continue
+        unsqueezed = f"{node.input[1]}__per_channel_{index}"
+        model.graph.node.insert(index, onnx.helper.make_node(
+            "Unsqueeze", [node.input[1]], [unsqueezed], axes=list(range(1, rank - 1))))
+        node.input[1] = unsqueezed
+        changed += 1
+    return changed
 
 
 def _types_used(model: onnx.ModelProto) -> set[int]:

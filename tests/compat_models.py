@@ -14,6 +14,7 @@
     current_shapes_and_indices  shape_inputs and index_inputs in one graph, IR 14, opset 28
     needs_input         x i64[2,3], n i64[1] -> y i64[length]: runs only with n = 16
     element_indices     GatherElements, ScatterND, Range and ReduceSum axes fed by inputs
+    old_prelu           x f32[2,3,4] -> y: PRelu of opset 6 with a per-channel slope [3]
 """
 
 from __future__ import annotations
@@ -169,3 +170,16 @@ def element_indices(directory: Path) -> Path:
         [*_weights(13, table=(3, 3), updates=(2, 3))],
     )
     return _save(graph, directory)
+
+
+def old_prelu(directory: Path) -> Path:
+    """y = PRelu(x, slope) in opset 6, where a 1-D slope applies per channel (axis 1)."""
+    graph = _graph("old_prelu", [helper.make_node("PRelu", ["x", "slope"], ["y"])],
+                   [_io("x", F32, [2, 3, 4]), _io("slope", F32, [3])],  # IR 3: weights too
+                   [_io("y", F32, [2, 3, 4])], [_const("slope", [0.1, 0.2, 0.3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)], ir_version=3)
+    onnx.checker.check_model(model)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "old_prelu.onnx"
+    onnx.save_model(model, path)
+    return path

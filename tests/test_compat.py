@@ -84,6 +84,17 @@ def test_an_opset_onnxruntime_no_longer_implements_is_raised_and_checked(tmp_pat
     np.testing.assert_allclose(run_native(path, feeds)["y"], [[0, 0.5, 1.0]] * 2, atol=1e-6)
 
 
+def test_a_per_channel_prelu_slope_keeps_its_meaning_when_raised(tmp_path):
+    prepared, notes = _prepare(tmp_path, compat_models.old_prelu(tmp_path))
+    assert any("PRelu slopes unsqueezed" in note for note in notes)
+    assert any("(onnx's reference evaluator)" in note for note in notes)
+    path = tmp_path / "raised.onnx"
+    onnx.save(prepared, str(path))
+    x = np.full((2, 3, 4), -1.0, np.float32)
+    expected = np.broadcast_to(np.array([-0.1, -0.2, -0.3], np.float32)[:, None], (2, 3, 4))
+    np.testing.assert_allclose(run_native(path, {"x": x})["y"], expected, atol=1e-6)
+
+
 def test_a_conversion_that_changes_an_output_is_refused(tmp_path):
     original = compat_models.current_onnx(tmp_path)
     fit = fit_runtime(onnx.load(str(original)), PINNED)
