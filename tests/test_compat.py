@@ -218,6 +218,15 @@ def test_given_inputs_are_what_the_checks_run_on(tmp_path):
     assert user.digest == load_user_inputs(tmp_path / "data.npz", {}, inputs).digest
 
 
+def test_a_sample_is_what_the_accuracy_is_measured_on(build_bundle, tmp_path):
+    np.savez(tmp_path / "data.npz", x=np.random.default_rng(1).random((5, 1, 4), np.float32))
+    _, manifest = build_bundle(compat_models.current_onnx(tmp_path), variants=("fp32", "fp16"),
+                               sample=tmp_path / "data.npz")
+    accuracy = manifest["variants"][1]["accuracy"]
+    assert accuracy["data"] == "sample" and accuracy["samples"] == 5
+    assert not any("accuracy unknown" in note for note in manifest["variants"][1]["notes"])
+
+
 def test_an_input_array_fixes_the_dims_it_has(tmp_path):
     model = compat_models.index_inputs(tmp_path)
     inputs = input_specs(read_model(model))
