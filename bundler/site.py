@@ -18,11 +18,13 @@ import jinja2
 
 from bundler.errors import ConfigError
 from bundler.resources import resource
+from bundler.typings import DECLARATION_FILES, declarations
 
 MANIFEST_FILE = "bundle.json"
-WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
+RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.core.mjs", *DECLARATION_FILES, "runtime",
+            "models"}
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
@@ -83,10 +85,14 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
 
 
 def render_site(directory: Path, manifest: dict[str, Any], templates: Path | None = None) -> None:
-    """Copy the browser modules and render the page(s) for the model described by `manifest`."""
+    """Copy the browser modules, write their types and render the page(s) for the model
+    described by `manifest`."""
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
+    types = declarations(manifest)
+    for name in DECLARATION_FILES:
+        (directory / name).write_text(types, encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:
