@@ -15,6 +15,7 @@ import {
   makeFeeds,
   noExecutionProvider,
   planAttempts,
+  runtimeDidNotStart,
   serialised,
   sessionFailure,
 } from './bundle.core.mjs';
@@ -24,6 +25,7 @@ export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
 const MODULE_URL = import.meta.url;
 
 const runtimes = new Map(); // EP -> Promise of the imported onnxruntime-web build
+const restarts = new Map(); // EP -> how often its build was dropped because its wasm did not start
 
 function folderUrl(baseUrl) {
   const base = baseUrl === undefined
@@ -73,8 +75,9 @@ async function webgpuMissing() {
 
 function importRuntime(manifest, base, ep, numThreads) {
   if (!runtimes.has(ep)) {
-    const build = manifest.runtime.builds[ep];
-    runtimes.set(ep, import(new URL(build.module, base).href).then((ort) => {
+    const url = new URL(manifest.runtime.builds[ep].module, base);
+    if (restarts.has(ep)) url.searchParams.set('restart', restarts.get(ep)); // a new instance
+    runtimes.set(ep, import(url.href).then((ort) => {
       ort.env.wasm.wasmPaths = new URL(manifest.runtime.dir, base).href;
       ort.env.wasm.proxy = false;
       // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated pages.
@@ -88,6 +91,13 @@ function importRuntime(manifest, base, ep, numThreads) {
     }));
   }
   return runtimes.get(ep);
+}
+
+// onnxruntime-web remembers a failed start of its wasm (a failed fetch of the .wasm, say) for the
+// life of the module, so the next load() imports a new instance of it.
+function dropRuntime(ep) {
+  runtimes.delete(ep);
+  restarts.set(ep, (restarts.get(ep) ?? 0) + 1);
 }
 
 async function fetchBytes(url, expected, onProgress, stage) {
@@ -214,6 +224,7 @@ export async function load(options = {}) {
       session = await createSession(ort, modelBytes.get(variant.name), ep);
       onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     } catch (error) {
+      if (runtimeDidNotStart(error)) dropRuntime(ep);
       reasons.push(sessionFailure(ep, error));
       continue;
     }
