@@ -1,16 +1,18 @@
 """The generated bundle.d.ts/.d.mts: `tsc --noEmit --strict` accepts correct use of a built bundle
 and rejects a wrong input name, a wrong dtype, a wrong variant and a non-array EP list."""
 
-import json
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler import manifest as bundle_manifest
+from bundler.commands.build import build
+from bundler.modelio import TensorSpec
 from bundler.npmtools import node_executable, npm_tool
+from bundler.options import BuildOptions
 from bundler.typings import DECLARATION_FILES, declarations
 from tests import models
 
@@ -78,7 +80,7 @@ def test_correct_use_compiles(tsc, project, resolution):
 
 
 def test_bundle_d_mts_is_what_typescript_finds_for_bundle_mjs(tsc, project, tmp_path):
-    manifest = json.loads((project / "dist" / "bundle.json").read_text())
+    manifest = bundle_manifest.load(project / "dist")
     assert [(project / "dist" / name).read_text() for name in DECLARATION_FILES] == \
         [declarations(manifest)] * 2
     without = tmp_path / "project"
@@ -117,20 +119,19 @@ def test_wrong_use_does_not_compile(tsc, project, source, error):
     assert result.returncode != 0 and error in result.stdout, result.stdout + result.stderr
 
 
-def _spec(name: str, type_: str, shape: list | None) -> dict:
-    return {"name": name, "type": type_, "shape": shape}
-
-
-def test_any_names_ranks_and_types_give_valid_declarations(tsc, tmp_path):
-    spec = _spec
-    manifest = {"name": "odd */ name\n", "variants": [{"name": "fp32"}, {"name": "int8"}],
-                "inputs": [spec("<img src=x onerror=alert(1)>", "float32", None),
-                           spec("input.1", "int64", []),
-                           spec('quote"\n*/', "bool", ["?", 2]),
-                           spec("text", "string", [1])],
-                "outputs": [spec("half", "float16", [1, "n"]), spec("labels", "string", None)]}
+def test_any_names_ranks_and_types_give_valid_declarations(tsc, project, tmp_path):
+    odd = dataclasses.replace(
+        bundle_manifest.load(project / "dist"),
+        name="odd */ name\n",
+        inputs=[TensorSpec("<img src=x onerror=alert(1)>", "float32", None),
+                TensorSpec("input.1", "int64", ()),
+                TensorSpec('quote"\n*/', "bool", ("?", 2)),
+                TensorSpec("text", "string", (1,))],
+        outputs=[TensorSpec("half", "float16", (1, "n")), TensorSpec("labels", "string", None)],
+    )
+    odd.variants = [dataclasses.replace(odd.variants[0], name=name) for name in ("fp32", "int8")]
     (tmp_path / "dist").mkdir()
-    (tmp_path / "dist" / "bundle.d.mts").write_text(declarations(manifest))
+    (tmp_path / "dist" / "bundle.d.mts").write_text(declarations(odd))
     source = """
 import { load } from './dist/bundle.mjs';
 const model = await load({ variant: 'int8' });
