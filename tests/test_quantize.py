@@ -64,6 +64,12 @@ def elem_types(values) -> list[int]:
     return [value.type.tensor_type.elem_type for value in values]
 
 
+# top1_agreement is a share of rows; less than any one row's share of it means every row agrees.
+EVERY_ROW = pytest.approx(1.0, abs=1e-9)
+# A cosine computed in float64 of vectors that are equal, or equal up to a factor.
+COSINE_ONE = pytest.approx(1.0, abs=1e-12)
+
+
 def test_fp32_is_a_copy(optimized: dict[str, Path], tmp_path: Path) -> None:
     result = make_variant("fp32", optimized["mlp"], tmp_path / "fp32.onnx")
     assert (tmp_path / "fp32.onnx").read_bytes() == optimized["mlp"].read_bytes()
@@ -94,7 +100,7 @@ def test_fp16_halves_the_model_and_keeps_float32_io(
     assert {"Resize", "TopK", "NonMaxSuppression", "Range"} <= set(result.settings["op_block_list"])
     assert any("no NaN/Inf" in note for note in result.notes)
     metrics = measure(optimized[name], dst, feeds(name))
-    assert metrics.cosine >= 0.99999 and metrics.top1_agreement == 1.0
+    assert metrics.cosine >= 0.99999 and metrics.top1_agreement == EVERY_ROW
 
 
 def test_fp16_keeps_resize_in_float32(optimized: dict[str, Path], tmp_path: Path) -> None:
@@ -360,7 +366,12 @@ def _scaled(path: Path, factor: float, shape: list) -> Path:
 
 def test_measure_identical_models(optimized: dict[str, Path]) -> None:
     metrics = measure(optimized["cnn"], optimized["cnn"], feeds("cnn"))
-    assert metrics == Metrics(0.0, 0.0, 1.0, 1.0, 0)
+    # the same session twice: at most float32 rounding where a threaded reduction splits otherwise
+    assert metrics.max_abs == pytest.approx(0.0, abs=1e-6)
+    assert metrics.mean_rel == pytest.approx(0.0, abs=1e-7)
+    assert metrics.cosine == COSINE_ONE
+    assert metrics.top1_agreement == EVERY_ROW
+    assert metrics.nonfinite == 0
 
 
 def test_measure_values(tmp_path: Path) -> None:
@@ -372,8 +383,8 @@ def test_measure_values(tmp_path: Path) -> None:
 
     assert metrics.max_abs == pytest.approx(0.5, rel=1e-5)
     assert metrics.mean_rel == pytest.approx(np.abs(0.1 * x).mean() / 9, rel=1e-5)
-    assert metrics.cosine == pytest.approx(1.0)
-    assert metrics.top1_agreement == 1.0
+    assert metrics.cosine == COSINE_ONE  # y and 1.1 * y point the same way
+    assert metrics.top1_agreement == EVERY_ROW
     assert metrics.nonfinite == 0
 
 
@@ -390,13 +401,17 @@ def test_metrics_to_json_is_rounded() -> None:
     metrics = Metrics(
         max_abs=0.0123456789, mean_rel=1 / 3, cosine=0.99912345678, top1_agreement=None
     )
-    assert metrics.to_json() == {
-        "max_abs": 0.0123457,
-        "mean_rel": 0.333333,
-        "cosine": 0.999123,
-        "top1_agreement": None,
-        "nonfinite": 0,
-    }
+    # 6 significant digits: a tolerance far below the last kept digit
+    assert metrics.to_json() == pytest.approx(
+        {
+            "max_abs": 0.0123457,
+            "mean_rel": 0.333333,
+            "cosine": 0.999123,
+            "top1_agreement": None,
+            "nonfinite": 0,
+        },
+        abs=1e-12,
+    )
     assert json.dumps(Metrics(float("inf"), 0.0, float("nan"), 1.0).to_json()) == (
         '{"max_abs": null, "mean_rel": 0.0, "cosine": null, "top1_agreement": 1.0, "nonfinite": 0}'
     )
@@ -412,12 +427,10 @@ def test_native_latency_ms(optimized: dict[str, Path]) -> None:
 
 def test_parse_budget() -> None:
     budget = parse_budget(" cosine >= 0.999, top1>=0.99,max_abs<=0.01 , mean_rel<=1e-2")
-    assert budget.terms == (
-        ("cosine", 0.999),
-        ("top1", 0.99),
-        ("max_abs", 0.01),
-        ("mean_rel", 0.01),
-    )
+    assert [key for key, _ in budget.terms] == ["cosine", "top1", "max_abs", "mean_rel"]
+    # parsed decimals: a tolerance far below the given digits
+    assert [bound for _, bound in budget.terms] == pytest.approx([0.999, 0.99, 0.01, 0.01],
+                                                                 abs=1e-12)
     assert str(budget) == "cosine>=0.999,top1>=0.99,max_abs<=0.01,mean_rel<=0.01"
     assert parse_budget(str(DEFAULT_BUDGET)) == DEFAULT_BUDGET
 
@@ -500,7 +513,8 @@ def test_to_ort_format_is_equivalent_across_runs(
         for name in ("a.ort", "b.ort")
     )
     feed = feeds("cnn")[0]
-    np.testing.assert_array_equal(a.run(None, feed)[0], b.run(None, feed)[0])
+    # the same graph: at most float32 rounding where a threaded reduction splits otherwise
+    np.testing.assert_allclose(a.run(None, feed)[0], b.run(None, feed)[0], rtol=1e-6, atol=1e-7)
 
 
 def test_to_ort_format_failure_is_a_quantize_error(tmp_path: Path) -> None:
