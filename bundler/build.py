@@ -38,7 +38,8 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.site import human_bytes, render_site, write_manifest
-from bundler.variants import budget_of, choose, default_variant, make_variants
+from bundler.variants.make import make_variants
+from bundler.variants.select import select
 
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
@@ -150,23 +151,6 @@ def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, repo
     return report, None
 
 
-def _browser_ok(report: ConformanceReport | None, names: list[str]) -> dict[str, bool]:
-    """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
-    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants.)"""
-    if report is None:
-        return dict.fromkeys(names, True)
-    by_variant: dict[str, dict[str, bool]] = {}
-    for check in report.checks:
-        if check.requested is not None:
-            by_variant.setdefault(check.variant, {})[check.label] = check.passed
-    baseline = {ep for ep, ok in by_variant.get("fp32", {}).items() if ok}
-    return {
-        name: any(by_variant.get(name, {}).values()) and all(
-            ok for ep, ok in by_variant.get(name, {}).items() if ep in baseline or not baseline)
-        for name in names
-    }
-
-
 def build(
     model: Path | None = None,
     options: BuildOptions | None = None,
@@ -177,6 +161,7 @@ def build(
     """Build the bundle and return its manifest (the content of bundle.json)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
+    plan = options.plan  # a contradiction in the variant options fails before any work
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
@@ -193,7 +178,6 @@ def build(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
             is_example=is_example, reporter=reporter,
         )
-        names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
@@ -213,24 +197,23 @@ def build(
             "inputs": [spec.to_json() for spec in inputs],
             "outputs": [spec.to_json() for spec in outputs],
             "variants": [variant.entry for variant in variants],
-            "default_variant": names[0] if options.quantize == "auto"
-            else default_variant(options, names),
+            # auto: the first candidate while the candidates are checked, then the chosen one
+            "default_variant": variants[0].entry["name"] if plan.auto else plan.default,
             "source": {"file": source.name, "bytes": model_bytes(source)},
             "optimization": optimization,
             "notes": notes,
         }
-        if options.quantize == "auto":
+        if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
                               " candidates")[0] if options.verify else None)
-            chosen, candidates = choose(variants, _browser_ok(report, names), options)
-            for variant in variants:
-                if variant.entry["name"] != chosen:
-                    (staging / variant.entry["file"]).unlink()
-            manifest["variants"] = [v.entry for v in variants if v.entry["name"] == chosen]
-            manifest["default_variant"] = chosen
-            manifest["selection"] = {"mode": "auto", "budget": str(budget_of(options)),
-                                     "chosen": chosen, "candidates": candidates}
-            reporter.info(f"auto: shipping {chosen}")
+            selection = select(variants, report, options.max_error)
+            for variant in selection.dropped:
+                (staging / variant.entry["file"]).unlink()
+            chosen = selection.chosen.entry
+            manifest["variants"] = [chosen]
+            manifest["default_variant"] = chosen["name"]
+            manifest["selection"] = selection.record
+            reporter.info(f"auto: shipping {chosen['name']}")
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest["verification"] = verification_record(report, reason)

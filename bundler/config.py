@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from bundler.errors import ConfigError
+from bundler.variants.budget import parse_budget
+from bundler.variants.kinds import CALIBRATION_METHODS, QUANTIZE_CHOICES, VARIANT_KINDS
+from bundler.variants.select import VariantPlan, variants_to_make
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,10 +30,6 @@ CONFIG_FILE_NAME = "bundle.toml"
 
 _DIM_PATTERN = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>\d+)$")
 
-
-VARIANT_KINDS = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4")
-QUANTIZE_CHOICES = (*VARIANT_KINDS, "auto")
-CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "ort")
 
 
@@ -48,8 +47,8 @@ class BuildOptions:
     execution_providers: tuple[str, ...] = EXECUTION_PROVIDERS
     optimize: bool = True
     fix_dims: dict[str, int] = dataclasses.field(default_factory=dict)
-    quantize: str = "fp32"
-    variants: tuple[str, ...] = ()
+    quantize: str | None = None  # None: not given (see bundler.variants.select for the rule)
+    variants: tuple[str, ...] | None = None
     default_variant: str | dict[str, str] | None = None
     calibration: Path | None = None
     calibration_method: str = "minmax"
@@ -59,11 +58,9 @@ class BuildOptions:
     templates: Path | None = None
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """The variants to make: the candidates of `auto`, or what ships."""
-        if self.quantize == "auto":
-            return self.variants or VARIANT_KINDS
-        return self.variants or (self.quantize,)
+    def plan(self) -> VariantPlan:
+        """The variants to make (what ships, or the candidates of auto) and the default."""
+        return variants_to_make(self.quantize, self.variants, self.default_variant)
 
 
 def _path(value: Any, base: Path) -> Path:
@@ -148,8 +145,6 @@ def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
 
 
 def _budget(value: Any, base: Path) -> str:
-    from bundler.quantize import parse_budget
-
     try:
         return str(parse_budget(_string(value, base)))
     except ConfigError as error:
@@ -233,9 +228,10 @@ def load_options(config: Path | None, flags: Mapping[str, Any], cwd: Path | None
 
 
 def _check_combination(options: BuildOptions, source: str) -> None:
-    if options.variants and options.quantize not in ("fp32", "auto"):
-        raise ConfigError(f"{source}: give quantize or variants, not both (variants lists what"
-                          " ships; with quantize = auto it lists the candidates)")
+    try:
+        variants_to_make(options.quantize, options.variants, options.default_variant)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error.message}") from None
 
 
 def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None = None,

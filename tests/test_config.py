@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler.config import BuildOptions, load_config, merge, parse_dims
+from bundler.config import BuildOptions, load_config, load_options, merge, parse_dims
 from bundler.errors import ConfigError
 
 
@@ -61,12 +61,14 @@ def test_variants_and_per_ep_default_from_flags_and_config(tmp_path):
     options = merge({}, {"variants": "fp16,int8", "default_variant": "webgpu=fp16,wasm=int8"})
     assert options.variants == ("fp16", "int8")
     assert options.default_variant == {"webgpu": "fp16", "wasm": "int8"}
-    assert options.kinds == ("fp16", "int8")
-    config = load_config(write(tmp_path, 'quantize = "auto"\n[default_variant]\nwasm = "int8"\n'))
-    assert merge(config, {}).kinds == ("fp32", "fp16", "int8-weights", "int8", "int8-static",
-                                       "int4")
-    with pytest.raises(ConfigError, match="not both"):
-        merge({}, {"quantize": "int8", "variants": "fp16"})
+    assert options.plan.kinds == ("fp16", "int8")
+    config = load_config(write(tmp_path, 'quantize = "auto"\n'))
+    assert merge(config, {}).plan == (("fp32", "fp16", "int8-weights", "int8", "int8-static",
+                                       "int4"), None)
+    assert merge({}, {"quantize": "int8", "variants": "fp16"}).plan == (("int8", "fp16"), "int8")
+    auto_with_default = write(tmp_path, 'quantize = "auto"\n[default_variant]\nwasm = "int8"\n')
+    with pytest.raises(ConfigError, match=r"bundle.toml: quantize = auto chooses the default"):
+        load_options(auto_with_default, {})
 
 
 def test_dims_by_name_and_by_input_axis():

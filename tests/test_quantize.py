@@ -10,21 +10,16 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-import bundler.quantize as quantize_module
+import bundler.variants.int8 as int8_module
 from bundler.errors import ConfigError, QuantizeError
 from bundler.inspect import model_bytes
 from bundler.optimize import optimize
-from bundler.quantize import (
-    DEFAULT_BUDGET,
-    VARIANT_KINDS,
-    Metrics,
-    choose_auto,
-    make_variant,
-    measure,
-    native_latency_ms,
-    parse_budget,
-    to_ort_format,
-)
+from bundler.variants.budget import DEFAULT_BUDGET, parse_budget
+from bundler.variants.kinds import VARIANT_KINDS
+from bundler.variants.metrics import Metrics, measure, native_latency_ms
+from bundler.variants.ort_format import to_ort_format
+from bundler.variants.registry import make_variant
+from bundler.variants.select import Candidate, choose
 from tests import models, quant_models
 
 BUILDERS = {
@@ -329,7 +324,7 @@ def test_library_errors_become_one_line_quantize_errors(
     def crash(*args, **kwargs):
         raise RuntimeError("MatMulInteger kernel missing\n  File ... traceback")
 
-    monkeypatch.setattr(quantize_module, "quantize_dynamic", crash)
+    monkeypatch.setattr(int8_module, "quantize_dynamic", crash)
     with pytest.raises(QuantizeError) as caught:
         make_variant("int8", optimized["mlp"], tmp_path / "int8.onnx")
     message = str(caught.value)
@@ -471,16 +466,18 @@ def test_choose_auto() -> None:
     close = Metrics(0.01, 0.001, 0.9995, 1.0)
     lossy = Metrics(0.5, 0.05, 0.95, 0.8)
     results = [
-        ("fp32", 1000, perfect, True),
-        ("fp16", 500, close, True),
-        ("int8-weights", 270, close, True),
-        ("int8", 260, close, False),  # failed in the browser
-        ("int4", 160, lossy, True),  # outside the budget
+        Candidate("fp32", 1000, perfect, True),
+        Candidate("fp16", 500, close, True),
+        Candidate("int8-weights", 270, close, True),
+        Candidate("int8", 260, close, False),  # failed in the browser
+        Candidate("int4", 160, lossy, True),  # outside the budget
     ]
-    assert choose_auto(results) == "int8-weights"
-    assert choose_auto(results, parse_budget("cosine>=0.9")) == "int4"
-    assert choose_auto([("fp32", 1000, lossy, True), ("fp16", 500, lossy, True)]) == "fp32"
-    assert choose_auto([("fp32", 1000, perfect, False), ("fp16", 500, lossy, True)]) is None
+    assert choose(results) == "int8-weights"
+    assert choose(results, parse_budget("cosine>=0.9")) == "int4"
+    assert choose([Candidate("fp32", 1000, lossy, True), Candidate("fp16", 500, lossy, True)]) \
+        == "fp32"
+    assert choose([Candidate("fp32", 1000, perfect, False),
+                   Candidate("fp16", 500, lossy, True)]) is None
 
 
 # --- ORT format -----------------------------------------------------------------------------
