@@ -52,10 +52,11 @@ def _build_options(function):
         click.option("--quantize", default=None,
                      help="fp32 (default), fp16, int8-weights, int8, int8-static, int4 or auto."),
         click.option("--variants", default=None,
-                     help="Ship several variants: a comma list (with --quantize auto: the"
-                          " candidates)."),
+                     help="Ship several variants: a comma list, shipped beside --quantize K"
+                          " (with --quantize auto: the candidates)."),
         click.option("--default-variant", default=None,
-                     help="Variant load() picks: NAME, or per EP: webgpu=fp16,wasm=int8."),
+                     help="Variant load() picks (default: --quantize K, else the first of"
+                          " --variants): NAME, or per EP: webgpu=fp16,wasm=int8. Not with auto."),
         click.option("--calibration", default=None,
                      help=".npz with one array per input (samples on axis 0) for int8-static and"
                           " accuracy."),

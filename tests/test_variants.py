@@ -30,6 +30,19 @@ def test_several_variants_ship_with_accuracy_measured_on_the_examples_samples(bu
     assert manifest["optimization"]["enabled"] is True
 
 
+def test_quantize_with_variants_ships_both_and_quantize_is_the_default(build_bundle, tmp_path):
+    _, manifest = build_bundle(None, quantize="int8", variants=("fp32",))
+    assert [v["name"] for v in manifest["variants"]] == ["int8", "fp32"]
+    assert manifest["default_variant"] == "int8"
+    result = run_cli("build", "-o", tmp_path / "auto", "--quantize", "auto", "--default-variant",
+                     "fp32", "--no-verify")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: options: quantize = auto chooses the default variant itself; drop"
+        " default_variant, or list variants without auto to ship several")
+    assert not (tmp_path / "auto").exists()
+
+
 def test_weight_only_int8_is_about_a_quarter_of_fp32_on_a_weight_heavy_model(build_bundle,
                                                                             tmp_path):
     model = quant_models.mlp_classifier(tmp_path / "mlp.onnx")
