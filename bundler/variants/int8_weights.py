@@ -15,6 +15,7 @@ from bundler.variants.tools import fresh_name
 
 # Below this many elements a weight is not worth a DequantizeLinear (first convs, tiny heads).
 _MIN_ELEMENTS = 1024
+_OP_TYPES = ("Conv", "Gemm", "MatMul")
 
 
 def _weight_axis(node: onnx.NodeProto, rank: int) -> int | None:
@@ -29,18 +30,14 @@ def _weight_axis(node: onnx.NodeProto, rank: int) -> int | None:
     return 1  # MatMul: [K, N]
 
 
-def make(job: Job) -> None:
-    model = read_model(job.src)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < 13:  # DequantizeLinear's axis attribute
-        model = onnx.version_converter.convert_version(model, 13)
-    graph = model.graph
+def _weights_to_store(graph: onnx.GraphProto) -> tuple[dict[str, int], set[str]]:
+    """The weights worth storing as int8, with their output-channel axis, and those left float."""
     weights = {tensor.name: tensor for tensor in graph.initializer}
     overridable = {value.name for value in graph.input}
     axes: dict[str, int] = {}
     left_float = set()
     for node in graph.node:
-        if node.op_type not in ("Conv", "Gemm", "MatMul") or len(node.input) < 2:
+        if node.op_type not in _OP_TYPES or len(node.input) < 2:
             continue
         name = node.input[1]
         tensor = weights.get(name)
@@ -55,13 +52,14 @@ def make(job: Job) -> None:
             left_float.add(name)
         else:
             axes.setdefault(name, axis)
-    if not axes:
-        raise QuantizeError(
-            f"{job.src.name} has no Conv, Gemm or MatMul weight of {_MIN_ELEMENTS}+"
-            " elements to store as int8, so int8-weights would equal fp32; use fp16 instead"
-        )
+    return axes, left_float - set(axes)
 
-    taken = set(weights) | {out for node in graph.node for out in node.output}
+
+def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int]) -> None:
+    """Replace each weight in `axes` by int8 values, scales and zero points, and a
+    DequantizeLinear (first in the graph) that gives the float weight its old name."""
+    taken = {tensor.name for tensor in graph.initializer}
+    taken |= {out for node in graph.node for out in node.output}
     taken |= {value.name for value in graph.input}
     initializers, dequantize = [], []
     for tensor in graph.initializer:
@@ -96,18 +94,31 @@ def make(job: Job) -> None:
     nodes = dequantize + list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
-    save_model(model, job.dst)
 
+
+def make(job: Job) -> None:
+    model = read_model(job.src)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 13:  # DequantizeLinear's axis attribute
+        model = onnx.version_converter.convert_version(model, 13)
+    axes, left_float = _weights_to_store(model.graph)
+    if not axes:
+        raise QuantizeError(
+            f"{job.src.name} has no Conv, Gemm or MatMul weight of {_MIN_ELEMENTS}+"
+            " elements to store as int8, so int8-weights would equal fp32; use fp16 instead"
+        )
+    _store_as_int8(model.graph, axes)
+    save_model(model, job.dst)
     job.result.settings = {
         "scheme": "int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",
         "compute": "float32",
-        "op_types": ["Conv", "Gemm", "MatMul"],
+        "op_types": list(_OP_TYPES),
         "min_elements": _MIN_ELEMENTS,
         "weights_int8": len(axes),
-        "weights_float32": len(left_float - set(axes)),
+        "weights_float32": len(left_float),
     }
     job.note(
-        f"stored {len(axes)} weights as int8; {len(left_float - set(axes))} small or"
+        f"stored {len(axes)} weights as int8; {len(left_float)} small or"
         " non-constant weights stay float32"
     )
 
