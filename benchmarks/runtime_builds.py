@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
-from bundler.build import build
-from bundler.config import merge
+from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.inspect import TensorSpec
+from bundler.modelio import TensorSpec
+from bundler.options import merge
 from bundler.reference import runnable_feeds
 from bundler.runtime import BUILDS
 from bundler.server import HARNESS_PATH, serve_directory

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
-from bundler.build import build
-from bundler.config import merge
+from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.inspect import TensorSpec
-from bundler.reference import cpu_session, runnable_feeds
+from bundler.modelio import TensorSpec, cpu_session
+from bundler.options import merge
+from bundler.reference import runnable_feeds
 from bundler.server import HARNESS_PATH, serve_directory
 
 TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {

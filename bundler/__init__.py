@@ -16,13 +16,13 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bundler.build import build
-    from bundler.config import BuildOptions
     from bundler.conformance import check_bundle
+    from bundler.options import BuildOptions
     from bundler.serve import serve
 
 _LAZY = {
     "build": "bundler.build",
-    "BuildOptions": "bundler.config",
+    "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
     "serve": "bundler.serve",
 }
@@ -33,7 +33,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 

@@ -20,10 +20,9 @@ import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
-from bundler.errors import ModelError
-from bundler.inspect import TensorSpec, sha256_of
+from bundler.errors import ModelError, first_line
+from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import (
-    NUMPY_TYPES,
     NotRunnable,
     Reference,
     fingerprint_mismatch,
@@ -253,13 +252,8 @@ def _page_error(text: str) -> str:
     """The page's error without Playwright's and load()'s wrapping, onnxruntime's message first."""
     text = re.sub(r"^(Page\.evaluate: )?(Error: )?", "", text.strip())
     text = text.replace("no execution provider could run this model: ", "")
-    return _first_line(re.sub(r"Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: ", "",
+    return first_line(re.sub(r"Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: ", "",
                               text))
-
-
-def _first_line(text: str) -> str:
-    lines = [line for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0][:400] if lines else "unknown error"
 
 
 class _Session:

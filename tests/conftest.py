@@ -18,8 +18,8 @@ from bundler.browser import (
     load_settings,
     playwright_session,
 )
-from bundler.build import build
-from bundler.config import DEFAULT_RUNTIME_VERSION, BuildOptions
+from bundler.commands.build import build
+from bundler.options import DEFAULT_RUNTIME_VERSION, BuildOptions
 from bundler.runtime import fetch_runtime
 from bundler.server import HARNESS_PATH, serve_directory
 

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def contract_bundles(tmp_path_factory, runtime_dist):
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("contract")
     built = {}

@@ -38,8 +38,8 @@ def test_quantize_with_variants_ships_both_and_quantize_is_the_default(build_bun
                      "fp32", "--no-verify")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: options: quantize = auto chooses the default variant itself; drop"
-        " default_variant, or list variants without auto to ship several")
+        "Error: default_variant: auto chooses the default variant; drop default_variant, or"
+        " ship fixed variants with variants = [...] and default_variant")
     assert not (tmp_path / "auto").exists()
 
 
@@ -103,7 +103,7 @@ def test_bad_calibration_and_default_variant_are_one_clear_error(build_bundle, t
     np.savez(tmp_path / "shape.npz", image=np.zeros((4, 1, 9, 9), np.float32))
     with pytest.raises(ConfigError, match=r"have shape \[1, 1, 9, 9\]"):
         build_bundle(None, quantize="int8-static", calibration=tmp_path / "shape.npz")
-    with pytest.raises(ConfigError, match="default_variant 'int8' is not shipped"):
+    with pytest.raises(ConfigError, match="default_variant: 'int8' is not shipped"):
         build_bundle(None, variants=("fp32", "fp16"), default_variant="int8")
     assert not (tmp_path / "dist").exists()
 

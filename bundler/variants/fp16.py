@@ -14,9 +14,7 @@ from onnx import TensorProto, helper
 from onnxruntime.transformers import float16
 
 from bundler.errors import QuantizeError
-from bundler.inspect import read_model
-from bundler.optimize import save_model, walk_nodes
-from bundler.reference import cpu_session
+from bundler.modelio import cpu_session, read_model, save_model, walk_nodes
 from bundler.variants.metrics import Feeds, measure
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import quiet

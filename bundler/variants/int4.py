@@ -7,8 +7,7 @@ from onnx import TensorProto
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from bundler.errors import QuantizeError
-from bundler.inspect import read_model
-from bundler.optimize import save_model
+from bundler.modelio import read_model, save_model
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import name_nodes, quiet
 

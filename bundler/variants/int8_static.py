@@ -17,9 +17,8 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 
-from bundler.inspect import read_model
-from bundler.optimize import first_line, save_model
-from bundler.reference import cpu_session
+from bundler.errors import first_line
+from bundler.modelio import cpu_session, read_model, save_model
 from bundler.variants.metrics import Feeds
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import is_large, name_nodes, quiet
@@ -102,7 +101,7 @@ def make(job: Job) -> None:
                 where = f" at {node.name} ({node.op_type})" if node is not None else ""
                 failed = (
                     f"{'per-channel' if per_channel else 'per-tensor'} QDQ failed"
-                    f" ({first_line(error)}{where})"
+                    f" ({first_line(error, typed=True)}{where})"
                 )
                 if per_channel:
                     per_channel = False

@@ -8,8 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bundler.errors import QuantizeError
-from bundler.inspect import read_model
-from bundler.optimize import save_model
+from bundler.modelio import read_model, save_model
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name
 

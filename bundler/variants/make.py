@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.config import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
-from bundler.inspect import TensorSpec, describe, read_model, sha256_of
-from bundler.optimize import OptimizeReport, copy_model, optimize
+from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
+from bundler.optimize import OptimizeReport, optimize
+from bundler.options import BuildOptions
 from bundler.reference import Feeds, NotRunnable, fingerprint, runnable_feeds
 from bundler.resources import example_calibration
 from bundler.samples import generated_samples, load_samples
@@ -130,7 +130,7 @@ def make_variants(
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter)
-    info = describe(read_model(optimized), optimized)
+    info = signature(read_model(optimized))
     plan = options.plan
     samples = _samples(options, source, info.inputs, is_example, reporter)
     if samples.validation is None and plan.kinds != ("fp32",):

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from bundler.errors import QuantizeError
-from bundler.optimize import first_line
-from bundler.reference import cpu_session
+from bundler.errors import QuantizeError, first_line
+from bundler.modelio import cpu_session
 
 Feeds = list[dict[str, np.ndarray]]
 
@@ -59,7 +58,8 @@ def run_all(
         return names, [session.run(names, feed) for feed in feeds]
     except Exception as error:
         raise QuantizeError(
-            f"{model.name} does not run in onnxruntime on the given feeds ({first_line(error)})"
+            f"{model.name} does not run in onnxruntime on the given feeds"
+            f" ({first_line(error, typed=True)})"
         ) from None
 
 
@@ -140,6 +140,6 @@ def native_latency_ms(model: Path, feeds: Feeds, threads: int = 1, repeats: int 
             times.append(time.perf_counter() - start)
     except Exception as error:
         raise QuantizeError(
-            f"{model.name} does not run in onnxruntime ({first_line(error)})"
+            f"{model.name} does not run in onnxruntime ({first_line(error, typed=True)})"
         ) from None
     return statistics.median(times) * 1000

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from bundler.errors import QuantizeError
-from bundler.optimize import first_line
-from bundler.reference import cpu_session
+from bundler.errors import QuantizeError, first_line
+from bundler.modelio import cpu_session
 from bundler.variants.metrics import Feeds, run_all
 from bundler.variants.tools import is_large
 
@@ -27,7 +26,8 @@ def to_ort_format(src: Path, dst: Path, feeds: Feeds | None = None) -> None:
             converted = cpu_session(dst, level=basic)
     except Exception as error:
         raise QuantizeError(
-            f"could not convert {src.name} to .ort ({first_line(error)}); ship the .onnx"
+            f"could not convert {src.name} to .ort ({first_line(error, typed=True)});"
+            " ship the .onnx"
         ) from None
     if too_large:
         raise QuantizeError(

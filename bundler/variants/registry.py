@@ -10,9 +10,8 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from bundler.errors import BundlerError, ConfigError, QuantizeError
-from bundler.optimize import first_line
-from bundler.reference import cpu_session
+from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
+from bundler.modelio import cpu_session
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
     VARIANT_KINDS,
@@ -66,7 +65,7 @@ def make_variant(
         raise
     except Exception as error:
         raise QuantizeError(
-            f"could not make the {kind} variant of {src.name} ({first_line(error)});"
+            f"could not make the {kind} variant of {src.name} ({first_line(error, typed=True)});"
             f" {spec.advice}"
         ) from None
     return job.result

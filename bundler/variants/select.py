@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from bundler.errors import ConfigError, QuantizeError
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
-from bundler.variants.kinds import QUANTIZE_CHOICES, VARIANT_KINDS, VariantKind
+from bundler.variants.kinds import VARIANT_KINDS, VariantKind
 
 if TYPE_CHECKING:
     from bundler.conformance import ConformanceReport
@@ -51,16 +51,12 @@ def variants_to_make(
 ) -> VariantPlan:
     """The plan for these three options (None: not given); a one-line ConfigError for a
     contradiction."""
-    if quantize is not None and quantize not in QUANTIZE_CHOICES:
-        raise ConfigError(
-            f"unknown quantize {quantize!r}; choose from {', '.join(QUANTIZE_CHOICES)}"
-        )
     listed = _kinds(variants or ())
     if quantize == "auto":
         if default_variant is not None:
             raise ConfigError(
-                "quantize = auto chooses the default variant itself; drop default_variant, or"
-                " list variants without auto to ship several"
+                "default_variant: auto chooses the default variant; drop default_variant, or"
+                " ship fixed variants with variants = [...] and default_variant"
             )
         return VariantPlan(listed or VARIANT_KINDS, None)
     kinds = _kinds([quantize, *listed] if quantize else listed) or ("fp32",)
@@ -73,7 +69,9 @@ def _kinds(names: Sequence[str]) -> tuple[VariantKind, ...]:
     """`names` in order without repeats, each a known kind."""
     unknown = [name for name in names if name not in VARIANT_KINDS]
     if unknown:
-        raise ConfigError(f"unknown variant {unknown[0]!r}; choose from {', '.join(VARIANT_KINDS)}")
+        raise ConfigError(
+            f"variants: unknown {unknown[0]!r}; choose from {', '.join(VARIANT_KINDS)}"
+        )
     return cast(tuple[VariantKind, ...], tuple(dict.fromkeys(names)))
 
 
@@ -85,7 +83,7 @@ def _shipped_default(
     missing = [name for name in named if name not in kinds]
     if missing:
         raise ConfigError(
-            f"default_variant {missing[0]!r} is not shipped (variants: {', '.join(kinds)})"
+            f"default_variant: {missing[0]!r} is not shipped (variants: {', '.join(kinds)})"
         )
     return default
 

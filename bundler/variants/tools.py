@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from bundler.inspect import model_bytes
+from bundler.modelio import PROTOBUF_LIMIT, model_bytes
 
 
 @contextlib.contextmanager
@@ -45,4 +45,4 @@ def fresh_name(name: str, taken: set[str]) -> str:
 
 def is_large(path: Path) -> bool:
     """Over protobuf's 2 GB: the model must be written with external data."""
-    return model_bytes(path) >= onnx.checker.MAXIMUM_PROTOBUF
+    return model_bytes(path) >= PROTOBUF_LIMIT

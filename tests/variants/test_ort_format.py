@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from bundler.errors import QuantizeError
-from bundler.inspect import model_bytes
+from bundler.modelio import model_bytes
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import make_variant
 from tests.variants.helpers import feeds

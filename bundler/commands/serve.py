@@ -27,12 +27,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
-from bundler.build import build, rerender, summary
-from bundler.config import CONFIG_FILE_NAME, BuildOptions, load_options
+from bundler.commands.build import build, rerender, summary
 from bundler.conformance import read_manifest
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.inspect import model_files
+from bundler.modelio import model_files
+from bundler.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.resources import example_model
 from bundler.server import BundleServer, LiveReload, bind, running
 

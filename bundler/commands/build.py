@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
-from bundler.config import BuildOptions
 from bundler.conformance import (
     REPORT_COLUMNS,
     ConformanceReport,
@@ -26,7 +25,8 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import model_bytes, read_model
+from bundler.modelio import model_bytes, read_model
+from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
 from bundler.runtime import (
