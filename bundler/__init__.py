@@ -15,16 +15,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from bundler.build import build
+    from bundler.commands.build import build
+    from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
     from bundler.options import BuildOptions
-    from bundler.serve import serve
 
+# Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
+# importing a module never replaces a function here.
 _LAZY = {
-    "build": "bundler.build",
+    "build": "bundler.commands.build",
     "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
-    "serve": "bundler.serve",
+    "serve": "bundler.commands.serve",
 }
 
 

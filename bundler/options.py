@@ -9,7 +9,7 @@ Which variants ship: `quantize` names one kind (default fp32) and `variants` lis
 given, every one of them ships and `quantize`'s kind is the default unless `default_variant`
 says otherwise. With `quantize = "auto"`, `variants` are the candidates and auto chooses the
 default, so `default_variant` cannot be given with it. (The rule is
-`bundler.variants.select.variants_to_make`.)
+`bundler.variants.plan.variants_to_make`.)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from bundler.variants.kinds import (
     QuantizeChoice,
     VariantKind,
 )
-from bundler.variants.select import VariantPlan, variants_to_make
+from bundler.variants.plan import VariantPlan, variants_to_make
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -22,8 +22,8 @@ def contract_bundles(tmp_path_factory, runtime_dist):
     for name in ["multi_io", "scalar_input", "digits", "ml_classifier"]:
         model = None if name == "digits" else models.ALL[name](root / "models")
         output = root / "site" / name
-        built[name] = (output, build(model, BuildOptions(output=output, verify=False,
-                                                          runtime_dir=runtime_dist)))
+        manifest = build(model, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist))
+        built[name] = (output, manifest.to_json())
     # As a verified build records it (the WebGPU build has no ai.onnx.ml kernels):
     directory, manifest = built["ml_classifier"]
     manifest["verification"] = {"status": "passed", "results": {"fp32": {

@@ -1,12 +1,13 @@
 """The variants of a model: one module per kind (fp32.py, fp16.py, int8_weights.py, int8.py,
 int8_static.py, int4.py), found by name through registry.py; metrics.py measures a variant
-against fp32, budget.py says what is close enough, select.py decides what ships (and for `auto`,
-chooses), make.py makes a build's variants, ort_format.py converts one to .ort.
+against fp32, budget.py says what is close enough, plan.py says what a build makes and ships,
+select.py makes auto's choice, make.py makes a build's variants, ort_format.py converts one to
+.ort.
 
 Adding a kind: a module named after it that defines `KIND = KindSpec(...)` (see spec.py), its
 name in kinds.py's Literal, and its tests.
 
-The names below are imported on first use, so `bundler.variants.kinds`, `.budget` and `.select`
+The names below are imported on first use, so `bundler.variants.kinds`, `.budget` and `.plan`
 stay free of onnx and onnxruntime.
 """
 
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from bundler.variants.kinds import VARIANT_KINDS
     from bundler.variants.metrics import Metrics, measure, native_latency_ms
     from bundler.variants.ort_format import to_ort_format
+    from bundler.variants.plan import variants_to_make
     from bundler.variants.registry import make_variant
-    from bundler.variants.select import variants_to_make
     from bundler.variants.spec import VariantResult
 
 _LAZY = {
@@ -34,7 +35,7 @@ _LAZY = {
     "native_latency_ms": "metrics",
     "to_ort_format": "ort_format",
     "make_variant": "registry",
-    "variants_to_make": "select",
+    "variants_to_make": "plan",
     "VariantResult": "spec",
 }
 

@@ -1,94 +1,20 @@
-"""Which variants a build makes, which one `load()` picks, and for `auto` the whole choice.
-
-The rule for `quantize`, `variants` and `default_variant` (the README's options section says the
-same):
-
-- neither quantize nor variants: fp32 ships, and is the default;
-- `quantize = K`: K ships; with `variants = [A, B]` too, K, A and B ship (K first, no repeats);
-  K is the default;
-- `variants = [A, B]` alone: A and B ship; A is the default;
-- `default_variant` (a name, or one per EP) picks another default among those that ship, and
-  naming one that does not ship is an error;
-- `quantize = auto`: the candidates (`variants`, else every kind) are made, measured and checked
-  in the browser, and the one `objective` ranks first among those within the error budget ships
-  (today: the smallest download). Auto chooses the default, so `default_variant` with auto is an
-  error.
-
-Pure Python at import (no onnx or onnxruntime), so the options code can use it.
-"""
+"""`--quantize auto`: among the measured candidates, which one ships, and the record of the choice
+for bundle.json. Today the objective is the smallest download within the error budget that
+passed in the browser; it is a parameter, so a speed-aware one can take its place."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any
 
-from bundler.errors import ConfigError, QuantizeError
+from bundler.conformance import ConformanceReport
+from bundler.errors import QuantizeError
+from bundler.manifest import Selection
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
-from bundler.variants.kinds import VARIANT_KINDS, VariantKind
-
-if TYPE_CHECKING:
-    from bundler.conformance import ConformanceReport
-    from bundler.variants.make import Variant
-    from bundler.variants.metrics import Metrics
-
-DefaultVariant = str | dict[str, str]  # a variant name, or one per execution provider
-
-
-class VariantPlan(NamedTuple):
-    kinds: tuple[VariantKind, ...]  # what ships, or the candidates of auto
-    default: DefaultVariant | None  # None: auto chooses
-
-    @property
-    def auto(self) -> bool:
-        return self.default is None
-
-
-def variants_to_make(
-    quantize: str | None,
-    variants: Sequence[str] | None,
-    default_variant: str | Mapping[str, str] | None,
-) -> VariantPlan:
-    """The plan for these three options (None: not given); a one-line ConfigError for a
-    contradiction."""
-    listed = _kinds(variants or ())
-    if quantize == "auto":
-        if default_variant is not None:
-            raise ConfigError(
-                "default_variant: auto chooses the default variant; drop default_variant, or"
-                " ship fixed variants with variants = [...] and default_variant"
-            )
-        return VariantPlan(listed or VARIANT_KINDS, None)
-    kinds = _kinds([quantize, *listed] if quantize else listed) or ("fp32",)
-    if default_variant is None:
-        return VariantPlan(kinds, kinds[0])
-    return VariantPlan(kinds, _shipped_default(default_variant, kinds))
-
-
-def _kinds(names: Sequence[str]) -> tuple[VariantKind, ...]:
-    """`names` in order without repeats, each a known kind."""
-    unknown = [name for name in names if name not in VARIANT_KINDS]
-    if unknown:
-        raise ConfigError(
-            f"variants: unknown {unknown[0]!r}; choose from {', '.join(VARIANT_KINDS)}"
-        )
-    return cast(tuple[VariantKind, ...], tuple(dict.fromkeys(names)))
-
-
-def _shipped_default(
-    default_variant: str | Mapping[str, str], kinds: Sequence[str]
-) -> DefaultVariant:
-    default = default_variant if isinstance(default_variant, str) else dict(default_variant)
-    named = [default] if isinstance(default, str) else list(default.values())
-    missing = [name for name in named if name not in kinds]
-    if missing:
-        raise ConfigError(
-            f"default_variant: {missing[0]!r} is not shipped (variants: {', '.join(kinds)})"
-        )
-    return default
-
-
-# --- auto ----------------------------------------------------------------------------------------
+from bundler.variants.kinds import VARIANT_KINDS
+from bundler.variants.make import Variant
+from bundler.variants.metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -145,10 +71,10 @@ def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> di
 
 
 @dataclass(frozen=True)
-class Selection:
-    chosen: Variant
-    dropped: list[Variant]  # made and checked, not shipped
-    record: dict[str, Any]  # bundle.json's "selection"
+class AutoChoice:
+    chosen: str
+    dropped: list[str]  # made and checked, not shipped
+    selection: Selection  # bundle.json's record of the choice
 
 
 def select(
@@ -156,10 +82,11 @@ def select(
     report: ConformanceReport | None,
     max_error: str | None,
     objective: Objective = smallest_download,
-) -> Selection:
+) -> AutoChoice:
     """`--quantize auto`, once the candidates are measured and checked in the browser."""
     budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
-    passed = browser_passed(report, [v.entry["name"] for v in variants])
+    names = [v.entry["name"] for v in variants]
+    passed = browser_passed(report, names)
     candidates = [Candidate(v.entry["name"], v.entry["bytes"], v.metrics, passed[v.entry["name"]])
                   for v in variants if v.metrics is not None]
     chosen = choose(candidates, budget, objective)
@@ -168,21 +95,13 @@ def select(
             f"auto: no variant is within the budget {budget} and passed the browser check"
             " (fp32 included); loosen --max-error or check the model with bundle test"
         )
-    record = {
-        "mode": "auto",
-        "budget": str(budget),
-        "chosen": chosen,
-        "candidates": [{
-            "name": c.name,
-            "bytes": c.bytes,
-            "within_budget": budget.accepts(c.metrics),
-            "budget": budget.explain(c.metrics),
-            "browser_verified": c.browser_ok,
-            "chosen": c.name == chosen,
-        } for c in candidates],
-    }
-    return Selection(
-        chosen=next(v for v in variants if v.entry["name"] == chosen),
-        dropped=[v for v in variants if v.entry["name"] != chosen],
-        record=record,
-    )
+    record = [{
+        "name": c.name,
+        "bytes": c.bytes,
+        "within_budget": budget.accepts(c.metrics),
+        "budget": budget.explain(c.metrics),
+        "browser_verified": c.browser_ok,
+        "chosen": c.name == chosen,
+    } for c in candidates]
+    return AutoChoice(chosen, [name for name in names if name != chosen],
+                      Selection("auto", str(budget), chosen, record))

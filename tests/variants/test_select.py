@@ -1,4 +1,4 @@
-"""What ships: the variant plan of the options, and auto's choice."""
+"""auto's choice: the objective, the browser's verdict and the record for bundle.json."""
 
 from __future__ import annotations
 
@@ -7,64 +7,16 @@ from pathlib import Path
 import pytest
 
 from bundler.conformance import ConformanceReport, EPCheck
-from bundler.errors import ConfigError, QuantizeError
+from bundler.errors import QuantizeError
+from bundler.manifest import Selection
 from bundler.variants.budget import parse_budget
-from bundler.variants.kinds import VARIANT_KINDS
 from bundler.variants.make import Variant
 from bundler.variants.metrics import Metrics
-from bundler.variants.select import (
-    Candidate,
-    browser_passed,
-    choose,
-    select,
-    variants_to_make,
-)
+from bundler.variants.select import Candidate, browser_passed, choose, select
 
 PERFECT = Metrics(0.0, 0.0, 1.0, 1.0)
 CLOSE = Metrics(0.01, 0.001, 0.9995, 1.0)
 LOSSY = Metrics(0.5, 0.05, 0.95, 0.8)
-PER_EP = {"webgpu": "fp32", "wasm": "int8"}
-
-
-@pytest.mark.parametrize(
-    ("quantize", "variants", "default_variant", "kinds", "default"),
-    [
-        (None, None, None, ("fp32",), "fp32"),
-        ("int8", None, None, ("int8",), "int8"),
-        (None, ("fp16", "int8"), None, ("fp16", "int8"), "fp16"),
-        # quantize names the default; variants adds to it (no repeats)
-        ("fp32", ("int8",), None, ("fp32", "int8"), "fp32"),
-        ("int8", ("fp32", "int8"), None, ("int8", "fp32"), "int8"),
-        ("fp32", ("int8",), "int8", ("fp32", "int8"), "int8"),
-        (None, ("fp32", "int8"), PER_EP, ("fp32", "int8"), PER_EP),
-        # auto: the candidates, and no default until it has chosen
-        ("auto", None, None, VARIANT_KINDS, None),
-        ("auto", ("fp32", "int8"), None, ("fp32", "int8"), None),
-    ],
-)
-def test_variants_to_make(quantize, variants, default_variant, kinds, default) -> None:
-    plan = variants_to_make(quantize, variants, default_variant)
-    assert plan == (kinds, default)
-    assert plan.auto is (quantize == "auto")
-
-
-@pytest.mark.parametrize(
-    ("quantize", "variants", "default_variant", "message"),
-    [
-        ("auto", None, "int8", r"^default_variant: auto chooses the default variant; drop"
-                               r" default_variant, or ship fixed variants with variants ="
-                               r" \[\.\.\.\] and default_variant$"),
-        ("auto", ("fp32", "int8"), {"wasm": "int8"}, "^default_variant: auto chooses the default"),
-        (None, ("fp32", "fp16"), "int8",
-         r"^default_variant: 'int8' is not shipped \(variants: fp32, fp16\)$"),
-        ("int8", None, {"webgpu": "int8", "wasm": "fp32"},
-         "^default_variant: 'fp32' is not shipped"),
-        (None, ("fp32", "int2"), None, "^variants: unknown 'int2'; choose from fp32, fp16"),
-    ],
-)
-def test_contradictions_are_one_line_errors(quantize, variants, default_variant, message) -> None:
-    with pytest.raises(ConfigError, match=message):
-        variants_to_make(quantize, variants, default_variant)
 
 
 def test_choose_auto() -> None:
@@ -119,21 +71,21 @@ def test_select_ships_the_choice_and_records_every_candidate() -> None:
         _check(ep, name) for ep in ("webgpu", "wasm") for name in ("fp32", "int8-weights", "int4")
     ])
 
-    selection = select(variants, report, "cosine>=0.999")
+    choice = select(variants, report, "cosine>=0.999")
 
-    assert selection.chosen is variants[1]
-    assert selection.dropped == [variants[0], variants[2]]
-    record = selection.record
-    assert {key: record[key] for key in ("mode", "budget", "chosen")} == {
-        "mode": "auto", "budget": "cosine>=0.999", "chosen": "int8-weights"}
+    assert (choice.chosen, choice.dropped) == ("int8-weights", ["fp32", "int4"])
+    selection = choice.selection
+    assert isinstance(selection, Selection)
+    assert (selection.mode, selection.budget, selection.chosen) == (
+        "auto", "cosine>=0.999", "int8-weights")
     assert [(c["name"], c["bytes"], c["within_budget"], c["browser_verified"], c["chosen"])
-            for c in record["candidates"]] == [
+            for c in selection.candidates] == [
         ("fp32", 1000, True, True, False),
         ("int8-weights", 270, True, True, True),
         ("int4", 160, False, True, False),
     ]
-    assert record["candidates"][2]["budget"] == "cosine 0.95 is not >= 0.999"
-    assert select(variants, None, None).record["budget"] == "cosine>=0.999,top1>=0.99"
+    assert selection.candidates[2]["budget"] == "cosine 0.95 is not >= 0.999"
+    assert select(variants, None, None).selection.budget == "cosine>=0.999,top1>=0.99"
 
 
 def test_select_without_a_fitting_candidate_is_one_clear_error() -> None:
