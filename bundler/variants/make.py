@@ -67,7 +67,7 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
         return Samples(None, None, "none", "no accuracy measured: native onnxruntime does not"
                        " run the model on generated inputs; pass --calibration or --dim")
     generated = generated_samples(inputs, dims)
-    if options.plan.kinds != ("fp32",):
+    if options.kinds != ("fp32",):
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE)
 
