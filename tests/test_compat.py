@@ -16,9 +16,9 @@ from bundler.errors import ConfigError, ModelError, first_line
 from bundler.modelio import input_specs, read_model
 from bundler.options import BuildOptions, load_config
 from bundler.prepare import prepare_model
-from bundler.quantize import measure
 from bundler.reference import NotRunnable, make_feeds, resolve_shapes, run_native, runnable_feeds
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.variants.metrics import measure
 from tests import compat_models
 from tests.conftest import run_cli
 from tests.models import F32, _io
