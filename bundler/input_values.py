@@ -61,11 +61,29 @@ def _attribute(node: onnx.NodeProto, name: str, default: int) -> int:
                 default)
 
 
+SMALL_CONSTANT = 64  # elements: shape-like initializers keep their values for inference
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose large initializers are dims and type only: shape inference needs
+    no weights, and copying them would cost a big model's size in memory and time."""
+    graph = onnx.GraphProto(name=model.graph.name, node=model.graph.node,
+                            input=model.graph.input, output=model.graph.output,
+                            value_info=model.graph.value_info)
+    for tensor in model.graph.initializer:
+        if len(tensor.dims) <= 1 and int(np.prod(tensor.dims)) <= SMALL_CONSTANT:
+            graph.initializer.append(tensor)
+        else:
+            graph.initializer.add(name=tensor.name, dims=tensor.dims, data_type=tensor.data_type)
+    return onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
+                           functions=model.functions, graph=graph)
+
+
 class _Shapes:
     """Static or symbolic dims of the graph's tensors, from onnx shape inference."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
-        model = onnx.ModelProto.FromString(model.SerializeToString())
+        model = _skeleton(model)
         for value in model.graph.input:  # name unnamed dims so they can be looked up later
             for axis, dim in enumerate(value.type.tensor_type.shape.dim):
                 if not dim.HasField("dim_value") and not dim.dim_param:
