@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bundler.inspect import TYPE_NAMES, TensorSpec, describe, read_model
+from bundler.inspect import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
 from bundler.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
 
 SCHEMA_VERSION = 1
@@ -242,35 +242,44 @@ def analyse(path: Path, runtime_version: str | None = None) -> Analysis:
     model = read_model(path, load_weights=False)
     support = load_support(runtime_version) if runtime_version else load_support()
     walker = _Walker(model)
-    described = describe(model, path)
+    opsets = {entry.domain or DEFAULT_DOMAIN: entry.version for entry in model.opset_import}
+    initializers = {tensor.name for tensor in model.graph.initializer}
     domains = collections.Counter(node.domain for node in walker.nodes)
     info: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "model": {"file": path.name, "bytes": described.bytes, "ir_version": model.ir_version,
+        "model": {"file": path.name, "bytes": model_bytes(path), "ir_version": model.ir_version,
                   "producer": " ".join(filter(None, [model.producer_name,
                                                      model.producer_version]))},
         "runtime": {"package": "onnxruntime-web", "version": support.runtime_version,
                     "sources": support.sources},
-        "opsets": described.opsets,
+        "opsets": opsets,
         "domains": [{"domain": domain, "version": version, "default": domain == DEFAULT_DOMAIN,
                      "nodes": domains.get(domain, 0)}
-                    for domain, version in sorted(described.opsets.items())],
-        "inputs": [_spec_json(spec) for spec in described.inputs],
-        "outputs": [_spec_json(spec) for spec in described.outputs],
+                    for domain, version in sorted(opsets.items())],
+        "inputs": [_io(v) for v in model.graph.input if v.name not in initializers],
+        "outputs": [_io(v) for v in model.graph.output],
         "nodes": sum(walker.histogram.values()),
         "subgraphs": len(walker.graphs) - 1,
         "operators": dict(sorted(walker.histogram.items())),
-        "external_data": [{"file": name, "bytes": (path.parent / name).stat().st_size}
-                          for name in described.external_data],
+        "external_data": [{"file": file.name, "bytes": file.stat().st_size}
+                          for file in model_files(path)[1:]],
     }
     return Analysis(info, walker.nodes, _parameters(walker.tensors),
                     _warnings(model, walker, info, support), _targets(walker.nodes, support),
                     walker.graphs[::-1])
 
 
-def _spec_json(spec: TensorSpec) -> dict[str, Any]:
-    symbolic = [d for d in spec.shape or () if isinstance(d, str)]
-    return {**spec.to_json(), "symbolic": symbolic}
+def _io(value: onnx.ValueInfoProto) -> dict[str, Any]:
+    """An input or output as bundle.json writes it; non-tensors (a ZipMap's sequence of maps)
+    and types onnxruntime-web lacks are described, not refused: inspect reports, build decides."""
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return {"name": value.name, "type": kind or "unknown", "shape": None, "symbolic": []}
+    tensor = value.type.tensor_type
+    shape = tensor_dims(tensor)
+    return {"name": value.name, "type": _dtype_name(tensor.elem_type),
+            "shape": None if shape is None else list(shape),
+            "symbolic": [d for d in shape or () if isinstance(d, str)]}
 
 
 def model_warnings(path: Path) -> list[Warning]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
+from bundler.analysis import model_warnings
 from bundler.config import BuildOptions
 from bundler.conformance import (
     REPORT_COLUMNS,
@@ -182,6 +183,8 @@ def build(
     output = Path(options.output)
     read_model(source, load_weights=False)  # fail fast, before any folder is made
     _check_output(output, source, force)
+    for warning in model_warnings(source):  # the same warnings bundle inspect gives
+        reporter.warn(warning.text())
     with _staging(output) as staging:
         work = staging / ".work"
         with reporter.step(f"Checking {source}"):

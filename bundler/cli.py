@@ -147,3 +147,17 @@ def serve(source, config, host, port, open_browser, **flags):
 
     run_serve(source, flags=_flags(**flags), config=config, host=host, port=port,
               open_browser=open_browser, reporter=_reporter())
+
+
+@main.command("inspect")
+@click.argument("source", metavar="MODEL|DIR", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--html", type=click.Path(path_type=Path), default=None,
+              help="Also write a self-contained page with a graph view here.")
+@click.option("--netron", is_flag=True, help="Open the model in Netron (pip install netron).")
+def inspect_command(source, as_json, html, netron):
+    """Opsets, inputs/outputs, parameters, operators and per-target support of MODEL (or of a
+    bundle's default variant), with warnings for what will hurt and the fix to try."""
+    from bundler.commands.inspect import inspect
+
+    inspect(source, as_json=as_json, html=html, netron=netron, reporter=_reporter())

@@ -24,6 +24,8 @@ DEFAULT_DOMAIN = "ai.onnx"
 ML_DOMAIN = "ai.onnx.ml"
 TARGETS = ("webgpu", "wasm", "ort-mobile")
 Status = Literal["supported", "fallback", "unsupported"]
+# onnxruntime turns Constant nodes into initializers when it loads a model: no kernel runs them.
+KERNEL_FREE = {(DEFAULT_DOMAIN, "Constant")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +44,8 @@ class OpSupport:
     def status(self, target: str, domain: str, op: str, version: int) -> Status:
         """`version` is the node's schema version (see `schema_version`). An ONNX function op
         that no kernel takes (HardSwish on CPU) counts as supported: onnxruntime expands it."""
+        if (domain, op) in KERNEL_FREE:
+            return "supported"
         on_cpu = self._has(self.cpu, domain, op, version)
         if target == "webgpu":
             if self._has(self.webgpu, domain, op, version):

@@ -1,4 +1,4 @@
-"""Regenerate bundler/data/ops-<version>.json: which operators each target's runtime has kernels for.
+"""Regenerate bundler/data/ops-<version>.json: the operators each target's runtime has kernels for.
 
     python scripts/update_ops_data.py WEB_PACKAGE_DIR
 

@@ -39,12 +39,15 @@ class OpCase:
         outputs = [f"y{i}" for i in range(len(self.outputs))]
         node = helper.make_node(self.op, names, outputs, name=f"the_{self.op}",
                                 domain=self.domain, **self.attributes)
+        constants = names[len(self.inputs):]
         graph = helper.make_graph(
             [node], self.op,
-            [helper.make_tensor_value_info(n, t, s) for n, (t, s) in zip(names, self.inputs)],
-            [helper.make_tensor_value_info(n, t, None) for n, t in zip(outputs, self.outputs)],
+            [helper.make_tensor_value_info(n, t, s)
+             for n, (t, s) in zip(names, self.inputs, strict=False)],
+            [helper.make_tensor_value_info(n, t, None)
+             for n, t in zip(outputs, self.outputs, strict=True)],
             initializer=[numpy_helper.from_array(c, n)
-                         for n, c in zip(names[len(self.inputs):], self.constants)])
+                         for n, c in zip(constants, self.constants, strict=True)])
         opsets = [helper.make_opsetid("", self.opset)]
         if self.domain:
             opsets.append(helper.make_opsetid(self.domain, 1))
@@ -109,7 +112,8 @@ CASES = [
     OpCase("Cast", X, outputs=(I32,), attributes={"to": I32}),
     OpCase("Shape", X, outputs=(I64,)),
     OpCase("Reshape", X, constants=(_i64(3, 2),)),
-    OpCase("GatherElements", X, attributes={"axis": 1}, constants=(np.array([[0, 2, 1], [1, 0, 0]], np.int64),)),
+    OpCase("GatherElements", X, attributes={"axis": 1},
+           constants=(np.array([[0, 2, 1], [1, 0, 0]], np.int64),)),
     OpCase("ConvTranspose", ((F, (1, 2, 3, 3)),),
            constants=(np.full((2, 3, 2, 2), 0.1, np.float32),)),
     OpCase("AveragePool", ((F, (1, 2, 4, 4)),), attributes={"kernel_shape": [2, 2]}),

@@ -1,0 +1,43 @@
+"""A built bundle folder as the native commands see it: its manifest and a variant's model file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bundler.conformance import read_manifest
+from bundler.errors import ModelError
+
+
+def default_variant_name(manifest: dict[str, Any]) -> str:
+    """bundle.json's default_variant; when it is a map per EP, the WASM one (native runs on CPU
+    kernels, as the WASM build does)."""
+    default = manifest["default_variant"]
+    if isinstance(default, str):
+        return default
+    return default.get("wasm") or next(iter(default.values()))
+
+
+def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str, Any],
+                                                                         dict[str, Any], Path]:
+    """(manifest, variant entry, model path) of `variant` (default: the default variant)."""
+    manifest = read_manifest(directory)
+    name = variant or default_variant_name(manifest)
+    entries = {entry["name"]: entry for entry in manifest["variants"]}
+    if name not in entries:
+        raise ModelError(f"{directory} has no variant {name!r} (it has: {', '.join(entries)})")
+    path = directory / entries[name]["file"]
+    if not path.is_file():
+        raise ModelError(f"{path} is missing; rebuild the bundle")
+    return manifest, entries[name], path
+
+
+def model_or_bundle(source: Path, variant: str | None = None) -> tuple[Path, dict[str, Any] | None,
+                                                                        dict[str, Any] | None]:
+    """A model file as given, or the model of a bundle folder: (path, manifest, variant)."""
+    if source.is_dir():
+        manifest, entry, path = bundled_model(source, variant)
+        return path, manifest, entry
+    if variant is not None:
+        raise ModelError(f"--variant needs a bundle folder; {source} is a model file")
+    return source, None, None
