@@ -6,6 +6,7 @@ Library use mirrors the CLI:
     manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
     report = bundler.check_bundle(Path("dist"))
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
+    session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ if TYPE_CHECKING:
     from bundler.build import build
     from bundler.config import BuildOptions
     from bundler.conformance import check_bundle
+    from bundler.edge_session import Session
     from bundler.serve import serve
 
 _LAZY = {
     "build": "bundler.build",
     "BuildOptions": "bundler.config",
     "check_bundle": "bundler.conformance",
+    "Session": "bundler.edge_session",
     "serve": "bundler.serve",
 }
 
@@ -37,4 +40,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "__version__", "build", "check_bundle", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "serve"]

@@ -11,6 +11,9 @@ from bundler import __version__
 from bundler.config import EXECUTION_PROVIDERS
 
 _EP = click.Choice(EXECUTION_PROVIDERS)
+# bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
+EP_PRIORITY_NAMES = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
+                     "cpu")
 _DIM_HELP = "Size of a symbolic dim: NAME=VALUE, or INPUT:AXIS=VALUE for an unnamed one (repeat)."
 
 
@@ -161,3 +164,28 @@ def inspect_command(source, as_json, html, netron):
     from bundler.commands.inspect import inspect
 
     inspect(source, as_json=as_json, html=html, netron=netron, reporter=_reporter())
+
+
+@main.command("run")
+@click.argument("source", metavar="DIR|MODEL", type=click.Path(path_type=Path))
+@click.option("--ep", "eps", default=",".join(EP_PRIORITY_NAMES), show_default=True,
+              help="Execution providers to try, in order (CPU is always the last resort).")
+@click.option("--input", "inputs", multiple=True,
+              help="NAME=file.npy or NAME=VALUE (a number fills the shape; a JSON list); the"
+                   " others get the build's seeded inputs (repeat).")
+@click.option("--dim", "dims", multiple=True, help=_DIM_HELP)
+@click.option("--variant", default=None, help="Variant of a bundle folder (default: its default).")
+@click.option("--whole-graph", is_flag=True,
+              help="Count an accelerator as failed when it would leave nodes to the CPU.")
+@click.option("--save", type=click.Path(path_type=Path), default=None,
+              help="Write the outputs to this .npz file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
+    """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
+    machine really has, say why earlier ones were skipped, and compare with the reference
+    outputs recorded at build time."""
+    from bundler.commands.run import run
+    from bundler.config import parse_dims
+
+    run(source, eps=eps, inputs=inputs, dims=parse_dims(dims), variant=variant, as_json=as_json,
+        save=save, whole_graph=whole_graph, reporter=_reporter())
