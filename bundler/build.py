@@ -182,9 +182,13 @@ def build(
     source = Path(model or options.model or example_model())
     output = Path(options.output)
     read_model(source, load_weights=False)  # fail fast, before any folder is made
-    _check_output(output, source, force)
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
         reporter.warn(warning.text())
+    if options.target == "edge":
+        from bundler.edge import build_edge
+
+        return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
+    _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
         with reporter.step(f"Checking {source}"):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from bundler.conformance import read_manifest
+from bundler.conformance import MANIFEST, read_manifest
 from bundler.errors import ModelError
+
+EDGE_MANIFEST = "edge.json"  # bundler.edge writes it (not imported: that pulls in the build)
 
 
 def default_variant_name(manifest: dict[str, Any]) -> str:
@@ -20,8 +23,16 @@ def default_variant_name(manifest: dict[str, Any]) -> str:
 
 def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str, Any],
                                                                          dict[str, Any], Path]:
-    """(manifest, variant entry, model path) of `variant` (default: the default variant)."""
-    manifest = read_manifest(directory)
+    """(manifest, variant entry, model path) of `variant` (default: the default variant), from
+    a web bundle's bundle.json or an edge folder's edge.json."""
+    edge = directory / EDGE_MANIFEST
+    if edge.is_file() and not (directory / MANIFEST).is_file():
+        try:
+            manifest = json.loads(edge.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ModelError(f"{edge} is not valid JSON ({error}); rebuild it") from None
+    else:
+        manifest = read_manifest(directory)
     name = variant or default_variant_name(manifest)
     entries = {entry["name"]: entry for entry in manifest["variants"]}
     if name not in entries:

@@ -89,6 +89,9 @@ def _flags(**flags: object) -> dict[str, object]:
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--verify/--no-verify", default=None,
               help="Check the bundle in headless Chromium against native onnxruntime (default).")
+@click.option("--target", default=None,
+              help="web (default: the browser app in dist/) or edge (.ort files for native"
+                   " onnxruntime and a reduced-build config in edge/).")
 def build(model, config, force, **flags):
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
     from bundler.build import build as run_build

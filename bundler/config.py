@@ -32,6 +32,7 @@ VARIANT_KINDS = ("fp32", "fp16", "int8-weights", "int8", "int8-static", "int4")
 QUANTIZE_CHOICES = (*VARIANT_KINDS, "auto")
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 FORMATS = ("onnx", "ort")
+TARGETS = ("web", "edge")
 
 
 @dataclasses.dataclass
@@ -57,6 +58,7 @@ class BuildOptions:
     max_error: str | None = None
     format: str = "onnx"
     templates: Path | None = None
+    target: str = "web"
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -176,6 +178,7 @@ SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
     "max_error": _budget,
     "format": _one_of(FORMATS),
     "templates": _folder,
+    "target": _one_of(TARGETS),
 }
 # How flags are spelled where they differ from the key.
 FLAG_NAMES = {"execution_providers": "--ep", "dims": "--dim", "fix_dims": "--fix-dim",
