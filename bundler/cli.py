@@ -192,3 +192,42 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
 
     run(source, eps=eps, inputs=inputs, dims=parse_dims(dims), variant=variant, as_json=as_json,
         save=save, whole_graph=whole_graph, reporter=_reporter())
+
+
+@main.command("export")
+@click.argument("source", metavar="MODULE:FACTORY|FILE")
+@click.option("--input", "inputs", multiple=True,
+              help="Example input NAME=D0,D1,...[@dtype]; D is SIZE or DIMNAME:SIZE (dynamic)."
+                   " Axis 0 is the dynamic batch (repeat per input).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("model.onnx"),
+              show_default=True, help="The ONNX file to write.")
+@click.option("--opset", default=17, show_default=True, type=click.IntRange(7, 30))
+@click.option("--output-names", default=None, help="Comma list of output names.")
+@click.option("--static-batch", is_flag=True, help="Keep axis 0 fixed instead of dynamic.")
+@click.option("--batch-sizes", default="1,3", show_default=True,
+              help="Batch sizes to validate at (comma list).")
+@click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Random inputs per batch size.")
+@click.option("--rtol", default=1e-3, show_default=True, type=float)
+@click.option("--atol", default=1e-4, show_default=True, type=float)
+@click.option("--build", "then_build", is_flag=True, help="Then bundle build the exported model.")
+@click.option("--build-output", type=click.Path(path_type=Path), default=Path("dist"),
+              show_default=True, help="Output folder of --build.")
+def export_cli(source, inputs, output, opset, output_names, static_batch, batch_sizes, samples,
+               rtol, atol, then_build, build_output):
+    """Export a PyTorch model (module:factory, a TorchScript file or a torch.export .pt2) to
+    ONNX in eval mode with a dynamic batch, and validate it against PyTorch (np.allclose on
+    random inputs at two batch sizes); a mismatch is an error. Needs onnx-bundler[torch]."""
+    from bundler.commands.export import export_command
+    from bundler.errors import ConfigError
+
+    try:
+        sizes = [int(size) for size in batch_sizes.split(",") if size.strip()]
+    except ValueError:
+        raise ConfigError(f"--batch-sizes {batch_sizes!r}: expected a comma list of integers,"
+                          " e.g. 1,3") from None
+    export_command(source, inputs, output, opset=opset,
+                   output_names=[n.strip() for n in (output_names or "").split(",") if n.strip()],
+                   static_batch=static_batch, batch_sizes=sizes, samples=samples, rtol=rtol,
+                   atol=atol, build_output=build_output if then_build else None,
+                   reporter=_reporter())

@@ -29,3 +29,7 @@ class BrowserError(BundlerError):
 
 class QuantizeError(BundlerError):
     """A variant could not be produced or measured."""
+
+
+class ExportError(BundlerError):
+    """A PyTorch model could not be loaded, exported or validated."""

@@ -13,6 +13,8 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,train]'
+# torch for the export tests: the CPU wheel (about 2 minutes into a fresh venv), never the CUDA one
+.venv/bin/python -m pip install -q -e '.[test,train,torch]' \
+  --extra-index-url https://download.pytorch.org/whl/cpu
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"
