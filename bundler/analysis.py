@@ -41,7 +41,7 @@ class NodeRef:
 
 
 @dataclasses.dataclass(frozen=True)
-class Warning:
+class ModelWarning:
     code: str
     message: str
     fix: str
@@ -58,7 +58,7 @@ class Analysis:
     info: dict[str, Any]
     nodes: list[NodeRef]
     parameters: dict[str, dict[str, int]]
-    warnings: list[Warning]
+    warnings: list[ModelWarning]
     targets: dict[str, dict[str, Any]]
     graphs: list[dict[str, Any]]  # per graph: name and its nodes (for the page's graph view)
 
@@ -184,7 +184,7 @@ def _targets(nodes: list[NodeRef], support: OpSupport) -> dict[str, dict[str, An
 
 
 def _warnings(model: onnx.ModelProto, walker: _Walker, info: dict[str, Any],
-              support: OpSupport) -> list[Warning]:
+              support: OpSupport) -> list[ModelWarning]:
     warnings = []
     doubles = [v.name for v in walker.values
                if v.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE]
@@ -192,45 +192,44 @@ def _warnings(model: onnx.ModelProto, walker: _Walker, info: dict[str, Any],
                 if t.data_type == onnx.TensorProto.DOUBLE]
     if doubles or walker.casts_to_double:
         where = _names(list(dict.fromkeys(doubles))) or f"{walker.casts_to_double} Cast nodes"
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "fp64", f"float64 tensors ({where}): WebGPU has no float64, so those nodes run on"
             " CPU or fail, and they double the bytes",
             "export in float32 (model.float() in PyTorch; dtype=np.float32 in the converter)"))
     initializers = {t.name: t for t in walker.tensors if t.name}
-    producers = {n.op_type for n in model.graph.node}
     big = sorted({name for graph in walker.graphs for node in graph["nodes"]
                   if node["op"] in GATHER_OPS and node["inputs"]
                   and (name := node["inputs"][0]) in initializers
                   and _tensor_size(initializers[name])[1] > WEBGPU_BINDING_LIMIT})
     if big:
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "huge-gather", f"Gather table {_names(big)} is over 128 MiB, WebGPU's default"
             " storage-buffer binding limit",
             "--quantize int8-weights (4x smaller) or a smaller vocabulary/embedding"))
     if info["model"]["bytes"] > PROTOBUF_LIMIT:
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "over-2gb", f"the model is {info['model']['bytes'] / 2**30:.1f} GiB: over protobuf's"
             " 2 GB limit and too big for the browser's 32-bit WASM heap",
             "--quantize int4 or int8-weights, or ship it natively (--target edge keeps external"
             " data)"))
     symbolic = sorted({d for spec in info["inputs"] for d in spec["shape"] or ()
                        if isinstance(d, str)})
-    if symbolic and producers & SHAPE_OPS:
+    if symbolic and SHAPE_OPS & set(walker.histogram):
         flags = " ".join(f"--fix-dim {d if d != '?' else 'INPUT:AXIS'}=VALUE" for d in symbolic)
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "symbolic-dims", f"symbolic dims {_names(symbolic)} feed shape computations"
             " (Shape/Size nodes), which keeps them from being folded and fused",
             f"{flags} when the app uses one size"))
     newest = support.max_opset.get(DEFAULT_DOMAIN, 0)
     opset = info["opsets"].get(DEFAULT_DOMAIN, 0)
     if opset > newest:
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "opset", f"opset {opset} is newer than onnxruntime {support.runtime_version} knows"
             f" (up to {newest})",
             f"export with opset_version={newest} or onnx.version_converter.convert_version(model,"
             f" {newest})"))
     if model.ir_version > MAX_WEB_IR_VERSION:
-        warnings.append(Warning(
+        warnings.append(ModelWarning(
             "ir-version", f"IR version {model.ir_version}: onnxruntime-web"
             f" {support.runtime_version} accepts up to {MAX_WEB_IR_VERSION}",
             f"set model.ir_version = {MAX_WEB_IR_VERSION} before saving (or export with an older"
@@ -282,6 +281,6 @@ def _io(value: onnx.ValueInfoProto) -> dict[str, Any]:
             "symbolic": [d for d in shape or () if isinstance(d, str)]}
 
 
-def model_warnings(path: Path) -> list[Warning]:
+def model_warnings(path: Path) -> list[ModelWarning]:
     """What `bundle build` warns about before building (the same as `bundle inspect`)."""
     return analyse(path).warnings
