@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bundler.inspect import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
+from bundler.modelio import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
 from bundler.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
 
 SCHEMA_VERSION = 1

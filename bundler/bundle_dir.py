@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bundler.conformance import MANIFEST, read_manifest
+from bundler import manifest as manifest_file
 from bundler.errors import ModelError
 
 EDGE_MANIFEST = "edge.json"  # bundler.edge writes it (not imported: that pulls in the build)
@@ -26,13 +26,13 @@ def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str
     """(manifest, variant entry, model path) of `variant` (default: the default variant), from
     a web bundle's bundle.json or an edge folder's edge.json."""
     edge = directory / EDGE_MANIFEST
-    if edge.is_file() and not (directory / MANIFEST).is_file():
+    if edge.is_file() and not (directory / manifest_file.MANIFEST_FILE).is_file():
         try:
             manifest = json.loads(edge.read_text(encoding="utf-8"))
         except ValueError as error:
             raise ModelError(f"{edge} is not valid JSON ({error}); rebuild it") from None
     else:
-        manifest = read_manifest(directory)
+        manifest = manifest_file.load(directory).to_json()
     name = variant or default_variant_name(manifest)
     entries = {entry["name"]: entry for entry in manifest["variants"]}
     if name not in entries:

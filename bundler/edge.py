@@ -31,12 +31,13 @@ import numpy as np
 import onnxruntime as ort
 
 from bundler import __version__
-from bundler.config import BuildOptions
 from bundler.console import Reporter
-from bundler.errors import ConfigError, QuantizeError
-from bundler.inspect import TensorSpec, model_bytes, sha256_of
+from bundler.errors import ConfigError, QuantizeError, first_line
+from bundler.manifest import TOOL_NAME
+from bundler.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
+from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, cpu_session, fingerprint, runnable_feeds
+from bundler.reference import NotRunnable, fingerprint, runnable_feeds
 from bundler.samples import generated_samples
 from bundler.variants import make_variants
 
@@ -49,10 +50,10 @@ CHECK_SAMPLES = 4
 
 
 def _kinds(options: BuildOptions, has_calibration: bool, reporter: Reporter) -> tuple[str, ...]:
-    if options.quantize == "auto":
+    if options.is_auto:
         raise ConfigError("--quantize auto chooses by a browser check; for --target edge give"
                           " --variants (e.g. fp32,int8-static) or --quantize KIND")
-    if options.variants or options.quantize != "fp32":
+    if options.variants or options.quantize is not None:
         return options.kinds
     if not has_calibration:
         reporter.warn(f"{RECOMMENDED}, the recommended edge default, needs --calibration data;"
@@ -72,7 +73,8 @@ def to_edge_ort(model: Path, destination: Path) -> None:
         cpu_session(model, level=ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
                     optimized_path=destination, save_format="ORT")
     except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
-        raise QuantizeError(f"could not convert {model.name} to ORT format ({error})") from None
+        raise QuantizeError(f"could not convert {model.name} to ORT format"
+                            f" ({first_line(error)})") from None
 
 
 def _fingerprint(model: Path, inputs: tuple[TensorSpec, ...], dims: dict[str, int]
@@ -90,7 +92,7 @@ def check_ort(ort_file: Path, original: Path, samples: list[dict[str, np.ndarray
         converted = ort.InferenceSession(str(ort_file), _ort_options(),
                                          providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
-        raise QuantizeError(f"{ort_file.name} does not load in onnxruntime ({error});"
+        raise QuantizeError(f"{ort_file.name} does not load in onnxruntime ({first_line(error)});"
                             " nothing was shipped") from None
     reference = cpu_session(original)
     names = [output.name for output in reference.get_outputs()]
@@ -143,13 +145,13 @@ def _split_ops(ops: str) -> list[str]:
 
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,
                reporter: Reporter) -> dict[str, Any]:
-    from bundler.build import TOOL, _check_output, _move_into_place, _staging
+    from bundler.commands.build import _check_output, _move_into_place, _staging
 
     output = EDGE_OUTPUT if options.output == BuildOptions().output else Path(options.output)
     _check_output(output, source, force)
     has_calibration = bool(options.calibration) or is_example
     kinds = _kinds(options, has_calibration, reporter)
-    edge_options = dataclasses.replace(options, format="onnx", quantize="fp32", variants=kinds)
+    edge_options = dataclasses.replace(options, format="onnx", quantize=None, variants=kinds)
     with _staging(output) as staging:
         work = staging / ".work"
         with reporter.step(f"Checking {source}"):
@@ -187,7 +189,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
             [staging / file for file in sorted(v.entry["file"] for v in variants)], staging)
         manifest: dict[str, Any] = {
             "name": options.name or source.stem,
-            "tool": {"name": TOOL, "version": __version__},
+            "tool": {"name": TOOL_NAME, "version": __version__},
             "target": "edge",
             "runtime": {"package": "onnxruntime", "converted_with": ort.__version__,
                         "format": "ort", "optimization_level": "extended",

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
-from bundler.errors import ConfigError, ModelError
+from bundler.errors import ConfigError, ModelError, first_line
 
 EP_PRIORITY = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
                "cpu")
@@ -85,10 +85,6 @@ def parse_eps(names: Sequence[str] | str) -> list[str]:
     return eps if "cpu" in eps else [*eps, "cpu"]
 
 
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-
-
 class Session:
     """An onnxruntime session on the first EP of `eps` that works here (see the module doc).
 
@@ -125,7 +121,7 @@ class Session:
                     providers=[(provider, dict((provider_options or {}).get(ep, {})))])
             except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
                 self.providers_tried.append(Attempt(ep, provider, "session creation failed",
-                                                    _first_line(error)))
+                                                    first_line(error)))
                 continue
             if session.get_providers()[0] != provider:
                 self.providers_tried.append(Attempt(
@@ -156,5 +152,5 @@ class Session:
         try:
             values = self.session.run(self.output_names, dict(feeds))
         except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
-            raise ModelError(f"{self.model.name} on {self.ep}: {_first_line(error)}") from None
+            raise ModelError(f"{self.model.name} on {self.ep}: {first_line(error)}") from None
         return dict(zip(self.output_names, values, strict=True))

@@ -203,7 +203,7 @@ def _validate(module: Any, model: Path, shapes: Sequence[InputShape], names: Seq
               batch_sizes: Sequence[int], samples: int, rtol: float, atol: float,
               ) -> list[dict[str, Any]]:
     torch = require_torch()
-    from bundler.reference import cpu_session
+    from bundler.modelio import cpu_session
 
     session = cpu_session(model)
     checks = []

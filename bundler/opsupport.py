@@ -17,7 +17,7 @@ from typing import Literal
 
 import onnx
 
-from bundler.config import DEFAULT_RUNTIME_VERSION
+from bundler.options import DEFAULT_RUNTIME_VERSION
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_DOMAIN = "ai.onnx"

@@ -17,8 +17,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler.commands.build import build
+from bundler.options import BuildOptions
 from bundler.opsupport import load_support, schema_version
 from tests.op_models import CASES, OpCase, feeds
 
@@ -71,7 +71,8 @@ RUN_ALL = """async ({ module, wasmDir, ep, cases }) => {
 @pytest.fixture(scope="module")
 def op_site(tmp_path_factory, runtime_dist) -> tuple[Path, dict]:
     site = tmp_path_factory.mktemp("ops") / "site"
-    manifest = build(None, BuildOptions(output=site, verify=False, runtime_dir=runtime_dist))
+    manifest = build(None, BuildOptions(output=site, verify=False, runtime_dir=runtime_dist)
+                     ).to_json()
     for case in CASES:
         case.save(site / "ops")
     return site, manifest

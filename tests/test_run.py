@@ -42,7 +42,7 @@ def test_priority_list_falls_through_to_cpu_saying_why():
 
 
 def bundler_input():
-    from bundler.inspect import TensorSpec
+    from bundler.modelio import TensorSpec
 
     return TensorSpec("image", "float32", ("batch", 1, 8, 8))
 

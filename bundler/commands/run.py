@@ -19,9 +19,8 @@ from bundler.bundle_dir import model_or_bundle
 from bundler.console import Reporter
 from bundler.edge_session import EP_PRIORITY, Session
 from bundler.errors import BundlerError, ConfigError
-from bundler.inspect import TensorSpec
+from bundler.modelio import NUMPY_TYPES, TensorSpec
 from bundler.reference import (
-    NUMPY_TYPES,
     Case,
     NotRunnable,
     Reference,
