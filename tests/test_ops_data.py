@@ -18,8 +18,8 @@ import onnxruntime as ort
 import pytest
 
 from bundler.commands.build import build
-from bundler.options import BuildOptions
 from bundler.opsupport import load_support, schema_version
+from bundler.options import BuildOptions
 from tests.op_models import CASES, OpCase, feeds
 
 pytestmark = pytest.mark.browser
