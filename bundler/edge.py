@@ -143,12 +143,21 @@ def _split_ops(ops: str) -> list[str]:
     return [*entries, current] if current else entries
 
 
+def _made_by_us(directory: Path) -> bool:
+    """An edge folder this tool wrote, which a build may replace without --force."""
+    try:
+        data = json.loads((directory / EDGE_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("tool", {}).get("name") == TOOL_NAME
+
+
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,
                reporter: Reporter) -> dict[str, Any]:
     from bundler.commands.build import _check_output, _move_into_place, _staging
 
     output = EDGE_OUTPUT if options.output == BuildOptions().output else Path(options.output)
-    _check_output(output, source, force)
+    _check_output(output, source, force or _made_by_us(output))
     has_calibration = bool(options.calibration) or is_example
     kinds = _kinds(options, has_calibration, reporter)
     edge_options = dataclasses.replace(options, format="onnx", quantize=None, variants=kinds)

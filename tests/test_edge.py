@@ -87,6 +87,13 @@ def test_without_calibration_only_fp32_ships(tmp_path):
     manifest = json.loads((tmp_path / "out" / "edge.json").read_text())
     assert [v["name"] for v in manifest["variants"]] == ["fp32"]
     assert manifest["required_operators"]["operators"]["ai.onnx"]  # subgraph ops included
+    result = run_cli("build", model, "--target", "edge", "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr  # its own folder is replaced without --force
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    result = run_cli("build", model, "--target", "edge", "-o", tmp_path / "other")
+    assert result.returncode == 2 and "is not empty and was not made by bundle build" in \
+        result.stderr
     feeds = {"x": np.ones((2, 4), np.float32), "flag": np.array(True)}
     np.testing.assert_allclose(_run(tmp_path / "out" / "models" / "fp32.ort", feeds)[0],
                                _run(model, feeds)[0], atol=1e-6)

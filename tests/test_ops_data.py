@@ -155,3 +155,43 @@ def test_wasm_claims_match_the_runtime(op_site, webgpu_browser, open_bundle, bro
         elif problem := _mismatch(case, result["loose"], **tolerance):
             wrong.append(problem)
     assert not wrong, "\n".join(wrong)
+
+
+LOAD = """async ({ url, eps, feeds }) => {
+  const { load } = await import(url);
+  try {
+    const model = await load({ executionProviders: eps });
+    const out = await model.run(feeds);
+    return { ep: model.ep, outputs: Object.fromEntries(Object.entries(out).map(
+      ([k, t]) => [k, { dims: t.dims, data: Array.from(t.data, Number) }])) };
+  } catch (error) {
+    return { error: String(error?.message ?? error) };
+  }
+}"""
+
+
+def test_what_inspect_says_holds_through_bundle_mjs(tmp_path, build_bundle, webgpu_browser,
+                                                    open_bundle, browser_settings):
+    """An op inspect reports as falling back runs on WebGPU with load() forced to it (its CPU
+    fallback inside the session); an op it reports unsupported there makes load() fail."""
+    from bundler.analysis import analyse
+
+    cases = {case.name: case for case in CASES}
+    for name, status in [("Mod", "fallback"), ("ai.onnx.ml.Normalizer", "unsupported")]:
+        case = cases[name]
+        model = case.save(tmp_path / "models")
+        webgpu = analyse(model).to_json()["targets"]["webgpu"]
+        assert [entry["op"] for entry in webgpu[status]] == [case.op]
+        directory, _ = build_bundle(model, name=name, optimize=False)
+        values = feeds(case)
+        plain = {k: {"type": TYPES[v.dtype], "dims": list(v.shape),
+                     "data": v.astype(np.float64).ravel().tolist()} for k, v in values.items()}
+        with open_bundle(webgpu_browser, directory) as page:
+            result = page.evaluate(LOAD, {"url": page.base_url + "bundle.mjs", "eps": ["webgpu"],
+                                          "feeds": plain})
+        if status == "fallback":
+            assert result.get("ep") == "webgpu", result
+            assert _mismatch(case, result["outputs"], **browser_settings.tolerances["webgpu"]
+                             ) is None
+        else:
+            assert "webgpu session creation failed" in result["error"], result
