@@ -16,6 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bundler.analysis import analyse
+from bundler.modelio import native_load_error
 from bundler.resources import example_model
 from tests import models
 from tests.conftest import run_cli
@@ -195,3 +196,24 @@ def test_a_bundle_folder_and_the_build_warnings(tmp_path, runtime_dist):
     result = run_cli("inspect", tmp_path / "dist", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["model"]["file"].startswith("fp32")
+
+
+def test_cpu_claims_agree_with_native_onnxruntime_on_onnx_test_models():
+    """The ~140 models the onnx package ships for its backend tests (old opsets, pytorch
+    exports, a training op): where the data says a CPU kernel is missing, native onnxruntime
+    refuses the model; where it says none is, onnxruntime never says a kernel is missing."""
+    import onnx as onnx_package
+
+    root = Path(onnx_package.__file__).parent / "backend" / "test" / "data"
+    files = sorted(root.glob("*/*/model.onnx"))
+    assert len(files) >= 100
+    claimed_missing = 0
+    for path in files:
+        missing = analyse(path).to_json()["targets"]["wasm"]["unsupported"]
+        error = native_load_error(path)
+        if missing:
+            claimed_missing += 1
+            assert error is not None, f"{path.parent.name}: {missing} claimed missing, yet it loads"
+        else:
+            assert error is None or "Could not find an implementation" not in error, path
+    assert claimed_missing >= 30
