@@ -62,12 +62,6 @@ def _kinds(options: BuildOptions, has_calibration: bool, reporter: Reporter) -> 
     return ("fp32", RECOMMENDED)
 
 
-def _ort_options() -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return options
-
-
 def to_edge_ort(model: Path, destination: Path) -> None:
     try:
         cpu_session(model, level=ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -89,8 +83,7 @@ def check_ort(ort_file: Path, original: Path, samples: list[dict[str, np.ndarray
     """Load `ort_file` natively, run it and `original` on `samples`; the worst absolute
     difference, or QuantizeError when it is beyond ORT_TOLERANCE (nothing ships then)."""
     try:
-        converted = ort.InferenceSession(str(ort_file), _ort_options(),
-                                         providers=["CPUExecutionProvider"])
+        converted = cpu_session(ort_file)
     except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
         raise QuantizeError(f"{ort_file.name} does not load in onnxruntime ({first_line(error)});"
                             " nothing was shipped") from None
@@ -152,6 +145,25 @@ def _made_by_us(directory: Path) -> bool:
     return isinstance(data, dict) and data.get("tool", {}).get("name") == TOOL_NAME
 
 
+def _ship_ort(entry: dict[str, Any], work: Path, staging: Path, prepared: Path,
+              samples: list[dict[str, np.ndarray]], inputs: tuple[TensorSpec, ...],
+              dims: dict[str, int], source_bytes: int) -> None:
+    """Convert a variant's .onnx (in `work`) to models/<name>.ort, check it natively against
+    the original model (fp32) or its own .onnx (quantized), and point its entry at the file."""
+    onnx_file = work / entry["file"]
+    shipped = staging / "models" / f"{entry['name']}.ort"
+    to_edge_ort(onnx_file, shipped)
+    fp32 = entry["kind"] == "fp32"
+    worst = check_ort(shipped, prepared if fp32 else onnx_file, samples)
+    size = shipped.stat().st_size
+    entry.update(file=f"models/{shipped.name}", bytes=size, sha256=sha256_of(shipped),
+                 ratio=round(size / source_bytes, 4),
+                 reference=_fingerprint(shipped, inputs, dims))
+    entry["ort_check"] = {"against": "original model" if fp32 else onnx_file.name,
+                          "max_abs_error": float(f"{worst:.3g}"), "tolerance": ORT_TOLERANCE,
+                          "samples": len(samples)}
+
+
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,
                reporter: Reporter) -> dict[str, Any]:
     from bundler.commands.build import _check_output, _move_into_place, _staging
@@ -161,13 +173,14 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
     has_calibration = bool(options.calibration) or is_example
     kinds = _kinds(options, has_calibration, reporter)
     edge_options = dataclasses.replace(options, format="onnx", quantize=None, variants=kinds)
+    source_bytes = model_bytes(source)
     with _staging(output) as staging:
         work = staging / ".work"
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
             notes = prepare_model(source, prepared, reporter)
         variants, optimization, inputs, outputs = make_variants(
-            prepared, work, work / "models", edge_options, source_bytes=model_bytes(source),
+            prepared, work, work / "models", edge_options, source_bytes=source_bytes,
             is_example=is_example, reporter=reporter)
         # Sizes the model runs at: those the reference search found (a detector fails at 1x1).
         recorded = variants[0].entry["reference"]
@@ -175,20 +188,10 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
         samples = generated_samples(inputs, dims, count=CHECK_SAMPLES)
         (staging / "models").mkdir()
         for variant in variants:
-            entry = variant.entry
-            onnx_file = work / entry["file"]
-            shipped = staging / "models" / f"{entry['name']}.ort"
-            with reporter.step(f"Converting {entry['name']} to ORT format and checking it"):
-                to_edge_ort(onnx_file, shipped)
-                original = prepared if entry["kind"] == "fp32" else onnx_file
-                worst = check_ort(shipped, original, samples)
-            entry.update(file=f"models/{shipped.name}", bytes=shipped.stat().st_size,
-                         sha256=sha256_of(shipped),
-                         ratio=round(shipped.stat().st_size / model_bytes(source), 4),
-                         reference=_fingerprint(shipped, inputs, options.dims))
-            entry["ort_check"] = {"against": "original model" if entry["kind"] == "fp32"
-                                  else onnx_file.name, "max_abs_error": float(f"{worst:.3g}"),
-                                  "tolerance": ORT_TOLERANCE, "samples": len(samples)}
+            with reporter.step(f"Converting {variant.entry['name']} to ORT format and checking"
+                               " it"):
+                _ship_ort(variant.entry, work, staging, prepared, samples, inputs, options.dims,
+                          source_bytes)
         names = [variant.entry["name"] for variant in variants]
         default = options.default_variant or (RECOMMENDED if RECOMMENDED in names else names[0])
         if not isinstance(default, str) or default not in names:
@@ -209,7 +212,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
             "variants": [variant.entry for variant in variants],
             "default_variant": default,
             "required_operators": {"file": CONFIG_FILE, "operators": operators},
-            "source": {"file": source.name, "bytes": model_bytes(source)},
+            "source": {"file": source.name, "bytes": source_bytes},
             "optimization": optimization,
             "notes": notes,
         }
