@@ -273,7 +273,8 @@ def _io(value: onnx.ValueInfoProto) -> dict[str, Any]:
     and types onnxruntime-web lacks are described, not refused: inspect reports, build decides."""
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
-        return {"name": value.name, "type": kind or "unknown", "shape": None, "symbolic": []}
+        return {"name": value.name, "type": (kind or "unknown").removesuffix("_type"),
+                "shape": None, "symbolic": []}
     tensor = value.type.tensor_type
     shape = tensor_dims(tensor)
     return {"name": value.name, "type": _dtype_name(tensor.elem_type),
