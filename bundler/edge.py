@@ -39,7 +39,7 @@ from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, fingerprint, runnable_feeds
 from bundler.samples import generated_samples
-from bundler.variants import make_variants
+from bundler.variants.make import make_variants
 
 EDGE_MANIFEST = "edge.json"
 EDGE_OUTPUT = Path("edge")
@@ -50,7 +50,7 @@ CHECK_SAMPLES = 4
 
 
 def _kinds(options: BuildOptions, has_calibration: bool, reporter: Reporter) -> tuple[str, ...]:
-    if options.is_auto:
+    if options.plan.auto:
         raise ConfigError("--quantize auto chooses by a browser check; for --target edge give"
                           " --variants (e.g. fp32,int8-static) or --quantize KIND")
     if options.variants or options.quantize is not None:
