@@ -33,6 +33,10 @@ class QuantizeError(BundlerError):
     """A variant could not be produced or measured."""
 
 
+class ExportError(BundlerError):
+    """A PyTorch model could not be loaded, exported or validated."""
+
+
 class VerificationFailed(BundlerError):
     """--strict: the bundle was built but an execution provider failed the browser check."""
 

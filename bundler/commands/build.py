@@ -14,11 +14,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
 from bundler import __version__
 from bundler import manifest as manifest_file
+from bundler.analysis import model_warnings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
@@ -52,6 +54,8 @@ from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import make_variants
 from bundler.variants.select import select
 
+# What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
+FITTED_BY_PREPARE = {"opset", "ir-version"}
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
 
@@ -152,8 +156,9 @@ def build(
     *,
     force: bool = False,
     reporter: Reporter | None = None,
-) -> Manifest:
-    """Build the bundle and return its manifest (the content of bundle.json)."""
+) -> Manifest | dict[str, Any]:
+    """Build the bundle and return its manifest (the content of bundle.json); with target edge,
+    the edge folder's (edge.json, see bundler.edge)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
     plan = options.plan
@@ -162,6 +167,13 @@ def build(
     output = Path(options.output)
     header = read_model(source, load_weights=False)  # fail fast, before any folder is made
     user = load_user_inputs(options.sample, options.inputs, input_specs(header))
+    for warning in model_warnings(source):  # the same warnings bundle inspect gives
+        if warning.code not in FITTED_BY_PREPARE:
+            reporter.warn(warning.text())
+    if options.target == "edge":
+        from bundler.edge import build_edge
+
+        return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
