@@ -14,6 +14,7 @@ from bundler.compat import WEB_RUNTIME_LIMITS, fit_runtime, runtime_lacks, verif
 from bundler.console import Reporter
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.modelio import input_specs, read_model
+from bundler.opsupport import load_support
 from bundler.options import BuildOptions, load_config
 from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, make_feeds, resolve_shapes, run_native, runnable_feeds
@@ -46,6 +47,8 @@ def _assert_one_error_line(result, *fragments):
 def test_the_table_of_runtime_limits_has_the_pinned_runtime():
     assert WEB_RUNTIME_LIMITS[PINNED].ir_version == 13
     assert WEB_RUNTIME_LIMITS[PINNED].opsets == {"ai.onnx": 26, "ai.onnx.ml": 5}
+    # bundle inspect's operator data, taken from the runtime's own registry, agrees
+    assert load_support(PINNED).max_opset == WEB_RUNTIME_LIMITS[PINNED].opsets
 
 
 def test_a_model_saved_by_the_current_onnx_package_ships_restamped(build_bundle, tmp_path):
