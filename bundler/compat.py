@@ -50,17 +50,6 @@ _TYPE_IR = {
     onnx.TensorProto.FLOAT8E5M2: 9, onnx.TensorProto.FLOAT8E5M2FNUZ: 9,
     onnx.TensorProto.UINT4: 10, onnx.TensorProto.INT4: 10, onnx.TensorProto.FLOAT4E2M1: 11,
 }
-# Messages of an onnxruntime(-web) build that cannot load or run a model: it is the runtime's
-# limit, not the device's.
-RUNTIME_LIMIT_MARKERS = ("No Op registered", "NOT_IMPLEMENTED", "Could not find an implementation",
-                         "Unsupported model IR version", "official support for domain")
-
-
-def runtime_lacks(error: str) -> bool:
-    """Does this session-creation error say the runtime build lacks what the model needs?"""
-    return any(marker in error for marker in RUNTIME_LIMIT_MARKERS)
-
-
 def limits_for(runtime_version: str) -> RuntimeLimits | None:
     return WEB_RUNTIME_LIMITS.get(runtime_version)
 

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
-from bundler.compat import runtime_lacks
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.manifest import MANIFEST_FILE, Manifest, Variant
@@ -309,10 +308,7 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
         reason = next((r for r in failure["reasons"] if r["ep"] == expect_ep), None)
         if requested is not None and reason is not None:
             check.error = first_line(reason["detail"])
-            # onnxruntime-web's words for an IR version or opset its build does not know say it
-            # is the runtime's limit too, whatever code bundle.mjs gave
-            check.unsupported = ("runtime" if runtime_lacks(reason["detail"])
-                                 else _UNSUPPORTED.get(reason["code"]))
+            check.unsupported = _UNSUPPORTED.get(reason["code"])
         else:
             check.error = first_line(failure["message"])
         return check
