@@ -6,6 +6,7 @@ Library use mirrors the CLI:
     manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
     report = bundler.check_bundle(Path("dist"))
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
+    session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
 """
 
 from __future__ import annotations
@@ -15,16 +16,20 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
-    from bundler.serve import serve
+    from bundler.edge_session import Session
+    from bundler.options import BuildOptions
 
+# Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
+# importing a module never replaces a function here.
 _LAZY = {
-    "build": "bundler.build",
-    "BuildOptions": "bundler.config",
+    "build": "bundler.commands.build",
+    "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
-    "serve": "bundler.serve",
+    "Session": "bundler.edge_session",
+    "serve": "bundler.commands.serve",
 }
 
 
@@ -33,8 +38,10 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "__version__", "build", "check_bundle", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "serve"]

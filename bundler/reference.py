@@ -11,30 +11,16 @@ import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from bundler.errors import ConfigError
-from bundler.inspect import TensorSpec
+from bundler.errors import ConfigError, first_line
+from bundler.input_values import Rule, derive_rules
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 
-NUMPY_TYPES = {
-    "float32": np.float32,
-    "float16": np.float16,
-    "float64": np.float64,
-    "int8": np.int8,
-    "uint8": np.uint8,
-    "int16": np.int16,
-    "uint16": np.uint16,
-    "int32": np.int32,
-    "uint32": np.uint32,
-    "int64": np.int64,
-    "uint64": np.uint64,
-    "bool": np.bool_,
-}
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
 INTEGER_RANGE = (0, 8)  # small, so ids and indices stay valid for most embeddings and gathers
@@ -46,16 +32,20 @@ Feeds = dict[str, np.ndarray]
 class NotRunnable(Exception):
     """Native onnxruntime runs the model at none of the sizes tried."""
 
-    def __init__(self, reason: str, open_dims: Sequence[str]) -> None:
+    def __init__(self, reason: str, open_dims: Sequence[str],
+                 value_inputs: Sequence[str] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.open_dims = tuple(open_dims)
+        self.value_inputs = tuple(value_inputs)  # integer inputs whose values were generated
 
     @property
     def hint(self) -> str:
-        if self.open_dims:
-            return " ".join(f"--dim {name}=VALUE" for name in self.open_dims)
-        return "--dim NAME=VALUE for the model's symbolic dims"
+        flags = [f"--dim {name}=VALUE" for name in self.open_dims]
+        flags += [f"--input {name}=VALUE|FILE.npy" for name in self.value_inputs]
+        if self.value_inputs:
+            flags.append("or --sample data.npz")
+        return " ".join(flags) or "--dim NAME=VALUE for the model's symbolic dims"
 
 
 def _dim_key(spec: TensorSpec, axis: int) -> str:
@@ -73,13 +63,6 @@ def open_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[str
             if key not in dims and _dim_key(spec, axis) not in dims and key not in keys:
                 keys.append(key)
     return keys
-
-
-# onnxruntime's own log lines (colored `[E:onnxruntime:...]`) must never reach the terminal: every
-# failure is raised and reported in one line. Sessions made elsewhere (the quantizers) use the
-# default logger, so that is silenced too.
-_SILENT = 4
-ort.set_default_logger_severity(_SILENT)
 
 
 def check_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> None:
@@ -112,18 +95,34 @@ def resolve_shapes(
     return shapes
 
 
+def _sizes(inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+    """Each symbolic dim (by name, and as INPUT:AXIS) with the size the shapes give it."""
+    sizes: dict[str, int] = {}
+    for spec in inputs:
+        for axis, (dim, size) in enumerate(zip(spec.shape or (), shapes[spec.name], strict=False)):
+            sizes[_dim_key(spec, axis)] = size
+            if isinstance(dim, str) and dim != "?":
+                sizes.setdefault(dim, size)
+    return sizes
+
+
 def make_feeds(
-    inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int = DEFAULT_SEED
+    inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int = DEFAULT_SEED,
+    rules: Mapping[str, Rule] | None = None,
 ) -> Feeds:
-    """Deterministic inputs: floats uniform in [0, 1), integers in INTEGER_RANGE, 0-d scalars 1."""
+    """Deterministic inputs: floats uniform in [0, 1), integers as `rules` (from how the graph
+    uses them, see input_values) say, else in INTEGER_RANGE (0-d scalars 1)."""
     rng = np.random.default_rng(seed)
+    sizes = _sizes(inputs, shapes)
     feeds: Feeds = {}
     for spec in inputs:
         if spec.type not in NUMPY_TYPES:
             raise NotRunnable(f"cannot generate input {spec.name!r} of type {spec.type}", [])
         dtype = NUMPY_TYPES[spec.type]
         shape = shapes[spec.name]
-        if spec.type == "bool":
+        if rules and spec.name in rules:
+            value = rules[spec.name].values(shape, dtype, rng, sizes)
+        elif spec.type == "bool":
             value = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif not shape and np.issubdtype(dtype, np.integer):
             value = np.array(1, dtype=dtype)
@@ -135,48 +134,10 @@ def make_feeds(
     return feeds
 
 
-def cpu_session(
-    model: Path,
-    *,
-    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    threads: int = 0,
-    optimized_path: Path | None = None,
-    save_format: Literal["ONNX", "ORT"] = "ONNX",
-    disabled_optimizers: list[str] | None = None,
-) -> ort.InferenceSession:
-    """A CPU-EP session that logs nothing (its errors reach the user as exceptions, in one line);
-    with `optimized_path`, onnxruntime also writes the graph there."""
-    options = ort.SessionOptions()
-    options.log_severity_level = _SILENT
-    options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if optimized_path is not None:
-        options.optimized_model_filepath = str(optimized_path)
-        options.add_session_config_entry("session.save_model_format", save_format)
-        if save_format == "ONNX":
-            options.add_session_config_entry(
-                "session.optimized_model_external_initializers_file_name",
-                optimized_path.name + ".data",
-            )
-    return ort.InferenceSession(
-        str(model),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=disabled_optimizers or [],
-    )
-
-
 def run_native(model: Path | ort.InferenceSession, feeds: Feeds) -> Feeds:
     runner = model if isinstance(model, ort.InferenceSession) else cpu_session(model)
     names = [output.name for output in runner.get_outputs()]
     return dict(zip(names, runner.run(names, feeds), strict=True))
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return (text.splitlines() or [type(error).__name__])[0][:300]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,16 +228,26 @@ def _size_tries(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[d
     return [{**guess, **dims} for guess in tries]
 
 
+def pin(feeds: Feeds, values: Mapping[str, object]) -> Feeds:
+    """`feeds` with inputs set to `values`: an array as it is, a scalar filling the input."""
+    pinned = dict(feeds)
+    for name, value in values.items():
+        array = np.asarray(value)
+        pinned[name] = (array.astype(feeds[name].dtype) if array.ndim
+                        else np.full_like(feeds[name], array.item()))
+    return pinned
+
+
 def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
-            tries: Sequence[dict[str, int]], seed: int, label: str = "",
-            values: Mapping[str, object] | None = None) -> tuple[dict[str, int], Case]:
+            tries: Sequence[dict[str, int]], seed: int, rules: Mapping[str, Rule],
+            label: str = "", values: Mapping[str, object] | None = None,
+            ) -> tuple[dict[str, int], Case]:
     """The first size at which the model runs with outputs worth comparing (else the first at
     which it runs at all); `values` pins inputs to a value."""
     first_error: Exception | None = None
     runnable = None
     for chosen in tries:
-        feeds = make_feeds(inputs, resolve_shapes(inputs, chosen), seed)
-        feeds.update({name: np.full_like(feeds[name], v) for name, v in (values or {}).items()})
+        feeds = pin(make_feeds(inputs, resolve_shapes(inputs, chosen), seed, rules), values or {})
         try:
             outputs = run_native(runner, feeds)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
@@ -288,8 +259,28 @@ def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
     if runnable is None:
         assert first_error is not None
         raise NotRunnable(
-            f"native onnxruntime fails on generated inputs: {_first_line(first_error)}", [])
+            f"native onnxruntime fails on generated inputs: {first_line(first_error)}", [])
     return runnable
+
+
+def input_rules(model: Path, inputs: Sequence[TensorSpec]) -> dict[str, Rule]:
+    """How the graph's integer inputs must be generated (not read from .ort files)."""
+    if model.suffix == ".ort":
+        return {}
+    return derive_rules(onnx.load(str(model), load_external_data=False), inputs)
+
+
+def implied_dims(inputs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The symbolic dims that given input arrays fix (by name, or INPUT:AXIS when unnamed)."""
+    dims: dict[str, int] = {}
+    for spec in inputs:
+        array = arrays.get(spec.name)
+        if array is None or np.ndim(array) == 0 or spec.shape is None:
+            continue
+        for axis, (dim, size) in enumerate(zip(spec.shape, np.shape(array), strict=False)):
+            if isinstance(dim, str):
+                dims[dim if dim != "?" else _dim_key(spec, axis)] = size
+    return dims
 
 
 def runnable_feeds(
@@ -297,24 +288,33 @@ def runnable_feeds(
     inputs: Sequence[TensorSpec],
     dims: Mapping[str, int],
     seed: int = DEFAULT_SEED,
+    fixed: Mapping[str, np.ndarray] | None = None,
 ) -> Reference:
     """Inputs the model accepts and native outputs for them; NotRunnable when no size works.
 
-    Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
-    larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
-    case of its own, at the first size where that branch runs."""
+    Integer inputs get values the graph accepts (see input_values); `fixed` inputs (the user's
+    --input) are used as given. Sizes whose outputs are all constant (a detector's empty map at
+    1x1) are passed over when a larger size gives outputs worth comparing. Each If branch that a
+    graph input steers gets a case of its own, at the first size where that branch runs."""
+    fixed = fixed or {}
     runner = cpu_session(model)
+    rules = input_rules(model, inputs)
+    dims = {**implied_dims(inputs, fixed), **dims}
     tries = _size_tries(inputs, dims)
     try:
-        chosen, base = _search(runner, inputs, tries, seed)
+        chosen, base = _search(runner, inputs, tries, seed, rules, values=fixed)
     except NotRunnable as error:
-        raise NotRunnable(error.reason, open_dims(inputs, dims)) from None
+        integers = [spec.name for spec in inputs
+                    if spec.type.startswith(("int", "uint")) and spec.name not in fixed]
+        raise NotRunnable(error.reason, open_dims(inputs, dims), integers) from None
     cases = [base]
     for name, value in steering_values(model, [spec.name for spec in inputs]):
-        if np.array_equal(np.full_like(base.feeds[name], value), base.feeds[name]):
+        if name in fixed or np.array_equal(np.full_like(base.feeds[name], value),
+                                           base.feeds[name]):
             continue
         with contextlib.suppress(NotRunnable):  # that branch runs at none of the sizes
-            cases.append(_search(runner, inputs, tries, seed, f"{name}={value}", {name: value})[1])
+            cases.append(_search(runner, inputs, tries, seed, rules, f"{name}={value}",
+                                 {**fixed, name: value})[1])
     return Reference(dims={key: chosen[key] for key in sorted(chosen)}, cases=tuple(cases))
 
 
@@ -322,9 +322,10 @@ FINGERPRINT_SAMPLES = 32
 
 
 def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None,
-                seed: int = DEFAULT_SEED) -> dict:
+                seed: int = DEFAULT_SEED, inputs: str | None = None) -> dict:
     """A compact record of the native outputs (evenly spaced samples and sums), kept in
-    bundle.json so `bundle test` notices a model file whose weights changed after the build."""
+    bundle.json so `bundle test` notices a model file whose weights changed after the build.
+    `inputs` is the digest of the user's inputs it was computed on (None: generated ones)."""
     outputs = {}
     for case in reference.cases:
         for name, value in case.outputs.items():
@@ -336,8 +337,9 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
                 "sum": float(f"{flat.sum():.9g}"),
                 "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
             }
-    return {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
-            "outputs": outputs}
+    record = {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
+              "outputs": outputs}
+    return {**record, "inputs": inputs} if inputs else record
 
 
 def fingerprint_mismatch(recorded: Mapping, reference: Reference, rtol: float = 1e-4) -> str | None:

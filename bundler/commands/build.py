@@ -1,0 +1,329 @@
+"""`bundle build`: model -> static web app folder, written atomically.
+
+The inputs are checked and the runtime fetched first, before any folder is made; then the stages
+run in order into a temporary folder beside the output (copy the runtime -> prepare the model and
+fit it to that runtime -> optimize -> quantize and measure the variants -> verify in the browser,
+and for `auto`, choose -> render the site); only a complete build is moved into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+
+from bundler import __version__
+from bundler import manifest as manifest_file
+from bundler.analysis import model_warnings
+from bundler.browser import chromium_executable, load_settings
+from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
+from bundler.console import Reporter
+from bundler.errors import BrowserError, ConfigError, VerificationFailed
+from bundler.interrupts import signals_held
+from bundler.manifest import (
+    TOOL_NAME,
+    EPResult,
+    Manifest,
+    NativeReference,
+    Runtime,
+    RuntimeBuild,
+    Source,
+    Tool,
+    Variant,
+    Verification,
+)
+from bundler.modelio import TensorSpec, input_specs, model_bytes, read_model
+from bundler.options import BuildOptions
+from bundler.prepare import CasesFor, check_weights, prepare_model
+from bundler.reference import Feeds, check_dims
+from bundler.resources import example_model
+from bundler.runtime import (
+    BUILDS,
+    PACKAGE,
+    copy_runtime,
+    locate_runtime,
+    needed_files,
+    runtime_version_of,
+)
+from bundler.samples import load_samples
+from bundler.site import human_bytes, render_site
+from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.variants.make import make_variants
+from bundler.variants.select import select
+
+# What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
+FITTED_BY_PREPARE = {"opset", "ir-version"}
+RUNTIME_DIR = "runtime/"
+MODELS_DIR = "models/"
+
+
+def _significant(value: float | None) -> float | None:
+    """Three significant digits; None for no value or an infinite one (JSON has no Infinity)."""
+    return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
+
+
+def _check_output(output: Path, model: Path, force: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"output {output} is a file; give a folder with -o")
+    if not output.is_dir() or not any(output.iterdir()):
+        return
+    if model.resolve().is_relative_to(output.resolve()) or output.resolve() == Path.cwd():
+        raise ConfigError(f"refusing to replace {output}: it holds the model or is the current"
+                          " folder; choose another -o")
+    if not force and not manifest_file.made_by_us(output):
+        raise ConfigError(f"{output} is not empty and was not made by bundle build; pass --force"
+                          " to replace it, or choose another -o")
+
+
+@contextlib.contextmanager
+def _staging(output: Path) -> Iterator[Path]:
+    """A temporary folder beside `output` (same file system, so the final move is a rename)."""
+    created = [p for p in [output.parent, *output.parent.parents] if not p.exists()]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a static host must be able to read it
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # nearest first: leave nothing behind a failed build
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _move_into_place(staging: Path, output: Path) -> None:
+    """Two renames and the removal of the old build; a signal waits until they are done, so an
+    interrupt leaves either the old build or the new one, and no folder beside them."""
+    with signals_held():
+        old = None
+        if output.exists():
+            old = output.with_name(f".{output.name}.old-{staging.name}")
+            output.rename(old)
+        staging.rename(output)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def verification_record(report: ConformanceReport | None, reason: str | None) -> Verification:
+    """What bundle.json says about the build-time browser check (see the README)."""
+    if report is None:
+        return Verification("not_done", reason=reason, hint="run: bundle test DIR")
+    if report.not_done is not None:
+        return Verification("not_done", reason=report.not_done.reason,
+                            hint=f"pass {report.not_done.hint} to bundle build or bundle test")
+    results: dict[str, dict[str, EPResult]] = {}
+    fallback = None
+    for check in report.checks:
+        entry = EPResult(
+            passed=check.passed,
+            max_abs_error=_significant(check.worst_abs_error),
+            max_normalized_error=_significant(
+                max((c.max_normalized_error for c in check.outputs), default=None)),
+            error=check.error or None,
+            unsupported=check.unsupported,
+        )
+        if check.requested is None:
+            fallback = entry
+        else:
+            results.setdefault(check.variant, {})[check.label] = entry
+    return Verification("passed" if report.ok else "failed", dims=report.dims, results=results,
+                        fallback=fallback, problems=report.problems or None)
+
+
+def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
+            title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
+                                                                   str | None]:
+    """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    manifest.verification = verification_record(None, "")
+    render_site(staging, manifest, options.templates)
+    manifest_file.dump(staging, manifest)
+    try:
+        report = check_bundle(staging, execution_providers=options.execution_providers,
+                              dims=options.dims, reporter=reporter, sample=options.sample,
+                              inputs=options.inputs)
+    except BrowserError as error:
+        reason = f"no browser to verify in ({error})"
+        reporter.warn(f"{reason}; the bundle is not verified")
+        return None, reason
+    reporter.table(title, REPORT_COLUMNS, report.rows())
+    return report, None
+
+
+def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...], options: BuildOptions) -> None:
+    """The checks that need no work done: they fail before any folder is made."""
+    check_weights(source)
+    check_dims(inputs, options.dims)
+    for key, path in (("--calibration", options.calibration),
+                      ("--validation", options.validation)):
+        if path is not None:
+            load_samples(path, inputs, key)
+    if options.verify and options.target != "edge":  # a Chromium named but missing is a mistake
+        chromium_executable(load_settings())
+
+
+def build(
+    model: Path | None = None,
+    options: BuildOptions | None = None,
+    *,
+    force: bool = False,
+    reporter: Reporter | None = None,
+) -> Manifest | dict[str, Any]:
+    """Build the bundle and return its manifest (the content of bundle.json); with target edge,
+    the edge folder's (edge.json, see bundler.edge)."""
+    options = options or BuildOptions()
+    reporter = reporter or Reporter()
+    plan = options.plan
+    is_example = model is None and options.model is None
+    source = Path(model or options.model or example_model())
+    output = Path(options.output)
+    header = read_model(source, load_weights=False)  # fail fast, before any folder is made
+    user = load_user_inputs(options.sample, options.inputs, input_specs(header))
+    _check_inputs(source, input_specs(header), options)
+    for warning in model_warnings(source):  # the same warnings bundle inspect gives
+        if warning.code not in FITTED_BY_PREPARE:
+            reporter.warn(warning.text())
+    if options.target == "edge":
+        from bundler.edge import build_edge
+
+        return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
+    _check_output(output, source, force)
+    files = needed_files(options.execution_providers)
+    with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
+        dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
+    runtime_version = runtime_version_of(dist) or options.runtime_version
+    with _staging(output) as staging:
+        work = staging / ".work"
+        copy_runtime(dist, staging / RUNTIME_DIR, files)
+        with reporter.step(f"Checking {source}"):
+            prepared = work / "source.onnx"
+            notes = prepare_model(source, prepared, reporter, runtime_version,
+                                  _cases_for(options, user) if options.verify else None)
+        for note in notes:
+            reporter.info(note)
+        variants, optimization, inputs, outputs = make_variants(
+            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
+            is_example=is_example, reporter=reporter, user=user,
+        )
+        manifest = Manifest(
+            name=options.name or source.stem,
+            tool=Tool(TOOL_NAME, __version__),
+            runtime=Runtime(
+                package=PACKAGE,
+                version=runtime_version,
+                dir=RUNTIME_DIR,
+                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module)
+                        for ep in options.execution_providers},
+                native_reference=NativeReference("onnxruntime", ort.__version__),
+            ),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            variants=[Variant(**variant.entry) for variant in variants],
+            # auto: the first candidate while the candidates are checked, then the chosen one
+            default_variant=variants[0].entry["name"] if plan.auto else plan.default,
+            source=Source(source.name, model_bytes(source)),
+            optimization=optimization,
+            notes=notes,
+            verification=verification_record(None, ""),
+        )
+        if plan.auto:
+            report = (_verify(staging, manifest, options, reporter, "Browser check of the"
+                              " candidates")[0] if options.verify else None)
+            choice = select(variants, report, options.max_error)
+            for name in choice.dropped:
+                (staging / manifest.variant(name).file).unlink()
+            manifest.variants = [manifest.variant(choice.chosen)]
+            manifest.default_variant = choice.chosen
+            manifest.selection = choice.selection
+            reporter.info(f"auto: shipping {choice.chosen}")
+        report, reason = (_verify(staging, manifest, options, reporter) if options.verify
+                          else (None, "built with --no-verify"))
+        manifest.verification = verification_record(report, reason)
+        render_site(staging, manifest, options.templates)
+        manifest_file.dump(staging, manifest)
+        shutil.rmtree(work)
+        _move_into_place(staging, output)
+    _summarise(manifest, output, reporter, verification_wanted=options.verify)
+    if options.strict and (failures := strict_failures(manifest.verification)):
+        raise VerificationFailed(f"--strict: {failures[0]}" + (
+            f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+            + f"; the bundle is in {output}/")
+    return manifest
+
+
+def strict_failures(verification: Verification) -> list[str]:
+    """Why a --strict build fails: every requested EP must have passed the browser check."""
+    if verification.status == "not_done":
+        return [f"not verified in the browser ({verification.reason})"]
+    failures = [f"{variant} on {ep} did not pass the browser check"
+                + (f" ({entry.error})" if entry.error else "")
+                for variant, results in (verification.results or {}).items()
+                for ep, entry in results.items() if not entry.passed]
+    if verification.fallback is not None and not verification.fallback.passed:
+        failures.append("the fallback to WASM did not pass the browser check")
+    return failures + list(verification.problems or [])
+
+
+def _cases_for(options: BuildOptions, user: UserInputs) -> CasesFor:
+    """The inputs a model file is checked on: the user's, else generated ones it accepts."""
+
+    def cases(model: Path) -> list[Feeds]:
+        inputs = input_specs(read_model(model, load_weights=False))
+        return [case.feeds for case in reference_for(model, inputs, options.dims, user).cases]
+
+    return cases
+
+
+def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
+    """A new build in `output` that is `previous` with its pages rendered again (for a change of
+    the templates only): the models and runtime are linked, not rebuilt."""
+    manifest = manifest_file.load(previous)
+    with _staging(output) as staging:
+        for folder in (RUNTIME_DIR, MODELS_DIR):
+            shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
+        render_site(staging, manifest, templates)
+        manifest_file.dump(staging, manifest)
+        _move_into_place(staging, output)
+    return manifest
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def summary(manifest: Manifest) -> str:
+    """One line about a build: what ships and what the model takes and gives."""
+    variants = ", ".join(f"{variant.name} {human_bytes(variant.bytes)}"
+                         for variant in manifest.variants)
+    inputs = ", ".join(spec.name for spec in manifest.inputs)
+    outputs = ", ".join(spec.name for spec in manifest.outputs)
+    return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
+
+
+def _summarise(manifest: Manifest, output: Path, reporter: Reporter,
+               verification_wanted: bool) -> None:
+    verification = manifest.verification
+    if verification.status == "not_done" and verification_wanted:
+        reporter.warn(f"not verified in the browser: {verification.reason}"
+                      f" ({verification.hint})")
+    elif verification.status == "failed":
+        for variant, results in (verification.results or {}).items():
+            for ep, entry in results.items():
+                if not entry.passed:
+                    why = entry.error or f"worst abs error {entry.max_abs_error}"
+                    reporter.warn(f"{variant} on {ep} failed browser verification ({why});"
+                                  " load() skips it unless told ignoreVerification: true")
+        for problem in verification.problems or []:
+            reporter.warn(problem)
+    reporter.info(f"Built {output}/ ({summary(manifest)})")
+
