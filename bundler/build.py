@@ -26,6 +26,7 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
+from bundler.hosting import HostingOptions, add_coi_worker, publish, republish
 from bundler.inspect import model_bytes, read_model
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
@@ -194,6 +195,7 @@ def build(
             is_example=is_example, reporter=reporter,
         )
         names = [variant.entry["name"] for variant in variants]
+        hosting = HostingOptions(options.max_file_size, options.hosts, options.coi_worker)
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
@@ -206,7 +208,8 @@ def build(
                 "version": runtime_version_of(dist) or options.runtime_version,
                 "dir": RUNTIME_DIR,
                 "builds": {
-                    ep: {"module": RUNTIME_DIR + BUILDS[ep].module}
+                    ep: {"module": RUNTIME_DIR + BUILDS[ep].module,
+                         "wasm": RUNTIME_DIR + BUILDS[ep].wasm}
                     for ep in options.execution_providers
                 },
             },
@@ -218,6 +221,7 @@ def build(
             "source": {"file": source.name, "bytes": model_bytes(source)},
             "optimization": optimization,
             "notes": notes,
+            "hosting": hosting.to_json(),
         }
         if options.quantize == "auto":
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
@@ -231,10 +235,14 @@ def build(
             manifest["selection"] = {"mode": "auto", "budget": str(budget_of(options)),
                                      "chosen": chosen, "candidates": candidates}
             reporter.info(f"auto: shipping {chosen}")
+        add_coi_worker(staging, hosting)
+        with reporter.step("Splitting and compressing for static hosts"):
+            manifest = publish(staging, manifest, hosting)
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest["verification"] = verification_record(report, reason)
         render_site(staging, manifest, options.templates)
+        manifest = republish(staging, manifest)
         write_manifest(staging, manifest)
         shutil.rmtree(work)
         _move_into_place(staging, output)
@@ -249,7 +257,9 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, 
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
+        add_coi_worker(staging, HostingOptions.from_json(manifest.get("hosting")))
         render_site(staging, manifest, templates)
+        manifest = republish(staging, manifest)
         write_manifest(staging, manifest)
         _move_into_place(staging, output)
     return manifest

@@ -66,6 +66,12 @@ def _build_options(function):
         click.option("--max-error", default=None,
                      help="Accuracy budget for auto, e.g. cosine>=0.999,top1>=0.99."),
         click.option("--format", default=None, help="onnx (default) or ort (ORT format)."),
+        click.option("--max-file-size", default=None,
+                     help="Split model and .wasm files bigger than this into parts (default"
+                          " 25MiB, Cloudflare Pages' limit)."),
+        click.option("--coi-worker/--no-coi-worker", default=None,
+                     help="Ship coi-serviceworker.js, which gives threads where the host cannot"
+                          " set COOP/COEP (default on)."),
         click.option("--templates", default=None,
                      help="Folder of your own templates and files for the app (NAME.j2 is"
                           " rendered to NAME, other files are copied)."),
@@ -83,6 +89,10 @@ def _flags(**flags: object) -> dict[str, object]:
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @click.option("-o", "--output", default=None, help="Output folder (default: dist).")
 @_build_options
+@click.option("--host", "hosts", default=None,
+              type=click.Choice(["netlify", "cloudflare", "vercel", "github-pages", "s3", "nginx",
+                                 "all"]),
+              help="Write the config files of this static host only (default: all).")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 @click.option("--verify/--no-verify", default=None,
               help="Check the bundle in headless Chromium against native onnxruntime (default).")

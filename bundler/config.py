@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bundler.errors import ConfigError
+from bundler.hostconfig import HOSTS
+from bundler.hosting import DEFAULT_MAX_FILE_SIZE, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +59,9 @@ class BuildOptions:
     max_error: str | None = None
     format: str = "onnx"
     templates: Path | None = None
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    hosts: tuple[str, ...] = HOSTS
+    coi_worker: bool = True
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -147,6 +152,17 @@ def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
     return {ep: str(value[ep]) for ep in EXECUTION_PROVIDERS if ep in value}
 
 
+def _hosts(value: Any, base: Path) -> tuple[str, ...]:
+    """One host, "all", or a list of hosts."""
+    if value == "all":
+        return HOSTS
+    return _names(HOSTS)(value, base)
+
+
+def _size(value: Any, base: Path) -> int:
+    return parse_size(value)
+
+
 def _budget(value: Any, base: Path) -> str:
     from bundler.quantize import parse_budget
 
@@ -176,10 +192,13 @@ SCHEMA: dict[str, Callable[[Any, Path], Any]] = {
     "max_error": _budget,
     "format": _one_of(FORMATS),
     "templates": _folder,
+    "max_file_size": _size,
+    "hosts": _hosts,
+    "coi_worker": _bool,
 }
 # How flags are spelled where they differ from the key.
 FLAG_NAMES = {"execution_providers": "--ep", "dims": "--dim", "fix_dims": "--fix-dim",
-              "output": "-o/--output"}
+              "output": "-o/--output", "hosts": "--host"}
 
 
 def validate(values: Mapping[str, Any], source: str | None, base: Path) -> dict[str, Any]:

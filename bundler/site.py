@@ -20,9 +20,10 @@ from bundler.errors import ConfigError
 from bundler.resources import resource
 
 MANIFEST_FILE = "bundle.json"
-WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.fetch.mjs", "bundle.d.ts", "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
+RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.fetch.mjs", "bundle.d.ts", "coi-serviceworker.js",
+            "runtime", "models"}
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:

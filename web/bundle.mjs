@@ -7,6 +7,10 @@
 // Everything comes from this folder (bundle.json, models/, runtime/): nothing is fetched from any
 // other origin. The contract is documented in the README of onnx-bundler.
 
+import { fetchFile } from './bundle.fetch.mjs';
+
+export { clearCache } from './bundle.fetch.mjs';
+
 const MODULE_URL = import.meta.url;
 const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
 const TYPED_ARRAYS = {
@@ -56,12 +60,21 @@ async function webgpuMissingReason() {
   return null;
 }
 
-function importRuntime(manifest, base, ep, numThreads) {
+function fileEntry(manifest, path) {
+  return manifest.files?.find((entry) => entry.path === path) ?? { path };
+}
+
+function importRuntime(manifest, base, ep, { numThreads, onProgress, cache }) {
   if (!runtimes.has(ep)) {
     const build = manifest.runtime.builds[ep];
     if (!build) throw new Error(`this bundle ships no runtime for '${ep}'`);
-    runtimes.set(ep, import(new URL(build.module, base).href).then((ort) => {
+    const wasm = build.wasm && fetchFile(fileEntry(manifest, build.wasm),
+      (path) => new URL(path, base), onProgress, { stage: 'runtime', cache });
+    const imported = Promise.all([import(new URL(build.module, base).href), wasm]);
+    runtimes.set(ep, imported.then(([ort, wasmBinary]) => {
       ort.env.wasm.wasmPaths = new URL(manifest.runtime.dir, base).href;
+      // Fetched here (parts, integrity, Cache Storage), so onnxruntime-web fetches no .wasm.
+      if (wasmBinary) ort.env.wasm.wasmBinary = wasmBinary;
       ort.env.wasm.proxy = false;
       // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated pages.
       ort.env.wasm.numThreads = globalThis.crossOriginIsolated
@@ -69,6 +82,7 @@ function importRuntime(manifest, base, ep, numThreads) {
         : 1;
       return ort;
     }));
+    runtimes.get(ep).catch(() => runtimes.delete(ep)); // a failed fetch may be tried again
   }
   return runtimes.get(ep);
 }
@@ -97,35 +111,6 @@ function verificationFailure(manifest, variant, ep) {
   const worst = result.max_abs_error == null ? '' : ` (worst abs error ${result.max_abs_error})`;
   return `${ep} skipped: it failed verification for this model at build time${worst};` +
     ' pass ignoreVerification: true to use it anyway';
-}
-
-async function fetchBytes(url, expected, onProgress, stage) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
-  const total = Number(response.headers.get('content-length')) || expected || 0;
-  if (!response.body) {
-    const buffer = new Uint8Array(await response.arrayBuffer());
-    onProgress?.({ stage, loaded: buffer.byteLength, total: buffer.byteLength });
-    return buffer;
-  }
-  const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
-  onProgress?.({ stage, loaded, total });
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    loaded += value.byteLength;
-    onProgress?.({ stage, loaded, total });
-  }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
 }
 
 function toTypedArray(spec, data) {
@@ -229,6 +214,8 @@ class Model {
     this.inputs = manifest.inputs;
     this.outputs = manifest.outputs;
     this.loadMs = loadMs;
+    this.threads = ort.env.wasm.numThreads;
+    this.crossOriginIsolated = globalThis.crossOriginIsolated === true;
     this._ort = ort;
     this._session = session;
     this._queue = Promise.resolve(); // one session must not run two calls at once
@@ -298,12 +285,12 @@ export async function load(options = {}) {
       }
     }
     try {
-      onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-      const ort = await importRuntime(manifest, base, ep, options.numThreads);
-      onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+      const fetching = { onProgress, cache: options.cache !== false };
+      const ort = await importRuntime(manifest, base, ep,
+        { ...fetching, numThreads: options.numThreads });
       if (!modelBytes.has(variant.name)) {
-        const url = new URL(variant.file, base);
-        modelBytes.set(variant.name, await fetchBytes(url, variant.bytes, onProgress, 'model'));
+        modelBytes.set(variant.name, await fetchFile(fileEntry(manifest, variant.file),
+          (path) => new URL(path, base), onProgress, { ...fetching, stage: 'model' }));
       }
       onProgress?.({ stage: 'session', loaded: 0, total: 1 });
       const session = await createSession(ort, modelBytes.get(variant.name), ep);
@@ -314,6 +301,7 @@ export async function load(options = {}) {
         loadMs: performance.now() - started,
       });
     } catch (error) {
+      if (error?.code === 'integrity') throw error; // never fall back to other bytes
       reasons.push(`${ep} session creation failed: ${error?.message ?? error}`);
     }
   }
