@@ -157,3 +157,37 @@ def serve(source, config, host, port, open_browser, **flags):
 
     run_serve(source, flags=_flags(**flags), config=config, host=host, port=port,
               open_browser=open_browser, reporter=_reporter())
+
+
+@main.command()
+@click.argument("url")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--max-file-size", default="25MiB", show_default=True,
+              help="Largest file the host accepts (Cloudflare Pages: 25MiB).")
+def doctor(url, as_json, max_file_size):
+    """Check a deployed bundle at URL over HTTP, as a browser would fetch it: types, bytes,
+    encodings, cache headers, sizes, cross-origin isolation, real 404s. Exits 1 on a problem
+    that breaks loading or makes it download more than it must."""
+    from bundler.commands.doctor import COLUMNS
+    from bundler.commands.doctor import doctor as run_doctor
+    from bundler.errors import ConfigError
+    from bundler.hosting import parse_size
+
+    try:
+        limit = parse_size(max_file_size)
+    except ValueError as error:
+        raise ConfigError(f"--max-file-size: {error}") from None
+    reporter = _reporter()
+    report = run_doctor(url, limit, reporter=reporter if not as_json else None)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        reporter.table(f"{report.url} (host: {report.host})", COLUMNS, report.rows)
+        if report.problems:
+            reporter.table("Problems", ("Severity", "Files", "Problem", "Fix"),
+                           report.grouped_problems())
+        errors = sum(problem.severity == "error" for problem in report.problems)
+        reporter.info(f"{errors} error(s), {len(report.problems) - errors} warning(s)"
+                      if report.problems else "No problems found.")
+    if not report.ok:
+        raise SystemExit(1)
