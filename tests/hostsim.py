@@ -40,6 +40,7 @@ class Host:
     encoding: dict[str, str] = dataclasses.field(default_factory=dict)  # path -> the header sent
     hidden: set[str] = dataclasses.field(default_factory=set)  # paths answered as missing
     sent: Counter[str] = dataclasses.field(default_factory=Counter)  # path -> body bytes sent
+    requested: Counter[str] = dataclasses.field(default_factory=Counter)  # path -> requests
 
     def body(self, path: str, accepts: str) -> tuple[bytes, str | None] | None:
         """(body, Content-Encoding) for the folder-relative `path`, or None when missing."""
@@ -69,6 +70,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         relative = path[len(host.prefix):] or "index.html"
         relative = relative + "index.html" if relative.endswith("/") else relative
+        host.requested[relative] += 1
         if relative == TEST_PAGE:
             self._send(200, _TEST_PAGE_HTML, "text/html; charset=utf-8")
             return
