@@ -12,11 +12,19 @@ export interface TensorSpec { name: string; type: TensorType; shape: (number | s
 
 export interface Variant { name: string; file: string; bytes: number; sha256: string; }
 
+export interface FilePiece {
+  path: string; bytes: number; sha256: string;
+  encodings?: Partial<Record<'br' | 'gzip', { path: string; bytes: number }>>;
+}
+export interface FileEntry extends FilePiece { parts?: FilePiece[]; }
+
 export interface Manifest {
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider, { module: string }>> };
+             builds: Partial<Record<ExecutionProvider, { module: string; wasm?: string }>> };
+  files?: FileEntry[];
+  hosting?: { max_file_size: number; hosts: string[]; coi_worker: boolean };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
@@ -43,6 +51,7 @@ export interface LoadOptions {
   baseUrl?: string | URL;
   ignoreVerification?: boolean;
   numThreads?: number;
+  cache?: boolean;
 }
 
 export interface PlainTensor {
@@ -61,10 +70,13 @@ export interface Model {
   readonly outputs: TensorSpec[];
   readonly manifest: Manifest;
   readonly loadMs: number;
+  readonly threads: number;
+  readonly crossOriginIsolated: boolean;
   run(feeds: Record<string, PlainTensor | number | bigint | boolean | object>):
     Promise<Record<string, OutputTensor>>;
   release(): Promise<void>;
 }
 
 export function load(options?: LoadOptions): Promise<Model>;
+export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;
