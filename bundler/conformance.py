@@ -9,6 +9,7 @@ default `load()` falls back to WASM and still computes the right numbers.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import re
@@ -21,6 +22,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
 from bundler.errors import ModelError
+from bundler.hosting import assembled
 from bundler.inspect import TensorSpec, sha256_of
 from bundler.reference import (
     NUMPY_TYPES,
@@ -187,10 +189,10 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
 
 
-def _integrity_problems(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
+def _integrity_problems(manifest: Mapping[str, Any], models: Mapping[str, Path]) -> list[str]:
     problems = []
     for variant in manifest["variants"]:
-        path = directory / variant["file"]
+        path = models[variant["file"]]
         if not path.is_file():
             problems.append(f"variant {variant['name']}: {variant['file']} is missing")
         elif sha256_of(path) != variant["sha256"]:
@@ -364,13 +366,29 @@ def check_bundle(
     reporter: Reporter | None = None,
 ) -> ConformanceReport:
     """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime."""
-    reporter = reporter or Reporter()
-    settings = settings or load_settings()
     manifest = read_manifest(directory)
+    with contextlib.ExitStack() as stack:
+        models = {variant["file"]: stack.enter_context(assembled(directory, manifest,
+                                                                 variant["file"]))
+                  for variant in manifest["variants"]}
+        return _check_bundle(directory, manifest, models, execution_providers, dims,
+                             check_fallback, settings or load_settings(), reporter or Reporter())
+
+
+def _check_bundle(
+    directory: Path,
+    manifest: Mapping[str, Any],
+    models: Mapping[str, Path],  # variant file -> a path of the whole model (parts joined)
+    execution_providers: Sequence[str],
+    dims: Mapping[str, int] | None,
+    check_fallback: bool,
+    settings: BrowserSettings,
+    reporter: Reporter,
+) -> ConformanceReport:
     inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
     outputs = [TensorSpec.from_json(spec) for spec in manifest["outputs"]]
     report = ConformanceReport(directory=directory)
-    report.problems = _integrity_problems(directory, manifest)
+    report.problems = _integrity_problems(manifest, models)
     if report.problems:
         return report
     shipped = [ep for ep in execution_providers if ep in manifest["runtime"]["builds"]]
@@ -384,7 +402,7 @@ def check_bundle(
             recorded = variant.get("reference")
             try:
                 # The same search as at build time gives the same sizes and cases.
-                reference = runnable_feeds(directory / variant["file"], inputs,
+                reference = runnable_feeds(models[variant["file"]], inputs,
                                            dims or (recorded or {}).get("requested_dims", {}))
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable

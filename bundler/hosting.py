@@ -13,13 +13,15 @@ precompressed siblings, the host's config files, and the `files` table of bundle
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +177,25 @@ def owned_paths(entries: Iterable[dict[str, Any]]) -> set[str]:
             paths |= owned_paths([part])
         paths |= {sibling["path"] for sibling in entry.get("encodings", {}).values()}
     return paths
+
+
+@contextlib.contextmanager
+def assembled(directory: Path, manifest: dict[str, Any], relative: str) -> Iterator[Path]:
+    """The file `relative` of a bundle for native use: itself, or when it was split, its parts
+    put back together in a temporary file (a missing part: the path that does not exist)."""
+    path = directory / relative
+    entry = next((entry for entry in manifest.get("files", []) if entry["path"] == relative), {})
+    parts = [directory / part["path"] for part in entry.get("parts", [])]
+    if path.is_file() or not parts or not all(part.is_file() for part in parts):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="onnx-bundler-") as folder:
+        whole = Path(folder) / path.name
+        with whole.open("wb") as stream:
+            for part in parts:
+                with part.open("rb") as source:
+                    shutil.copyfileobj(source, stream)
+        yield whole
 
 
 def add_coi_worker(directory: Path, options: HostingOptions) -> None:

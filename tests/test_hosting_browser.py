@@ -15,6 +15,7 @@ from bundler.build import build
 from bundler.config import BuildOptions
 from bundler.hosting import MIB
 from tests import models
+from tests.conftest import run_cli
 from tests.hostsim import TEST_PAGE, Host, hosting
 
 pytestmark = pytest.mark.browser
@@ -134,3 +135,10 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
                                 .href)).clearCache()""")
         assert page.evaluate(LOAD, {"options": {}})["code"] == "integrity"
         context.close()
+
+
+def test_bundle_test_checks_a_split_model_natively_and_in_the_browser(split_bundle):
+    root, _ = split_bundle
+    result = run_cli("test", root, "--ep", "wasm", "--no-fallback")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All checks passed." in result.stderr
