@@ -135,6 +135,18 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
                                 .href)).clearCache()""")
         assert page.evaluate(LOAD, {"options": {}})["code"] == "integrity"
         context.close()
+        del host.replace[part]
+        context = plain_browser.new_context()  # a full quota: memory only, with a warning
+        page = context.new_page()
+        page.set_default_timeout(browser_settings.timeouts_ms["load"])
+        warnings = []
+        page.on("console", lambda message: warnings.append(message.text))
+        page.goto(url + TEST_PAGE)
+        context.new_cdp_session(page).send("Storage.overrideQuotaForOrigin", {
+            "origin": url.split("/cdn/")[0], "quotaSize": 1024})
+        _matches_native(page.evaluate(LOAD, {"options": {}}), expected)
+        assert any("the storage quota is full" in text for text in warnings), warnings
+        context.close()
 
 
 def test_bundle_test_checks_a_split_model_natively_and_in_the_browser(split_bundle):
