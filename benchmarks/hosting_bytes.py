@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
-from bundler.build import build
-from bundler.config import merge
+from bundler.commands.build import build
 from bundler.console import TerminalReporter
+from bundler.options import merge
 from bundler.resources import example_model
 from bundler.runtime import BUILDS, fetch_runtime
 from tests.hostsim import TEST_PAGE, Host, hosting

@@ -29,6 +29,7 @@ import brotli
 
 from bundler.errors import ConfigError
 from bundler.hostconfig import CONFIG_FILES, HOSTS, MANIFEST_FILE, write_host_configs
+from bundler.manifest import Manifest, files_from_json, files_to_json
 from bundler.resources import resource
 from bundler.runtime import cache_root
 
@@ -180,12 +181,12 @@ def owned_paths(entries: Iterable[dict[str, Any]]) -> set[str]:
 
 
 @contextlib.contextmanager
-def assembled(directory: Path, manifest: dict[str, Any], relative: str) -> Iterator[Path]:
+def assembled(directory: Path, manifest: Manifest, relative: str) -> Iterator[Path]:
     """The file `relative` of a bundle for native use: itself, or when it was split, its parts
     put back together in a temporary file (a missing part: the path that does not exist)."""
     path = directory / relative
-    entry = next((entry for entry in manifest.get("files", []) if entry["path"] == relative), {})
-    parts = [directory / part["path"] for part in entry.get("parts", [])]
+    entry = next((entry for entry in manifest.files or [] if entry.path == relative), None)
+    parts = [directory / part.path for part in (entry and entry.parts) or []]
     if path.is_file() or not parts or not all(part.is_file() for part in parts):
         yield path
         return
@@ -203,10 +204,10 @@ def add_coi_worker(directory: Path, options: HostingOptions) -> None:
         shutil.copyfile(resource("web") / COI_WORKER, directory / COI_WORKER)
 
 
-def publish(directory: Path, manifest: dict[str, Any], options: HostingOptions,
-            reuse: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """Split, compress and describe every served file of `directory`, write the host configs,
-    and return `manifest` with its `files` table. `reuse`: entries of files that are already
+def prepare(directory: Path, options: HostingOptions, reuse: Iterable[dict[str, Any]] = ()
+            ) -> list[dict[str, Any]]:
+    """Split, compress and describe every served file of `directory` and write the host
+    configs; returns the `files` table as JSON. `reuse`: entries of files that are already
     split and compressed (with their parts and siblings)."""
     reused = list(reuse)
     skip = owned_paths(reused)
@@ -214,11 +215,19 @@ def publish(directory: Path, manifest: dict[str, Any], options: HostingOptions,
                         for path in _served_files(directory, skip)]
     entries.sort(key=lambda entry: entry["path"])
     write_host_configs(directory, entries, options.hosts)
-    return {**manifest, "files": entries}
+    return entries
 
 
-def republish(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def publish(directory: Path, manifest: Manifest, options: HostingOptions,
+            reuse: Iterable[dict[str, Any]] = ()) -> None:
+    """prepare() the folder and record it in `manifest` (its `files` and `hosting`)."""
+    manifest.files = files_from_json(prepare(directory, options, reuse))
+    manifest.hosting = options.to_json()
+
+
+def republish(directory: Path, manifest: Manifest) -> None:
     """publish() again after the pages were rendered anew; the models and runtime files that
     `manifest` already describes are kept as they are."""
-    reuse = [entry for entry in manifest.get("files", []) if entry["path"].startswith(HEAVY_DIRS)]
-    return publish(directory, manifest, HostingOptions.from_json(manifest.get("hosting")), reuse)
+    reuse = [entry for entry in files_to_json(manifest.files)
+             if entry["path"].startswith(HEAVY_DIRS)]
+    publish(directory, manifest, HostingOptions.from_json(manifest.hosting), reuse)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bundler.build import build
+from bundler.commands.build import build
 from bundler.commands.doctor import DoctorReport, detect_host, doctor
-from bundler.config import BuildOptions
 from bundler.errors import BundlerError
 from bundler.hosting import MIB
+from bundler.options import BuildOptions
 from tests.conftest import run_cli
 from tests.hostsim import Host, hosting
 

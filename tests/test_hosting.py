@@ -11,10 +11,10 @@ from pathlib import Path
 import brotli
 import pytest
 
-from bundler.config import load_options
 from bundler.errors import ConfigError
 from bundler.hostconfig import IMMUTABLE, REVALIDATE
-from bundler.hosting import HostingOptions, parse_size, publish
+from bundler.hosting import HostingOptions, parse_size, prepare
+from bundler.options import load_options
 from tests.test_build import tree
 
 
@@ -33,8 +33,7 @@ def _folder(root: Path) -> Path:
 def test_parts_siblings_and_files_table(tmp_path):
     root = _folder(tmp_path / "dist")
     original = (root / "models" / "big.onnx").read_bytes()
-    manifest = publish(root, {"name": "x"}, HostingOptions(max_file_size=4096))
-    entries = {entry["path"]: entry for entry in manifest["files"]}
+    entries = {entry["path"]: entry for entry in prepare(root, HostingOptions(max_file_size=4096))}
     big = entries["models/big.onnx"]
     assert not (root / "models" / "big.onnx").exists()
     assert [part["path"] for part in big["parts"]] == [f"models/big.onnx.part{i}"
@@ -60,15 +59,15 @@ def test_the_same_folder_gives_the_same_bytes(tmp_path):
     for name in ("a", "b"):
         root = _folder(tmp_path / name)
         (root / "runtime" / "noise.wasm").write_bytes(b"\0asm" + bytes(3000))
-        manifest = publish(root, {}, HostingOptions(max_file_size=4096))
-        (root / "bundle.json").write_text(json.dumps(manifest))
+        files = prepare(root, HostingOptions(max_file_size=4096))
+        (root / "bundle.json").write_text(json.dumps(files))
         trees.append(tree(root))
     assert trees[0] == trees[1]
 
 
 def test_host_configs_set_isolation_and_cache_per_name(tmp_path):
     root = _folder(tmp_path / "dist")
-    publish(root, {}, HostingOptions(max_file_size=4096))
+    prepare(root, HostingOptions(max_file_size=4096))
     headers = (root / "_headers").read_text()
     assert "/*\n  Cross-Origin-Opener-Policy: same-origin\n  Cross-Origin-Embedder-Policy:" \
            " require-corp" in headers
@@ -92,7 +91,7 @@ def test_host_configs_set_isolation_and_cache_per_name(tmp_path):
 
 def test_one_host_writes_only_its_file(tmp_path):
     root = _folder(tmp_path / "dist")
-    publish(root, {}, HostingOptions(hosts=("vercel",)))
+    prepare(root, HostingOptions(hosts=("vercel",)))
     assert (root / "vercel.json").is_file()
     assert not any((root / name).exists() for name in ("_headers", "nginx.conf", ".nojekyll",
                                                        "s3-upload.sh"))
@@ -101,7 +100,7 @@ def test_one_host_writes_only_its_file(tmp_path):
 def test_a_big_file_that_cannot_be_split_is_one_clear_error(tmp_path):
     root = _folder(tmp_path / "dist")
     with pytest.raises(ConfigError, match="index.html is .* over --max-file-size 2048"):
-        publish(root, {}, HostingOptions(max_file_size=2048))
+        prepare(root, HostingOptions(max_file_size=2048))
 
 
 def test_sizes_and_hosts_from_flags_and_bundle_toml(tmp_path):

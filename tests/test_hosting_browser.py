@@ -11,9 +11,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler.commands.build import build
 from bundler.hosting import MIB
+from bundler.options import BuildOptions
 from tests import models
 from tests.conftest import run_cli
 from tests.hostsim import TEST_PAGE, Host, hosting

@@ -1,1 +1,1 @@
-"""One module per `bundle` command: the plain function behind each click command in cli.py."""
+"""One module per command: each is a plain function the CLI (bundler.cli) and the library call."""
