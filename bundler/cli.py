@@ -120,7 +120,7 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
     from bundler.commands.doctor import COLUMNS
     from bundler.commands.doctor import doctor as run_doctor
     from bundler.errors import ConfigError
-    from bundler.hosting import parse_size
+    from bundler.hostconfig import parse_size
 
     try:
         limit = parse_size(max_file_size)

@@ -28,13 +28,18 @@ from typing import Any
 import brotli
 
 from bundler.errors import ConfigError
-from bundler.hostconfig import CONFIG_FILES, HOSTS, MANIFEST_FILE, write_host_configs
+from bundler.hostconfig import (
+    CONFIG_FILES,
+    DEFAULT_MAX_FILE_SIZE,
+    HOSTS,
+    MANIFEST_FILE,
+    MIB,
+    write_host_configs,
+)
 from bundler.manifest import Manifest, files_from_json, files_to_json
 from bundler.resources import resource
 from bundler.runtime import cache_root
 
-MIB = 1024 * 1024
-DEFAULT_MAX_FILE_SIZE = 25 * MIB  # Cloudflare Pages refuses bigger files
 COI_WORKER = "coi-serviceworker.js"
 SPLITTABLE = {".wasm", ".onnx", ".ort", ".data", ".bin"}
 COMPRESSIBLE = SPLITTABLE | {".html", ".mjs", ".js", ".json", ".css", ".ts", ".svg", ".txt",
@@ -42,9 +47,6 @@ COMPRESSIBLE = SPLITTABLE | {".html", ".mjs", ".js", ".json", ".css", ".ts", ".s
 HEAVY_DIRS = ("models/", "runtime/")
 ENCODINGS = {"br": ".br", "gzip": ".gz"}
 _PART = re.compile(r"\.part\d+$")
-_SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMG]i?B|B)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": MIB,
-          "gib": 1024**3}
 _BROTLI_QUALITY = 11
 _GZIP_LEVEL = 9
 
@@ -64,20 +66,6 @@ class HostingOptions:
         if record is None:
             return cls()
         return cls(record["max_file_size"], tuple(record["hosts"]), record["coi_worker"])
-
-
-def parse_size(value: object) -> int:
-    """Bytes from 26214400, "25MiB", "25 MB" (MB = 1000², MiB = 1024²)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    else:
-        match = _SIZE.match(str(value)) if isinstance(value, str) else None
-        if match is None:
-            raise ValueError(f"expected a size such as 25MiB, 10MB or 1000000, got {value!r}")
-        size = int(float(match["number"]) * _UNITS[(match["unit"] or "b").lower()])
-    if size < 1024:
-        raise ValueError(f"a file size limit under 1 KiB makes no sense, got {value!r}")
-    return size
 
 
 def sha256_of(path: Path) -> str:

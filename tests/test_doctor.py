@@ -12,7 +12,7 @@ import pytest
 from bundler.commands.build import build
 from bundler.commands.doctor import DoctorReport, detect_host, doctor
 from bundler.errors import BundlerError
-from bundler.hosting import MIB
+from bundler.hostconfig import MIB
 from bundler.options import BuildOptions
 from tests.conftest import run_cli
 from tests.hostsim import Host, hosting

@@ -12,8 +12,8 @@ import brotli
 import pytest
 
 from bundler.errors import ConfigError
-from bundler.hostconfig import IMMUTABLE, REVALIDATE
-from bundler.hosting import HostingOptions, parse_size, prepare
+from bundler.hostconfig import IMMUTABLE, REVALIDATE, parse_size
+from bundler.hosting import HostingOptions, prepare
 from bundler.options import load_options
 from tests.test_build import tree
 

@@ -12,7 +12,7 @@ import onnxruntime
 import pytest
 
 from bundler.commands.build import build
-from bundler.hosting import MIB
+from bundler.hostconfig import MIB
 from bundler.options import BuildOptions
 from tests import models
 from tests.conftest import run_cli

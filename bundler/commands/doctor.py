@@ -25,8 +25,8 @@ import brotli
 from bundler.commands.fixes import fix_for
 from bundler.console import Reporter
 from bundler.errors import BundlerError
-from bundler.hostconfig import is_hashed
-from bundler.hosting import COI_WORKER, DEFAULT_MAX_FILE_SIZE
+from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, is_hashed
+from bundler.hosting import COI_WORKER
 from bundler.runtime import BUILDS
 
 JS_TYPES = {"text/javascript", "application/javascript", "application/x-javascript",
