@@ -138,3 +138,13 @@ def test_a_folder_that_is_no_bundle_is_one_clear_error(tmp_path):
             doctor(url)
         result = run_cli("doctor", url)
     assert result.returncode == 2 and result.stderr.startswith("Error: ")
+
+
+def test_a_bundle_json_without_a_files_table_is_checked_from_its_variants(bundle):
+    legacy = json.loads((bundle / "bundle.json").read_text())
+    del legacy["files"]
+    report = _doctor(Host(bundle, replace={"bundle.json": json.dumps(legacy).encode()},
+                          types={".wasm": "text/html"}))
+    assert _errors(report) == {("content-type", WASM)}  # no sha256 to check without files
+    checked = {row[0] for row in report.rows}
+    assert {MODEL, WASM, "runtime/ort.wasm.min.mjs", "index.html", "bundle.mjs"} <= checked
