@@ -33,10 +33,10 @@ from bundler.hostconfig import (
     DEFAULT_MAX_FILE_SIZE,
     HOSTS,
     MANIFEST_FILE,
-    MIB,
     write_host_configs,
 )
 from bundler.manifest import Manifest, files_from_json, files_to_json
+from bundler.modelio import sha256_of
 from bundler.resources import resource
 from bundler.runtime import cache_root
 
@@ -66,14 +66,6 @@ class HostingOptions:
         if record is None:
             return cls()
         return cls(record["max_file_size"], tuple(record["hosts"]), record["coi_worker"])
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(MIB), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def compress(data: bytes, encoding: str) -> bytes:
