@@ -79,6 +79,13 @@ def test_spa_fallback_for_a_missing_wasm_fails_naming_it(bundle):
             } <= _errors(report)
 
 
+def test_an_error_page_in_place_of_a_later_part_is_named(tmp_path, runtime_dist):
+    root = _build(tmp_path / "dist", runtime_dist, max_file_size="8MiB")
+    part = "runtime/ort-wasm-simd-threaded.wasm.part1"
+    report = _doctor(Host(root, spa_fallback=True, hidden={part}))
+    assert ("html-instead", part) in _errors(report)
+
+
 def test_missing_file_is_a_real_404_error(bundle):
     report = _doctor(Host(bundle, hidden={MODEL}))
     assert _errors(report) == {("missing", MODEL)}

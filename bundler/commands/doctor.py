@@ -211,10 +211,12 @@ def _looks_like_html(body: bytes) -> bool:
 
 
 def _magic_problem(body: bytes, expected: Expected) -> str | None:
-    if expected.kind == ".html" or not expected.first:
+    if expected.kind == ".html":
         return None
-    if _looks_like_html(body):
+    if _looks_like_html(body):  # any part: binary bytes do not start like a page
         return "html-instead"
+    if not expected.first:
+        return None
     if expected.kind == ".wasm" and body[:4] != b"\0asm":
         return "magic"
     if expected.kind == ".onnx" and body[:1] != b"\x08":  # ModelProto field 1, ir_version
