@@ -7,6 +7,7 @@ Library use mirrors the CLI:
     report = bundler.check_bundle(Path("dist"))
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
     assert bundler.doctor("https://example.org/app/").ok  # a deployment, over HTTP
+    session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from bundler.commands.doctor import doctor
     from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
+    from bundler.edge_session import Session
     from bundler.options import BuildOptions
 
 # Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
@@ -29,6 +31,7 @@ _LAZY = {
     "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
     "doctor": "bundler.commands.doctor",
+    "Session": "bundler.edge_session",
     "serve": "bundler.commands.serve",
 }
 
@@ -44,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "__version__", "build", "check_bundle", "doctor", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "doctor", "serve"]

@@ -19,6 +19,10 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
     ml_classifier_no_zipmap  features i32[batch,4] -> label i64[batch], probabilities f32[batch,3]
     recurrent_state          input f32[batch,samples], state f32[2,batch,8], sr i64[]
                              -> output f32[batch,1], stateN f32[2,batch,8]
+
+Outside `ALL` (it tests the demo page, not the runtime):
+
+    hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names)
 """
 
 from __future__ import annotations
@@ -342,6 +346,19 @@ def wide_dense(directory: Path) -> Path:
     ]
     graph = _graph("wide_dense", nodes, [_io("x", F32, [1, 256])], [_io("y", F32, [1, 8])],
                    _weights(11, w1=(256, 5120), w2=(5120, 8)))
+    return _save(graph, directory)
+
+
+# A model file is untrusted input: names a page must show as text, never parse as HTML.
+HOSTILE_INPUT = "<img src=x onerror=alert(1)>"
+HOSTILE_OUTPUT = '"><img src=y onerror=alert(2)><b>'
+
+
+def hostile_names(directory: Path) -> Path:
+    """HOSTILE_OUTPUT = Relu(HOSTILE_INPUT)."""
+    nodes = [helper.make_node("Relu", [HOSTILE_INPUT], [HOSTILE_OUTPUT])]
+    graph = _graph("hostile_names", nodes, [_io(HOSTILE_INPUT, F32, [1, 4])],
+                   [_io(HOSTILE_OUTPUT, F32, [1, 4])])
     return _save(graph, directory)
 
 

@@ -11,16 +11,10 @@
 //   nothing and a new build fetches exactly the files whose content changed. A full quota keeps
 //   them in memory only (a warning, not a failure); { cache: false } skips Cache Storage.
 
+import { BundleError } from './bundle.core.mjs';
+
 const CACHE_NAME = 'onnx-bundler';
 const KEY_PREFIX = '/__onnx-bundler__/sha256/';
-
-export class IntegrityError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'BundleError';
-    this.code = 'integrity';
-  }
-}
 
 function hex(buffer) {
   return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, '0')).join('');
@@ -83,13 +77,19 @@ function concat(chunks, length) {
 
 async function fetchPiece(piece, url, onBytes) {
   for (const mode of ['default', 'reload']) {
-    const response = await fetch(url, { cache: mode });
-    if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
-    const bytes = await readBody(response, onBytes);
+    let bytes;
+    try {
+      const response = await fetch(url, { cache: mode });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      bytes = await readBody(response, onBytes);
+    } catch (error) {
+      throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
+        { cause: error });
+    }
     if (await matches(bytes, piece.sha256)) return bytes;
   }
-  throw new IntegrityError(`${piece.path}: the bytes served at ${url} do not match the sha256` +
-    ' in bundle.json (a corrupted or stale copy); refusing to use them');
+  throw new BundleError('integrity', `${piece.path}: the bytes served at ${url} do not match the` +
+    ' sha256 in bundle.json (a corrupted or stale copy); refusing to use them');
 }
 
 async function remember(store, sha256, bytes) {
@@ -128,8 +128,8 @@ export async function fetchFile(entry, urls, onProgress, { stage, cache = true }
   }
   const whole = concat(buffers, done);
   if (pieces.length > 1 && !(await matches(whole, entry.sha256))) {
-    throw new IntegrityError(`${entry.path}: its parts put together do not match the sha256 in` +
-      ' bundle.json; refusing to use them');
+    throw new BundleError('integrity', `${entry.path}: its parts put together do not match the` +
+      ' sha256 in bundle.json; refusing to use them');
   }
   if (store) await remember(store, entry.sha256, whole);
   return whole;
