@@ -34,6 +34,34 @@ class Tool:
 @dataclasses.dataclass
 class RuntimeBuild:
     module: str
+    wasm: str | None = None  # the build's .wasm, which bundle.mjs fetches itself
+
+
+@dataclasses.dataclass
+class Encoded:
+    """A precompressed sibling of a file (or part)."""
+
+    path: str
+    bytes: int
+
+
+@dataclasses.dataclass
+class FilePiece:
+    path: str
+    bytes: int
+    sha256: str
+    encodings: dict[str, Encoded] | None = None  # "br", "gzip"
+
+
+@dataclasses.dataclass
+class FileEntry:
+    """One file a browser may fetch; `parts` when it was split for static hosts."""
+
+    path: str
+    bytes: int
+    sha256: str
+    parts: list[FilePiece] | None = None
+    encodings: dict[str, Encoded] | None = None
 
 
 @dataclasses.dataclass
@@ -115,6 +143,8 @@ class Manifest:
     notes: list[str]
     verification: Verification
     selection: Selection | None = None
+    hosting: JSON | None = None  # bundler.hosting.HostingOptions, as JSON
+    files: list[FileEntry] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:
@@ -212,6 +242,18 @@ def _from_json(kind: Any, data: Any, where: str) -> Any:
             raise _Invalid(where, f"expected {_PRIMITIVES[kind]}, got {data!r}")
         return data
     raise TypeError(f"no JSON reading for {kind!r}")  # a field type this module forgot
+
+
+def files_from_json(entries: list[JSON]) -> list[FileEntry]:
+    """bundle.json's `files` table, from the plain JSON the hosting stage writes."""
+    try:
+        return _from_json(list[FileEntry], entries, "files")
+    except _Invalid as error:
+        raise ModelError(f"{MANIFEST_FILE}: {error}") from None
+
+
+def files_to_json(entries: list[FileEntry] | None) -> list[JSON]:
+    return _to_json(entries or [])
 
 
 def from_json(data: Any, source: str = MANIFEST_FILE) -> Manifest:

@@ -30,6 +30,10 @@ class RuntimeBuild:
     module: str
     files: tuple[str, ...]
 
+    @property
+    def wasm(self) -> str:
+        return next(name for name in self.files if name.endswith(".wasm"))
+
 
 # The plain WASM build is about half the bytes and twice the speed of the WebGPU build on a
 # browser without an adapter, so a page imports the WebGPU build only once it has an adapter.

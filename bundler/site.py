@@ -20,10 +20,10 @@ from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
 
-WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.core.mjs", *DECLARATION_FILES, "runtime",
-            "models"}
+RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", *DECLARATION_FILES,
+            "coi-serviceworker.js", "runtime", "models"}
 
 
 def human_bytes(count: int) -> str:

@@ -337,6 +337,18 @@ def recurrent_state(directory: Path) -> Path:
     return _save(graph, directory)
 
 
+def wide_dense(directory: Path) -> Path:
+    """y = tanh(x @ w1) @ w2 with a 5 MB w1: big enough to be split into parts (not in ALL)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["hidden"]),
+        helper.make_node("Tanh", ["hidden"], ["activated"]),
+        helper.make_node("MatMul", ["activated", "w2"], ["y"]),
+    ]
+    graph = _graph("wide_dense", nodes, [_io("x", F32, [1, 256])], [_io("y", F32, [1, 8])],
+                   _weights(11, w1=(256, 5120), w2=(5120, 8)))
+    return _save(graph, directory)
+
+
 # A model file is untrusted input: names a page must show as text, never parse as HTML.
 HOSTILE_INPUT = "<img src=x onerror=alert(1)>"
 HOSTILE_OUTPUT = '"><img src=y onerror=alert(2)><b>'

@@ -11,7 +11,7 @@ export const ERROR_CODES = [
   'bad-option', // load() options: wrong type or value
   'schema-version', // bundle.json is newer than this bundle.mjs (or its version is not a number)
   'fetch-failed', // bundle.json, the model or a runtime module could not be fetched
-  'integrity', // reserved: a fetched file does not match its sha256 in bundle.json
+  'integrity', // a fetched file does not match its sha256 in bundle.json
   'not-bundled', // fallback reason: the bundle was built without this EP
   'webgpu-unavailable', // fallback reason: no navigator.gpu, or no adapter
   'verification-failed', // fallback reason: the EP computed wrong numbers at build time
@@ -61,6 +61,10 @@ export function checkOptions(options) {
   if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
     throw new BundleError('bad-option', `numThreads must be a positive integer, got ${
       JSON.stringify(threads)}`);
+  }
+  if (options.cache !== undefined && typeof options.cache !== 'boolean') {
+    throw new BundleError('bad-option', `cache must be true or false, got ${
+      JSON.stringify(options.cache)}`);
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new BundleError('bad-option', 'onProgress must be a function');

@@ -76,14 +76,24 @@ export interface VerificationResult {
   error?: string; unsupported?: 'runtime' | 'device';
 }
 
+/** A file (or part) a browser may fetch, and its precompressed siblings. */
+export interface FilePiece {
+  path: string; bytes: number; sha256: string;
+  encodings?: Partial<Record<'br' | 'gzip', { path: string; bytes: number }>>;
+}
+/** An entry of bundle.json's files; `parts` when it was split for static hosts. */
+export interface FileEntry extends FilePiece { parts?: FilePiece[]; }
+
 export interface Manifest {
   schema_version?: number;
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider, { module: string }>>;
+             builds: Partial<Record<ExecutionProvider, { module: string; wasm?: string }>>;
              /** The native onnxruntime the browser's outputs were checked against. */
              native_reference?: { package: string; version: string } };
+  files?: FileEntry[];
+  hosting?: { max_file_size: number; hosts: string[]; coi_worker: boolean };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
@@ -134,6 +144,8 @@ export interface LoadOptions<VariantName extends string = string> {
   baseUrl?: string | URL;
   ignoreVerification?: boolean;
   numThreads?: number;
+  /** false: do not read or write Cache Storage (default true). */
+  cache?: boolean;
 }
 
 export interface BundleModel<Inputs, Outputs> {
@@ -145,8 +157,13 @@ export interface BundleModel<Inputs, Outputs> {
   readonly outputs: TensorSpec[];
   readonly manifest: Manifest;
   readonly loadMs: number;
+  /** wasm threads the page got: 1 unless it is cross-origin isolated. */
+  readonly threads: number;
+  readonly crossOriginIsolated: boolean;
   run(feeds: Inputs): Promise<Outputs>;
   release(): Promise<void>;
 }
 
+/** Empties the Cache Storage that load() keeps model and .wasm bytes in. */
+export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;

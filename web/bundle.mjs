@@ -20,7 +20,10 @@ import {
   sessionFailure,
 } from './bundle.core.mjs';
 
+import { fetchFile } from './bundle.fetch.mjs';
+
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
+export { clearCache } from './bundle.fetch.mjs';
 
 const MODULE_URL = import.meta.url;
 
@@ -73,12 +76,21 @@ async function webgpuMissing() {
   return null;
 }
 
-function importRuntime(manifest, base, ep, numThreads) {
+function fileEntry(manifest, path) {
+  return manifest.files?.find((entry) => entry.path === path) ?? { path };
+}
+
+function importRuntime(manifest, base, ep, { numThreads, onProgress, cache }) {
   if (!runtimes.has(ep)) {
-    const url = new URL(manifest.runtime.builds[ep].module, base);
+    const build = manifest.runtime.builds[ep];
+    const url = new URL(build.module, base);
     if (restarts.has(ep)) url.searchParams.set('restart', restarts.get(ep)); // a new instance
-    runtimes.set(ep, import(url.href).then((ort) => {
+    const wasm = build.wasm && fetchFile(fileEntry(manifest, build.wasm),
+      (path) => new URL(path, base), onProgress, { stage: 'runtime', cache });
+    runtimes.set(ep, Promise.all([import(url.href), wasm]).then(([ort, wasmBinary]) => {
       ort.env.wasm.wasmPaths = new URL(manifest.runtime.dir, base).href;
+      // Fetched here (parts, integrity, Cache Storage), so onnxruntime-web fetches no .wasm.
+      if (wasmBinary) ort.env.wasm.wasmBinary = wasmBinary;
       ort.env.wasm.proxy = false;
       // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated pages.
       ort.env.wasm.numThreads = globalThis.crossOriginIsolated
@@ -100,40 +112,6 @@ function dropRuntime(ep) {
   restarts.set(ep, (restarts.get(ep) ?? 0) + 1);
 }
 
-async function fetchBytes(url, expected, onProgress, stage) {
-  const response = await fetchOk(url);
-  const total = Number(response.headers.get('content-length')) || expected || 0;
-  if (!response.body) {
-    const buffer = new Uint8Array(await response.arrayBuffer());
-    onProgress?.({ stage, loaded: buffer.byteLength, total: buffer.byteLength });
-    return buffer;
-  }
-  const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
-  onProgress?.({ stage, loaded, total });
-  for (;;) {
-    let next;
-    try {
-      next = await reader.read();
-    } catch (error) {
-      throw new BundleError('fetch-failed', `fetching ${url} failed after ${loaded} bytes:` +
-        ` ${error.message ?? error}`, { cause: error });
-    }
-    if (next.done) break;
-    chunks.push(next.value);
-    loaded += next.value.byteLength;
-    onProgress?.({ stage, loaded, total });
-  }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
-}
-
 function createSession(ort, bytes, ep) {
   return serialised(ort, () => ort.InferenceSession.create(bytes, {
     executionProviders: [ep],
@@ -153,6 +131,8 @@ class Model {
     this.inputs = manifest.inputs;
     this.outputs = manifest.outputs;
     this.loadMs = loadMs;
+    this.threads = ort.env.wasm.numThreads;
+    this.crossOriginIsolated = globalThis.crossOriginIsolated === true;
     this._ort = ort;
     this._session = session;
   }
@@ -205,18 +185,18 @@ export async function load(options = {}) {
       continue;
     }
     let ort;
+    const fetching = { onProgress, cache: options.cache !== false };
     try {
-      onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-      ort = await importRuntime(manifest, base, ep, options.numThreads);
-      onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+      ort = await importRuntime(manifest, base, ep, { ...fetching, numThreads: options.numThreads });
     } catch (error) {
+      if (error?.code === 'integrity') throw error; // never fall back to other bytes
       reasons.push(importFailure(ep, error));
       continue;
     }
     // A model that cannot be fetched fails on every EP: load() rejects with fetch-failed.
     if (!modelBytes.has(variant.name)) {
-      const url = new URL(variant.file, base);
-      modelBytes.set(variant.name, await fetchBytes(url, variant.bytes, onProgress, 'model'));
+      modelBytes.set(variant.name, await fetchFile(fileEntry(manifest, variant.file),
+        (path) => new URL(path, base), onProgress, { ...fetching, stage: 'model' }));
     }
     let session;
     try {

@@ -24,6 +24,7 @@ from bundler.analysis import model_warnings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
+from bundler.hosting import HostingOptions, add_coi_worker, publish, republish
 from bundler.manifest import (
     TOOL_NAME,
     EPResult,
@@ -177,6 +178,7 @@ def build(
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
+        hosting = HostingOptions(options.max_file_size, options.hosts, options.coi_worker)
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
@@ -199,7 +201,8 @@ def build(
                 package=PACKAGE,
                 version=runtime_version,
                 dir=RUNTIME_DIR,
-                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module)
+                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module,
+                                         RUNTIME_DIR + BUILDS[ep].wasm)
                         for ep in options.execution_providers},
                 native_reference=NativeReference("onnxruntime", ort.__version__),
             ),
@@ -212,6 +215,7 @@ def build(
             optimization=optimization,
             notes=notes,
             verification=verification_record(None, ""),
+            hosting=hosting.to_json(),
         )
         if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
@@ -223,10 +227,14 @@ def build(
             manifest.default_variant = choice.chosen
             manifest.selection = choice.selection
             reporter.info(f"auto: shipping {choice.chosen}")
+        add_coi_worker(staging, hosting)
+        with reporter.step("Splitting and compressing for static hosts"):
+            publish(staging, manifest, hosting)
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest.verification = verification_record(report, reason)
         render_site(staging, manifest, options.templates)
+        republish(staging, manifest)
         manifest_file.dump(staging, manifest)
         shutil.rmtree(work)
         _move_into_place(staging, output)
@@ -268,7 +276,9 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
+        add_coi_worker(staging, HostingOptions.from_json(manifest.hosting))
         render_site(staging, manifest, templates)
+        republish(staging, manifest)
         manifest_file.dump(staging, manifest)
         _move_into_place(staging, output)
     return manifest
