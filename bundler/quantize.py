@@ -36,11 +36,16 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from onnxruntime.transformers import float16
 
-from bundler.config import VARIANT_KINDS
-from bundler.errors import BundlerError, ConfigError, QuantizeError
-from bundler.inspect import model_bytes, read_model
-from bundler.optimize import copy_model, first_line, save_model, walk_nodes
-from bundler.reference import cpu_session
+from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
+from bundler.modelio import (
+    copy_model,
+    cpu_session,
+    model_bytes,
+    read_model,
+    save_model,
+    walk_nodes,
+)
+from bundler.options import VARIANT_KINDS
 
 Feeds = list[dict[str, np.ndarray]]
 
@@ -164,7 +169,7 @@ def make_variant(
         raise
     except Exception as error:
         raise QuantizeError(
-            f"could not make the {kind} variant of {src.name} ({first_line(error)});"
+            f"could not make the {kind} variant of {src.name} ({first_line(error, typed=True)});"
             f" {_ADVICE[kind]}"
         ) from None
     return job.result
@@ -495,7 +500,7 @@ def _int8_static(job: _Job) -> None:
                 where = f" at {node.name} ({node.op_type})" if node is not None else ""
                 failed = (
                     f"{'per-channel' if per_channel else 'per-tensor'} QDQ failed"
-                    f" ({first_line(error)}{where})"
+                    f" ({first_line(error, typed=True)}{where})"
                 )
                 if per_channel:
                     per_channel = False
@@ -619,7 +624,8 @@ def _run_all(
         return names, [session.run(names, feed) for feed in feeds]
     except Exception as error:
         raise QuantizeError(
-            f"{model.name} does not run in onnxruntime on the given feeds ({first_line(error)})"
+            f"{model.name} does not run in onnxruntime on the given feeds"
+            f" ({first_line(error, typed=True)})"
         ) from None
 
 
@@ -700,7 +706,7 @@ def native_latency_ms(model: Path, feeds: Feeds, threads: int = 1, repeats: int 
             times.append(time.perf_counter() - start)
     except Exception as error:
         raise QuantizeError(
-            f"{model.name} does not run in onnxruntime ({first_line(error)})"
+            f"{model.name} does not run in onnxruntime ({first_line(error, typed=True)})"
         ) from None
     return statistics.median(times) * 1000
 
@@ -830,7 +836,8 @@ def to_ort_format(src: Path, dst: Path, feeds: Feeds | None = None) -> None:
             converted = cpu_session(dst, level=basic)
     except Exception as error:
         raise QuantizeError(
-            f"could not convert {src.name} to .ort ({first_line(error)}); ship the .onnx"
+            f"could not convert {src.name} to .ort ({first_line(error, typed=True)});"
+            " ship the .onnx"
         ) from None
     if too_large:
         raise QuantizeError(

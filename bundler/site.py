@@ -9,7 +9,6 @@ cannot be replaced.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,17 +16,12 @@ from typing import Any
 import jinja2
 
 from bundler.errors import ConfigError
+from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
 
-MANIFEST_FILE = "bundle.json"
 WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
 RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
-
-
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    (directory / MANIFEST_FILE).write_text(text, encoding="utf-8")
 
 
 def human_bytes(count: int) -> str:
@@ -82,8 +76,9 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
         raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
 
 
-def render_site(directory: Path, manifest: dict[str, Any], templates: Path | None = None) -> None:
-    """Copy the browser modules and render the page(s) for the model described by `manifest`."""
+def render_site(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
+    """Copy the browser modules and render the page(s) for the model described by `manifest`
+    (templates see it as bundle.json's content)."""
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
@@ -99,7 +94,7 @@ def render_site(directory: Path, manifest: dict[str, Any], templates: Path | Non
             (directory / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(templates / relative, directory / relative)
     for name in sorted(pages):
-        html = _render(environment, name, manifest, templates)
+        html = _render(environment, name, manifest.to_json(), templates)
         target = directory / name.removesuffix(TEMPLATE_SUFFIX)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html, encoding="utf-8")

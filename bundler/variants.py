@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.config import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import ConfigError, QuantizeError
-from bundler.inspect import TensorSpec, describe, read_model, sha256_of
+from bundler.modelio import TensorSpec, read_model, sha256_of, signature
 from bundler.optimize import OptimizeReport, copy_model, optimize
+from bundler.options import BuildOptions
 from bundler.quantize import (
     DEFAULT_BUDGET,
     Budget,
@@ -137,7 +137,7 @@ def make_variants(
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter)
-    info = describe(read_model(optimized), optimized)
+    info = signature(read_model(optimized))
     samples = _samples(options, source, info.inputs, is_example, reporter)
     if samples.validation is None and options.kinds != ("fp32",):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
@@ -150,7 +150,7 @@ def make_variants(
                                       calibration=samples.calibration,
                                       calibration_method=options.calibration_method)
             except QuantizeError as error:
-                if options.quantize != "auto":
+                if not options.is_auto:
                     raise
                 reporter.warn(f"auto: {kind} left out ({error.message})")
                 continue

@@ -14,16 +14,16 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def contract_bundles(tmp_path_factory, runtime_dist):
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("contract")
     built = {}
     for name in ["multi_io", "scalar_input", "digits", "ml_classifier"]:
         model = None if name == "digits" else models.ALL[name](root / "models")
         output = root / "site" / name
-        built[name] = (output, build(model, BuildOptions(output=output, verify=False,
-                                                          runtime_dir=runtime_dist)))
+        manifest = build(model, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist))
+        built[name] = (output, manifest.to_json())
     # As a verified build records it (the WebGPU build has no ai.onnx.ml kernels):
     directory, manifest = built["ml_classifier"]
     manifest["verification"] = {"status": "passed", "results": {"fp32": {

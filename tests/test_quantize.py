@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 import bundler.quantize as quantize_module
 from bundler.errors import ConfigError, QuantizeError
-from bundler.inspect import model_bytes
+from bundler.modelio import model_bytes
 from bundler.optimize import optimize
 from bundler.quantize import (
     DEFAULT_BUDGET,

@@ -88,7 +88,7 @@ def test_bad_calibration_and_default_variant_are_one_clear_error(build_bundle, t
     np.savez(tmp_path / "shape.npz", image=np.zeros((4, 1, 9, 9), np.float32))
     with pytest.raises(ConfigError, match=r"have shape \[1, 1, 9, 9\]"):
         build_bundle(None, quantize="int8-static", calibration=tmp_path / "shape.npz")
-    with pytest.raises(ConfigError, match="default_variant 'int8' is not shipped"):
+    with pytest.raises(ConfigError, match="default_variant: 'int8' is not shipped"):
         build_bundle(None, variants=("fp32", "fp16"), default_variant="int8")
     assert not (tmp_path / "dist").exists()
 

@@ -14,19 +14,26 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from bundler import __version__
-from bundler.config import BuildOptions
-from bundler.conformance import (
-    REPORT_COLUMNS,
-    ConformanceReport,
-    check_bundle,
-    read_manifest,
-)
+from bundler import manifest as manifest_file
+from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
-from bundler.errors import BrowserError, BundlerError, ConfigError
-from bundler.inspect import model_bytes, read_model
+from bundler.errors import BrowserError, ConfigError
+from bundler.manifest import (
+    TOOL_NAME,
+    EPResult,
+    Manifest,
+    Runtime,
+    RuntimeBuild,
+    Selection,
+    Source,
+    Tool,
+    Variant,
+    Verification,
+)
+from bundler.modelio import model_bytes, read_model
+from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
 from bundler.runtime import (
@@ -37,24 +44,16 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.site import human_bytes, render_site, write_manifest
+from bundler.site import human_bytes, render_site
 from bundler.variants import budget_of, choose, default_variant, make_variants
 
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
-TOOL = "onnx-bundler"
 
 
 def _significant(value: float | None) -> float | None:
     """Three significant digits; None for no value or an infinite one (JSON has no Infinity)."""
     return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
-
-
-def _made_by_us(directory: Path) -> bool:
-    try:
-        return read_manifest(directory).get("tool", {}).get("name") == TOOL
-    except BundlerError:
-        return False
 
 
 def _check_output(output: Path, model: Path, force: bool) -> None:
@@ -65,7 +64,7 @@ def _check_output(output: Path, model: Path, force: bool) -> None:
     if model.resolve().is_relative_to(output.resolve()) or output.resolve() == Path.cwd():
         raise ConfigError(f"refusing to replace {output}: it holds the model or is the current"
                           " folder; choose another -o")
-    if not force and not _made_by_us(output):
+    if not force and not manifest_file.made_by_us(output):
         raise ConfigError(f"{output} is not empty and was not made by bundle build; pass --force"
                           " to replace it, or choose another -o")
 
@@ -97,48 +96,39 @@ def _move_into_place(staging: Path, output: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def verification_record(report: ConformanceReport | None, reason: str | None) -> dict[str, Any]:
+def verification_record(report: ConformanceReport | None, reason: str | None) -> Verification:
     """What bundle.json says about the build-time browser check (see the README)."""
     if report is None:
-        return {"status": "not_done", "reason": reason, "hint": "run: bundle test DIR"}
+        return Verification("not_done", reason=reason, hint="run: bundle test DIR")
     if report.not_done is not None:
-        return {"status": "not_done", "reason": report.not_done.reason,
-                "hint": f"pass {report.not_done.hint} to bundle build or bundle test"}
-    results: dict[str, dict[str, Any]] = {}
+        return Verification("not_done", reason=report.not_done.reason,
+                            hint=f"pass {report.not_done.hint} to bundle build or bundle test")
+    results: dict[str, dict[str, EPResult]] = {}
     fallback = None
     for check in report.checks:
-        entry = {
-            "passed": check.passed,
-            "max_abs_error": _significant(check.worst_abs_error),
-            "max_normalized_error": _significant(
+        entry = EPResult(
+            passed=check.passed,
+            max_abs_error=_significant(check.worst_abs_error),
+            max_normalized_error=_significant(
                 max((c.max_normalized_error for c in check.outputs), default=None)),
-        }
-        if check.error:
-            entry["error"] = check.error
-        if check.unsupported:
-            entry["unsupported"] = check.unsupported
+            error=check.error or None,
+            unsupported=check.unsupported,
+        )
         if check.requested is None:
             fallback = entry
         else:
             results.setdefault(check.variant, {})[check.label] = entry
-    record: dict[str, Any] = {
-        "status": "passed" if report.ok else "failed",
-        "dims": report.dims,
-        "results": results,
-    }
-    if fallback is not None:
-        record["fallback"] = fallback
-    if report.problems:
-        record["problems"] = report.problems
-    return record
+    return Verification("passed" if report.ok else "failed", dims=report.dims, results=results,
+                        fallback=fallback, problems=report.problems or None)
 
 
-def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, reporter: Reporter,
+def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
             title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
                                                                    str | None]:
     """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    manifest.verification = verification_record(None, "")
     render_site(staging, manifest, options.templates)
-    write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
+    manifest_file.dump(staging, manifest)
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
                               dims=options.dims, reporter=reporter)
@@ -173,7 +163,7 @@ def build(
     *,
     force: bool = False,
     reporter: Reporter | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """Build the bundle and return its manifest (the content of bundle.json)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
@@ -198,59 +188,56 @@ def build(
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
             copy_runtime(dist, staging / RUNTIME_DIR, files)
-        manifest: dict[str, Any] = {
-            "name": options.name or source.stem,
-            "tool": {"name": TOOL, "version": __version__},
-            "runtime": {
-                "package": PACKAGE,
-                "version": runtime_version_of(dist) or options.runtime_version,
-                "dir": RUNTIME_DIR,
-                "builds": {
-                    ep: {"module": RUNTIME_DIR + BUILDS[ep].module}
-                    for ep in options.execution_providers
-                },
-            },
-            "inputs": [spec.to_json() for spec in inputs],
-            "outputs": [spec.to_json() for spec in outputs],
-            "variants": [variant.entry for variant in variants],
-            "default_variant": names[0] if options.quantize == "auto"
-            else default_variant(options, names),
-            "source": {"file": source.name, "bytes": model_bytes(source)},
-            "optimization": optimization,
-            "notes": notes,
-        }
-        if options.quantize == "auto":
+        manifest = Manifest(
+            name=options.name or source.stem,
+            tool=Tool(TOOL_NAME, __version__),
+            runtime=Runtime(
+                package=PACKAGE,
+                version=runtime_version_of(dist) or options.runtime_version,
+                dir=RUNTIME_DIR,
+                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module)
+                        for ep in options.execution_providers},
+            ),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            variants=[Variant(**variant.entry) for variant in variants],
+            default_variant=names[0] if options.is_auto else default_variant(options, names),
+            source=Source(source.name, model_bytes(source)),
+            optimization=optimization,
+            notes=notes,
+            verification=verification_record(None, ""),
+        )
+        if options.is_auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
                               " candidates")[0] if options.verify else None)
             chosen, candidates = choose(variants, _browser_ok(report, names), options)
             for variant in variants:
                 if variant.entry["name"] != chosen:
                     (staging / variant.entry["file"]).unlink()
-            manifest["variants"] = [v.entry for v in variants if v.entry["name"] == chosen]
-            manifest["default_variant"] = chosen
-            manifest["selection"] = {"mode": "auto", "budget": str(budget_of(options)),
-                                     "chosen": chosen, "candidates": candidates}
+            manifest.variants = [manifest.variant(chosen)]
+            manifest.default_variant = chosen
+            manifest.selection = Selection("auto", str(budget_of(options)), chosen, candidates)
             reporter.info(f"auto: shipping {chosen}")
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
-        manifest["verification"] = verification_record(report, reason)
+        manifest.verification = verification_record(report, reason)
         render_site(staging, manifest, options.templates)
-        write_manifest(staging, manifest)
+        manifest_file.dump(staging, manifest)
         shutil.rmtree(work)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
     return manifest
 
 
-def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, Any]:
+def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     """A new build in `output` that is `previous` with its pages rendered again (for a change of
     the templates only): the models and runtime are linked, not rebuilt."""
-    manifest = read_manifest(previous)
+    manifest = manifest_file.load(previous)
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
         render_site(staging, manifest, templates)
-        write_manifest(staging, manifest)
+        manifest_file.dump(staging, manifest)
         _move_into_place(staging, output)
     return manifest
 
@@ -262,29 +249,29 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def summary(manifest: dict[str, Any]) -> str:
+def summary(manifest: Manifest) -> str:
     """One line about a build: what ships and what the model takes and gives."""
-    variants = ", ".join(f"{variant['name']} {human_bytes(variant['bytes'])}"
-                         for variant in manifest["variants"])
-    inputs = ", ".join(spec["name"] for spec in manifest["inputs"])
-    outputs = ", ".join(spec["name"] for spec in manifest["outputs"])
-    return f"{manifest['name']}: {variants}; inputs {inputs} -> outputs {outputs}"
+    variants = ", ".join(f"{variant.name} {human_bytes(variant.bytes)}"
+                         for variant in manifest.variants)
+    inputs = ", ".join(spec.name for spec in manifest.inputs)
+    outputs = ", ".join(spec.name for spec in manifest.outputs)
+    return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
 
 
-def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter,
+def _summarise(manifest: Manifest, output: Path, reporter: Reporter,
                verification_wanted: bool) -> None:
-    verification = manifest["verification"]
-    if verification["status"] == "not_done" and verification_wanted:
-        reporter.warn(f"not verified in the browser: {verification['reason']}"
-                      f" ({verification['hint']})")
-    elif verification["status"] == "failed":
-        for variant, results in verification["results"].items():
+    verification = manifest.verification
+    if verification.status == "not_done" and verification_wanted:
+        reporter.warn(f"not verified in the browser: {verification.reason}"
+                      f" ({verification.hint})")
+    elif verification.status == "failed":
+        for variant, results in (verification.results or {}).items():
             for ep, entry in results.items():
-                if not entry["passed"]:
-                    why = entry.get("error") or f"worst abs error {entry['max_abs_error']}"
+                if not entry.passed:
+                    why = entry.error or f"worst abs error {entry.max_abs_error}"
                     reporter.warn(f"{variant} on {ep} failed browser verification ({why});"
                                   " load() skips it unless told ignoreVerification: true")
-        for problem in verification.get("problems", []):
+        for problem in verification.problems or []:
             reporter.warn(problem)
     reporter.info(f"Built {output}/ ({summary(manifest)})")
 
