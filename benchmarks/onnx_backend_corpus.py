@@ -19,7 +19,6 @@ import argparse
 import collections
 import dataclasses
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,10 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import onnxruntime as ort
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from onnx_corpus import (  # noqa: E402 - the engine beside this script
+from onnx_corpus import (  # the engine beside this script (its folder is first on sys.path)
     CATEGORIES,
     Built,
     Run,
@@ -39,11 +35,11 @@ from onnx_corpus import (  # noqa: E402 - the engine beside this script
     cases,
     stage_hand_page,
 )
-from onnx_corpus_browser import BROWSERS, run_all  # noqa: E402
+from onnx_corpus_browser import BROWSERS, run_all
 
-from bundler.config import DEFAULT_RUNTIME_VERSION  # noqa: E402
-from bundler.console import TerminalReporter  # noqa: E402
-from bundler.runtime import fetch_runtime  # noqa: E402
+from bundler.console import TerminalReporter
+from bundler.options import DEFAULT_RUNTIME_VERSION
+from bundler.runtime import fetch_runtime
 
 OUTCOMES = ("matched", "mismatched", "errored", "not built", "not run")
 COLUMNS = ("page", "browser", "load()", "models", "built", "refused", "matched",

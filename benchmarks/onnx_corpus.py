@@ -24,13 +24,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+import bundler
 from bundler.browser import BrowserSettings
-from bundler.build import build
-from bundler.config import BuildOptions
 from bundler.conformance import compare
-from bundler.errors import BundlerError
-from bundler.inspect import TYPE_NAMES
-from bundler.reference import NUMPY_TYPES
+from bundler.errors import BundlerError, first_line
+from bundler.modelio import NUMPY_TYPES, TYPE_NAMES
 from bundler.runtime import BUILDS
 
 CATEGORIES = ("pytorch-converted", "pytorch-operator", "simple")
@@ -57,11 +55,13 @@ def data_root() -> Path:
     return Path(onnx.__file__).parent / "backend" / "test" / "data"
 
 
-def cases(categories: Sequence[str] = CATEGORIES) -> list[Case]:
-    """Every case folder with a model.onnx, sorted by category and name."""
+def cases(categories: Sequence[str] = CATEGORIES, root: Path | None = None) -> list[Case]:
+    """Every case folder with a model.onnx under root/<category> (by default the onnx
+    package's test data), sorted by category and name."""
+    root = root or data_root()
     return [Case(category, folder.name, folder)
             for category in categories
-            for folder in sorted((data_root() / category).iterdir())
+            for folder in sorted((root / category).iterdir())
             if (folder / "model.onnx").is_file()]
 
 
@@ -138,8 +138,8 @@ def build_all(selected: Sequence[Case], root: Path, runtime_dir: Path, *, optimi
         output = root / BUNDLES_DIR / case.category / case.name
         started = time.perf_counter()
         try:
-            build(case.model, BuildOptions(output=output, runtime_dir=runtime_dir, verify=False,
-                                           optimize=optimize))
+            bundler.build(case.model, bundler.BuildOptions(
+                output=output, runtime_dir=runtime_dir, verify=False, optimize=optimize))
             result = Built(case, "built")
             _link_duplicates(output, seen)
         except BundlerError as error:
@@ -188,17 +188,12 @@ class Run:
     seconds: float = 0.0  # load(), or the session's creation, and the runs
 
 
-def first_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0][:300] if lines else "unknown error"
-
-
 def encode(tensor: Tensor) -> dict[str, Any]:
     """A tensor as the page takes it: base64 bytes, or a list for strings."""
-    array = np.ascontiguousarray(tensor.value)
+    array = tensor.value
     data = (array.ravel().tolist() if tensor.type == "string"
-            else base64.b64encode(array.tobytes()).decode("ascii"))
-    return {"type": tensor.type, "dims": list(array.shape), "data": data}
+            else base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii"))
+    return {"type": tensor.type, "dims": list(array.shape), "data": data}  # 0-d stays 0-d
 
 
 def decode(encoded: dict[str, Any]) -> np.ndarray:

@@ -24,11 +24,11 @@ from onnx_corpus import (
     Run,
     data_sets,
     encode,
-    first_line,
     judge,
 )
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.errors import first_line
 from bundler.runtime import BUILDS
 from bundler.server import HARNESS_PATH, serve_directory
 

@@ -100,12 +100,34 @@ def tensor_dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
     )
 
 
+_NOT_TENSORS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+                "sparse_tensor_type": "a sparse tensor"}
+
+
+def type_text(value_type: onnx.TypeProto) -> str:
+    """ONNX's notation for a type: tensor(float), seq(tensor(float)), map(int64,tensor(float))."""
+    kind = value_type.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        element = onnx.TensorProto.DataType.Name(getattr(value_type, kind).elem_type).lower()
+        return f"{'sparse_' if kind == 'sparse_tensor_type' else ''}tensor({element})"
+    if kind == "sequence_type":
+        return f"seq({type_text(value_type.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_text(value_type.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(value_type.map_type.key_type).lower()
+        return f"map({key},{type_text(value_type.map_type.value_type)})"
+    return "unknown"
+
+
 def tensor_spec(value: onnx.ValueInfoProto, role: str) -> TensorSpec:
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
+        what = _NOT_TENSORS.get(kind or "", "a value of unknown type")
         raise ModelError(
-            f"{role} {value.name!r} is a {kind or 'value of unknown type'}, not a tensor;"
-            " onnxruntime-web takes and returns tensors only"
+            f"{role} {value.name!r} is {what} ({type_text(value.type)}), not a"
+            " tensor; onnxruntime-web's JavaScript API takes and returns tensors only, so"
+            f" export the model with a tensor {role} (sequences and maps can stay inside)"
         )
     element = value.type.tensor_type.elem_type
     if element not in TYPE_NAMES:
