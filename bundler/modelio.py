@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -298,3 +299,20 @@ def native_load_error(path: Path) -> str | None:
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
         return first_line(error)
     return None
+
+
+_MISSING_LOCALE = re.compile(r"Failed to construct locale with name:\s*([\w.@-]+)")
+
+
+def build_machine_limit(load_error: str) -> str | None:
+    """When native onnxruntime cannot load a model because of this machine rather than the
+    model, what is missing and how to add it; None otherwise. (StringNormalizer asks the C
+    library for a locale, en_US.UTF-8 by default, that minimal images lack; the browser's runtime
+    brings its own.)"""
+    missing = _MISSING_LOCALE.search(load_error)
+    if missing is None:
+        return None
+    locale = missing[1]
+    return (f"this machine lacks the locale {locale} that StringNormalizer uses natively (the"
+            f" browser's runtime has its own); install it (locale-gen {locale}) to check the model"
+            " natively")
