@@ -56,24 +56,30 @@ async ({ moduleUrl, options, cases }) => {
     return btoa(text);
   };
   const { load } = await import(moduleUrl);
-  const model = await load(options);
-  const results = [];
-  for (const feeds of cases) {
-    const inputs = {};
-    for (const [name, feed] of Object.entries(feeds)) {
-      inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
+  let model;
+  try {
+    model = await load(options);
+    const results = [];
+    for (const feeds of cases) {
+      const inputs = {};
+      for (const [name, feed] of Object.entries(feeds)) {
+        inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
+      }
+      const outputs = await model.run(inputs);
+      const encoded = {};
+      for (const [name, tensor] of Object.entries(outputs)) {
+        encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
+      }
+      results.push(encoded);
     }
-    const outputs = await model.run(inputs);
-    const encoded = {};
-    for (const [name, tensor] of Object.entries(outputs)) {
-      encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
-    }
-    results.push(encoded);
+    return { ep: model.ep, fallbackReason: model.fallbackReason,
+             fallbackReasons: model.fallbackReasons, variant: model.variant, outputs: results };
+  } catch (error) { // a BundleError: its code and reasons go back, not only its English
+    return { error: { code: error?.code ?? null, message: String(error?.message ?? error),
+                      reasons: error?.reasons ?? [] } };
+  } finally {
+    await model?.release();
   }
-  const result = { ep: model.ep, fallbackReason: model.fallbackReason, variant: model.variant,
-                   outputs: results };
-  await model.release();
-  return result;
 }
 """
 
@@ -96,6 +102,7 @@ class EPCheck:
     requested: list[str] | None
     used_ep: str | None = None
     fallback_reason: str | None = None
+    fallback_reasons: list[dict[str, str]] = dataclasses.field(default_factory=list)
     outputs: list[OutputCheck] = dataclasses.field(default_factory=list)
     error: str | None = None
     # The EP could not create a session: "runtime" when this onnxruntime-web build has no kernel
@@ -237,11 +244,8 @@ def _decode_output(encoded: Mapping[str, Any]) -> np.ndarray:
 
 
 def _page_error(text: str) -> str:
-    """The page's error without Playwright's and load()'s wrapping, onnxruntime's message first."""
-    text = re.sub(r"^(Page\.evaluate: )?(Error: )?", "", text.strip())
-    text = text.replace("no execution provider could run this model: ", "")
-    return first_line(re.sub(r"Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: ", "",
-                              text))
+    """A page failure (a timeout, a crash) without Playwright's wrapping."""
+    return first_line(re.sub(r"^(Page\.evaluate: )?(Error: )?", "", text.strip()))
 
 
 class _Session:
@@ -283,6 +287,10 @@ class _Session:
             self.report.external_requests.append(url)
 
 
+# bundle.mjs's codes for an EP that could not create a session -> EPCheck.unsupported.
+_UNSUPPORTED = {"runtime-unsupported": "runtime", "session-failed": "device"}
+
+
 def _check(session: _Session, label: str, variant: Variant, requested: list[str] | None,
            expect_ep: str, reference: Reference, inputs: Sequence[TensorSpec],
            outputs: Sequence[TensorSpec]) -> EPCheck:
@@ -292,16 +300,20 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
                    "ignoreVerification": True}
     check = EPCheck(label=label, variant=variant.name, requested=requested)
     cases = [encode_feeds(case.feeds, inputs) for case in reference.cases]
-    result, error = session.run(label, options, cases)
-    if error is not None:
-        check.error = error
-        if requested is not None and f"{expect_ep} session creation failed" in error:
-            missing_kernel = "No Op registered" in error or "NOT_IMPLEMENTED" in error
-            check.unsupported = "runtime" if missing_kernel else "device"
+    result, page_error = session.run(label, options, cases)
+    if result is None or "error" in result:
+        failure = (result or {}).get("error") or {"message": page_error, "reasons": []}
+        # Asked for one EP, load() gives its one reason: bundle.mjs's code says why it failed.
+        reason = next((r for r in failure["reasons"] if r["ep"] == expect_ep), None)
+        if requested is not None and reason is not None:
+            check.error = first_line(reason["detail"])
+            check.unsupported = _UNSUPPORTED.get(reason["code"])
+        else:
+            check.error = first_line(failure["message"])
         return check
-    assert result is not None
     check.used_ep = result["ep"]
     check.fallback_reason = result["fallbackReason"]
+    check.fallback_reasons = result["fallbackReasons"]
     check.variant = result["variant"]
     if check.used_ep != expect_ep:
         check.error = f"ran on {check.used_ep}, expected {expect_ep}"

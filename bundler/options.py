@@ -8,7 +8,8 @@ validation of a `BuildOptions` made in Python, all with the same one-line errors
 Which variants ship: `quantize` names one kind (default fp32) and `variants` lists more; both
 given, every one of them ships and `quantize`'s kind is the default unless `default_variant`
 says otherwise. With `quantize = "auto"`, `variants` are the candidates and auto chooses the
-default, so `default_variant` cannot be given with it.
+default, so `default_variant` cannot be given with it. (The rule is
+`bundler.variants.plan.variants_to_make`.)
 """
 
 from __future__ import annotations
@@ -22,6 +23,16 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from bundler.errors import ConfigError
+from bundler.variants.budget import parse_budget
+from bundler.variants.kinds import (
+    CALIBRATION_METHODS,
+    QUANTIZE_CHOICES,
+    VARIANT_KINDS,
+    CalibrationMethod,
+    QuantizeChoice,
+    VariantKind,
+)
+from bundler.variants.plan import VariantPlan, variants_to_make
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,15 +43,9 @@ DEFAULT_RUNTIME_VERSION = "1.31.1"
 CONFIG_FILE_NAME = "bundle.toml"
 
 ExecutionProvider = Literal["webgpu", "wasm"]
-VariantKind = Literal["fp32", "fp16", "int8-weights", "int8", "int8-static", "int4"]
-Quantize = Literal[VariantKind, "auto"]
-CalibrationMethod = Literal["minmax", "percentile", "entropy"]
 ModelFormat = Literal["onnx", "ort"]
 
 EXECUTION_PROVIDERS: tuple[ExecutionProvider, ...] = get_args(ExecutionProvider)
-VARIANT_KINDS: tuple[VariantKind, ...] = get_args(VariantKind)
-QUANTIZE_CHOICES: tuple[str, ...] = (*VARIANT_KINDS, "auto")
-CALIBRATION_METHODS: tuple[CalibrationMethod, ...] = get_args(CalibrationMethod)
 FORMATS: tuple[ModelFormat, ...] = get_args(ModelFormat)
 
 _DIM_PATTERN = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>\d+)$")
@@ -151,8 +156,6 @@ def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
 
 
 def _budget(value: Any, base: Path) -> str:
-    from bundler.quantize import parse_budget
-
     try:
         return str(parse_budget(_string(value, base)))
     except ConfigError as error:
@@ -208,13 +211,14 @@ class BuildOptions:
     fix_dims: dict[str, int] = option(_dims, "Fix a symbolic dim in the shipped model:"
                                       " NAME=VALUE (repeat).", default={}, flag="--fix-dim",
                                       repeatable=True)
-    quantize: Quantize | None = option(_one_of(QUANTIZE_CHOICES), "fp32 (default), fp16,"
+    quantize: QuantizeChoice | None = option(_one_of(QUANTIZE_CHOICES), "fp32 (default), fp16,"
                                        " int8-weights, int8, int8-static, int4 or auto.")
     variants: tuple[VariantKind, ...] = option(_names(VARIANT_KINDS), "More variants to ship: a"
-                                               " comma list (with --quantize auto: the"
-                                               " candidates).", default=())
+                                               " comma list, beside --quantize K (with"
+                                               " --quantize auto: the candidates).", default=())
     default_variant: str | dict[str, str] | None = option(
-        _default_variant, "Variant load() picks: NAME, or per EP: webgpu=fp16,wasm=int8.")
+        _default_variant, "Variant load() picks (default: --quantize K, else the first of"
+        " --variants): NAME, or per EP: webgpu=fp16,wasm=int8. Not with auto.")
     calibration: Path | None = option(_path, ".npz with one array per input (samples on axis 0)"
                                       " for int8-static and accuracy.")
     calibration_method: CalibrationMethod = option(_one_of(CALIBRATION_METHODS), "minmax"
@@ -236,35 +240,16 @@ class BuildOptions:
         checked = validate(given, Path.cwd())
         for key, declared in OPTIONS.items():
             setattr(self, key, checked[key] if key in checked else copy.copy(declared.default))
-        self._check_combination()
+        variants_to_make(self.quantize, self.variants, self.default_variant)  # checks them
 
     @property
-    def is_auto(self) -> bool:
-        return self.quantize == "auto"
+    def plan(self) -> VariantPlan:
+        """The variants to make (what ships, or the candidates of auto) and the default."""
+        return variants_to_make(self.quantize, self.variants, self.default_variant)
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """The variants to make: the candidates of `auto`, or every kind that ships (the
-        default first)."""
-        if self.is_auto:
-            return self.variants or VARIANT_KINDS
-        if self.quantize is None and self.variants:
-            return self.variants
-        return tuple(dict.fromkeys((self.quantize or "fp32", *self.variants)))
-
-    def _check_combination(self) -> None:
-        if self.is_auto and self.default_variant is not None:
-            raise ConfigError("default_variant: auto chooses the default variant; drop"
-                              " default_variant, or ship fixed variants with variants ="
-                              " [...] and default_variant")
-        if self.default_variant is None or self.is_auto:
-            return
-        wanted = ([self.default_variant] if isinstance(self.default_variant, str)
-                  else list(self.default_variant.values()))
-        unknown = [name for name in wanted if name not in self.kinds]
-        if unknown:
-            raise ConfigError(f"default_variant: {unknown[0]!r} is not shipped (variants:"
-                              f" {', '.join(self.kinds)})")
+    def kinds(self) -> tuple[VariantKind, ...]:
+        return self.plan.kinds
 
 
 OPTIONS: dict[str, Option] = {

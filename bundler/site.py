@@ -18,10 +18,12 @@ import jinja2
 from bundler.errors import ConfigError
 from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
+from bundler.typings import DECLARATION_FILES, declarations
 
-WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
+RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.core.mjs", *DECLARATION_FILES, "runtime",
+            "models"}
 
 
 def human_bytes(count: int) -> str:
@@ -77,11 +79,14 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
 
 
 def render_site(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
-    """Copy the browser modules and render the page(s) for the model described by `manifest`
-    (templates see it as bundle.json's content)."""
+    """Copy the browser modules, write their types and render the page(s) for the model
+    described by `manifest` (templates see it as bundle.json's content)."""
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
+    types = declarations(manifest)
+    for name in DECLARATION_FILES:
+        (directory / name).write_text(types, encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:

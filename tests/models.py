@@ -19,6 +19,10 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
     ml_classifier_no_zipmap  features i32[batch,4] -> label i64[batch], probabilities f32[batch,3]
     recurrent_state          input f32[batch,samples], state f32[2,batch,8], sr i64[]
                              -> output f32[batch,1], stateN f32[2,batch,8]
+
+Outside `ALL` (it tests the demo page, not the runtime):
+
+    hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names)
 """
 
 from __future__ import annotations
@@ -330,6 +334,19 @@ def recurrent_state(directory: Path) -> Path:
         [_io("output", F32, features), _io("stateN", F32, [2, "batch", 8])],
         [*_weights(7, w_in=(1, 8), w_out=(8, 1), b_out=(1,)), *constants],
     )
+    return _save(graph, directory)
+
+
+# A model file is untrusted input: names a page must show as text, never parse as HTML.
+HOSTILE_INPUT = "<img src=x onerror=alert(1)>"
+HOSTILE_OUTPUT = '"><img src=y onerror=alert(2)><b>'
+
+
+def hostile_names(directory: Path) -> Path:
+    """HOSTILE_OUTPUT = Relu(HOSTILE_INPUT)."""
+    nodes = [helper.make_node("Relu", [HOSTILE_INPUT], [HOSTILE_OUTPUT])]
+    graph = _graph("hostile_names", nodes, [_io(HOSTILE_INPUT, F32, [1, 4])],
+                   [_io(HOSTILE_OUTPUT, F32, [1, 4])])
     return _save(graph, directory)
 
 

@@ -26,7 +26,6 @@ from bundler.manifest import (
     Manifest,
     Runtime,
     RuntimeBuild,
-    Selection,
     Source,
     Tool,
     Variant,
@@ -45,7 +44,8 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.site import human_bytes, render_site
-from bundler.variants import budget_of, choose, default_variant, make_variants
+from bundler.variants.make import make_variants
+from bundler.variants.select import select
 
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
@@ -140,23 +140,6 @@ def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: 
     return report, None
 
 
-def _browser_ok(report: ConformanceReport | None, names: list[str]) -> dict[str, bool]:
-    """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
-    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants.)"""
-    if report is None:
-        return dict.fromkeys(names, True)
-    by_variant: dict[str, dict[str, bool]] = {}
-    for check in report.checks:
-        if check.requested is not None:
-            by_variant.setdefault(check.variant, {})[check.label] = check.passed
-    baseline = {ep for ep, ok in by_variant.get("fp32", {}).items() if ok}
-    return {
-        name: any(by_variant.get(name, {}).values()) and all(
-            ok for ep, ok in by_variant.get(name, {}).items() if ep in baseline or not baseline)
-        for name in names
-    }
-
-
 def build(
     model: Path | None = None,
     options: BuildOptions | None = None,
@@ -167,6 +150,7 @@ def build(
     """Build the bundle and return its manifest (the content of bundle.json)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
+    plan = options.plan
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
@@ -183,7 +167,6 @@ def build(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
             is_example=is_example, reporter=reporter,
         )
-        names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
@@ -201,23 +184,23 @@ def build(
             inputs=list(inputs),
             outputs=list(outputs),
             variants=[Variant(**variant.entry) for variant in variants],
-            default_variant=names[0] if options.is_auto else default_variant(options, names),
+            # auto: the first candidate while the candidates are checked, then the chosen one
+            default_variant=variants[0].entry["name"] if plan.auto else plan.default,
             source=Source(source.name, model_bytes(source)),
             optimization=optimization,
             notes=notes,
             verification=verification_record(None, ""),
         )
-        if options.is_auto:
+        if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
                               " candidates")[0] if options.verify else None)
-            chosen, candidates = choose(variants, _browser_ok(report, names), options)
-            for variant in variants:
-                if variant.entry["name"] != chosen:
-                    (staging / variant.entry["file"]).unlink()
-            manifest.variants = [manifest.variant(chosen)]
-            manifest.default_variant = chosen
-            manifest.selection = Selection("auto", str(budget_of(options)), chosen, candidates)
-            reporter.info(f"auto: shipping {chosen}")
+            choice = select(variants, report, options.max_error)
+            for name in choice.dropped:
+                (staging / manifest.variant(name).file).unlink()
+            manifest.variants = [manifest.variant(choice.chosen)]
+            manifest.default_variant = choice.chosen
+            manifest.selection = choice.selection
+            reporter.info(f"auto: shipping {choice.chosen}")
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest.verification = verification_record(report, reason)
