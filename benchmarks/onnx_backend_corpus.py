@@ -158,7 +158,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     reporter = TerminalReporter()
-    ort.set_default_logger_severity(3)  # the refusals are reported below, once each
+    ort.set_default_logger_severity(4)  # the refusals are reported below, once each
     selected = [case for case in cases(args.category or CATEGORIES)
                 if args.only is None or args.only in case.name]
     dist = fetch_runtime(DEFAULT_RUNTIME_VERSION)

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,16 +121,17 @@ def _link_duplicates(bundle: Path, seen: dict[tuple[str, str], Path]) -> None:
     """Hard-link runtime files identical to one an earlier bundle has: 140 copies of the same
     45 MB runtime would be 6 GB of disk for nothing. (The browser still fetches each by its own
     URL, as it would from separate sites.)"""
-    for path in sorted((bundle / "runtime").iterdir()):
+    runtime = bundle / "runtime"
+    for path in sorted(file for file in runtime.rglob("*") if file.is_file()):
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        first = seen.setdefault((path.name, digest), path)
+        first = seen.setdefault((str(path.relative_to(runtime)), digest), path)
         if first != path:
             path.unlink()
             os.link(first, path)
 
 
-def build_all(selected: Sequence[Case], root: Path, runtime_dir: Path, *, optimize: bool = True,
-              progress: Callable[[Built], None] | None = None) -> list[Built]:
+def build_all(selected: Sequence[Case], root: Path, runtime_dir: Path, *,
+              optimize: bool = True) -> list[Built]:
     """Build every case into root/bundles/<category>/<name> in this interpreter."""
     results = []
     seen: dict[tuple[str, str], Path] = {}
@@ -150,8 +151,6 @@ def build_all(selected: Sequence[Case], root: Path, runtime_dir: Path, *, optimi
                                             f" {Path(last.filename).name}:{last.lineno})")
         result.seconds = time.perf_counter() - started
         results.append(result)
-        if progress:
-            progress(result)
     return results
 
 
