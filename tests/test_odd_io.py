@@ -1,10 +1,12 @@
-"""Models with unusual inputs and outputs: described in bundle.json as the JS API sees them, or
-refused in one line naming the type; and a model native onnxruntime cannot load on this machine
-only for want of a locale is optimised as it is, with the reason."""
+"""Models with unusual inputs and outputs: described in bundle.json as the JS API sees them and
+computed in Chromium as natively, or refused in one line naming the type; and a model native
+onnxruntime cannot load on this machine only for want of a locale is optimised as it is, with the
+reason."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +14,22 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from bundler.browser import BrowserSettings
 from bundler.errors import ModelError
-from bundler.modelio import build_machine_limit, native_load_error
+from bundler.modelio import (
+    NUMPY_TYPES,
+    build_machine_limit,
+    cpu_session,
+    native_load_error,
+    signature,
+)
 from bundler.optimize import optimize
 from tests.conftest import BuildBundle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # the engine
+
+from onnx_corpus import build_all, bundle_losses, cases, stage_hand_page  # noqa: E402
+from onnx_corpus_browser import run_all  # noqa: E402
 
 FLOAT = TensorProto.FLOAT
 
@@ -80,6 +94,49 @@ def test_unusual_but_valid_inputs_and_outputs_are_described_as_the_js_api_sees_t
     manifest = json.loads((directory / "bundle.json").read_text(encoding="utf-8"))
     assert [(s["name"], s["type"], s["shape"]) for s in manifest["inputs"]] == want_in
     assert [(s["name"], s["type"], s["shape"]) for s in manifest["outputs"]] == want_out
+
+
+def _with_native_outputs(folder: Path, model: Path) -> None:
+    """A case folder as the ONNX backend tests lay them out, expected outputs from native
+    onnxruntime on seeded inputs (unknown dims 2, strings "Ab ü")."""
+    rng = np.random.default_rng(0)
+    session = cpu_session(model)
+    data = folder / "test_data_set_0"
+    data.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(model.read_bytes())
+    feeds = {}
+    for k, spec in enumerate(signature(onnx.load(str(model))).inputs):
+        shape = [2] if spec.shape is None else [d if isinstance(d, int) else 2 for d in spec.shape]
+        value = (np.full(shape, "Ab ü", dtype=object) if spec.type == "string"
+                 else np.asarray(rng.random(shape) - 0.5).astype(NUMPY_TYPES[spec.type]))
+        feeds[spec.name] = value
+        (data / f"input_{k}.pb").write_bytes(
+            numpy_helper.from_array(value, spec.name).SerializeToString())
+    for k, (spec, value) in enumerate(zip(session.get_outputs(), session.run(None, feeds),
+                                          strict=True)):
+        (data / f"output_{k}.pb").write_bytes(
+            numpy_helper.from_array(np.asarray(value), spec.name).SerializeToString())
+
+
+@pytest.mark.browser
+def test_unusual_inputs_and_outputs_compute_in_chromium_what_they_compute_natively(
+        tmp_path: Path, runtime_dist: Path, browser_settings: BrowserSettings) -> None:
+    for name, (nodes, inputs, outputs, weights, _, _) in VALID.items():
+        model = _model(tmp_path / f"{name}.onnx", nodes, inputs, outputs, weights)
+        _with_native_outputs(tmp_path / "corpus" / "odd" / name, model)
+    selected = cases(["odd"], tmp_path / "corpus")
+    built = build_all(selected, tmp_path / "served", runtime_dist)
+    assert [item.status for item in built] == ["built"] * len(VALID), built
+    stage_hand_page(tmp_path / "served", selected, runtime_dist)
+    runs = run_all(built, tmp_path / "served", settings=browser_settings)
+    wrong = [(run.page, run.case.name, run.browser, run.mode, run.detail) for run in runs
+             if run.outcome == "mismatched"]
+    assert not wrong, f"wrong numbers: {wrong}"
+    losses = [(b.case.name, b.browser, b.mode, b.detail) for _, b in bundle_losses(runs)]
+    assert not losses, f"the hand-written page matched, the bundle did not: {losses}"
+    on_wasm = {run.case.name for run in runs if run.page == "bundle" and run.browser == "wasm"
+               and run.outcome == "matched"}
+    assert on_wasm == set(VALID)
 
 
 SEQUENCE = helper.make_tensor_sequence_value_info("s", FLOAT, [2])
