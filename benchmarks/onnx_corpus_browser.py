@@ -11,6 +11,7 @@ runtime as it was; a case that failed that way on a reused page is run again on 
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -208,28 +209,38 @@ def _case_runs(item: Built, browser_ep: str, base_url: str, hand_tab: _Tab, bund
 SLOTS = (("hand", "forced"), ("bundle", "default"), ("bundle", "forced"))
 
 
+def _browser_runs(browser_ep: str, built: Sequence[Built], base_url: str,
+                  settings: BrowserSettings, deadline: float | None, timeout_ms: int,
+                  progress: Callable[[list[Run]], None] | None) -> list[Run]:
+    runs: list[Run] = []
+    with playwright_session() as playwright, \
+            launch(playwright, settings, webgpu=browser_ep == "webgpu") as browser:
+        hand_tab = _Tab(browser, base_url, len(built), timeout_ms)
+        bundle_tab = _Tab(browser, base_url, BUNDLES_PER_PAGE, timeout_ms)
+        for item in built:
+            if deadline is not None and time.monotonic() > deadline:
+                case_runs = [Run(item.case, page, browser_ep, mode, "not run",
+                                 detail="time budget spent") for page, mode in SLOTS]
+            else:
+                case_runs = _case_runs(item, browser_ep, base_url, hand_tab, bundle_tab, settings)
+            runs += case_runs
+            if progress:
+                progress(case_runs)
+        hand_tab.close()
+        bundle_tab.close()
+    return runs
+
+
 def run_all(built: Sequence[Built], root: Path, *, deadline: float | None = None,
             settings: BrowserSettings | None = None, timeout_ms: int = 60_000,
             progress: Callable[[list[Run]], None] | None = None) -> list[Run]:
     """Every case on both browsers, hand page and bundle; cases not started before `deadline`
-    (a time.monotonic() value) are recorded as not run."""
+    (a time.monotonic() value) are recorded as not run. The two browsers run side by side, each
+    driven from its own thread (Playwright's sync API wants one driver per thread), so both
+    cores work."""
     settings = settings or load_settings()
-    runs: list[Run] = []
-    with serve_directory(root) as base_url, playwright_session() as playwright:
-        for browser_ep in BROWSERS:
-            with launch(playwright, settings, webgpu=browser_ep == "webgpu") as browser:
-                hand_tab = _Tab(browser, base_url, len(built), timeout_ms)
-                bundle_tab = _Tab(browser, base_url, BUNDLES_PER_PAGE, timeout_ms)
-                for item in built:
-                    if deadline is not None and time.monotonic() > deadline:
-                        case_runs = [Run(item.case, page, browser_ep, mode, "not run",
-                                         detail="time budget spent") for page, mode in SLOTS]
-                    else:
-                        case_runs = _case_runs(item, browser_ep, base_url, hand_tab, bundle_tab,
-                                               settings)
-                    runs += case_runs
-                    if progress:
-                        progress(case_runs)
-                hand_tab.close()
-                bundle_tab.close()
-    return runs
+    with serve_directory(root) as base_url, \
+            concurrent.futures.ThreadPoolExecutor(len(BROWSERS)) as pool:
+        futures = [pool.submit(_browser_runs, browser_ep, built, base_url, settings, deadline,
+                               timeout_ms, progress) for browser_ep in BROWSERS]
+        return [run for future in futures for run in future.result()]
