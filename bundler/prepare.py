@@ -10,7 +10,14 @@ import onnx
 from bundler.compat import Fit, fit_runtime, original_runs, verify_fit
 from bundler.console import Reporter
 from bundler.errors import ModelError
-from bundler.modelio import PROTOBUF_LIMIT, check_model, input_specs, native_load_error, read_model
+from bundler.modelio import (
+    PROTOBUF_LIMIT,
+    build_machine_limit,
+    check_model,
+    input_specs,
+    native_load_error,
+    read_model,
+)
 from bundler.options import DEFAULT_RUNTIME_VERSION
 from bundler.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
@@ -88,7 +95,7 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
         raise ModelError(f"{source}: {error.message}") from None
     onnx.save_model(fit.model, str(destination))
     if load_error := native_load_error(destination):
-        reason = complaints[0] if complaints else load_error
+        reason = build_machine_limit(load_error) or (complaints[0] if complaints else load_error)
         what = "the browser-ready copy does not load" if (notes or fit.changed) and not \
             native_load_error(source) else "onnxruntime cannot load this model"
         raise ModelError(f"{source}: {what} ({reason})")
