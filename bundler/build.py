@@ -8,6 +8,7 @@ the browser, and for `auto`, choose); only a complete build is moved into place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -26,6 +27,7 @@ from bundler.conformance import (
 )
 from bundler.console import Reporter
 from bundler.errors import BrowserError, BundlerError, ConfigError
+from bundler.files import rename_to_hashed
 from bundler.inspect import model_bytes, read_model
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
@@ -37,7 +39,7 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.site import human_bytes, render_site, write_manifest
+from bundler.site import finish_site, human_bytes, render_site, write_manifest
 from bundler.variants import budget_of, choose, default_variant, make_variants
 
 RUNTIME_DIR = "runtime/"
@@ -193,11 +195,14 @@ def build(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
             is_example=is_example, reporter=reporter,
         )
+        for variant in variants:
+            hashed = rename_to_hashed(staging / variant.entry["file"])
+            variant.entry["file"] = MODELS_DIR + hashed.name
         names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
-            copy_runtime(dist, staging / RUNTIME_DIR, files)
+            shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         manifest: dict[str, Any] = {
             "name": options.name or source.stem,
             "tool": {"name": TOOL, "version": __version__},
@@ -206,7 +211,8 @@ def build(
                 "version": runtime_version_of(dist) or options.runtime_version,
                 "dir": RUNTIME_DIR,
                 "builds": {
-                    ep: {"module": RUNTIME_DIR + BUILDS[ep].module}
+                    ep: {role: RUNTIME_DIR + shipped[name]
+                         for role, name in dataclasses.asdict(BUILDS[ep]).items()}
                     for ep in options.execution_providers
                 },
             },
@@ -234,9 +240,8 @@ def build(
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest["verification"] = verification_record(report, reason)
-        render_site(staging, manifest, options.templates)
-        write_manifest(staging, manifest)
         shutil.rmtree(work)
+        finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
     return manifest
@@ -249,8 +254,7 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, 
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
-        render_site(staging, manifest, templates)
-        write_manifest(staging, manifest)
+        finish_site(staging, manifest, templates)
         _move_into_place(staging, output)
     return manifest
 

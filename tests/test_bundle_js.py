@@ -1,12 +1,12 @@
 """The bundle.mjs contract and the demo page, driven in headless Chromium."""
 
-import json
 import shutil
 
 import numpy as np
 import pytest
 
 from bundler.reference import run_native
+from bundler.site import write_manifest
 from tests import models
 
 pytestmark = pytest.mark.browser
@@ -31,7 +31,7 @@ def contract_bundles(tmp_path_factory, runtime_dist):
                    "error": "webgpu session creation failed: No Op registered for"
                             " LinearClassifier with domain_version of 1"},
         "wasm": {"passed": True}}}}
-    (directory / "bundle.json").write_text(json.dumps(manifest))
+    write_manifest(directory, manifest)  # bundle.json and bundle.files.mjs
     return root / "site", built
 
 
@@ -148,7 +148,7 @@ def test_load_skips_an_ep_that_failed_verification_unless_forced(tmp_path, contr
     shutil.copytree(built["digits"][0], directory)
     manifest = {**built["digits"][1], "verification": {"status": "failed", "results": {
         "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5}, "wasm": {"passed": True}}}}}
-    (directory / "bundle.json").write_text(json.dumps(manifest))
+    write_manifest(directory, manifest)  # bundle.json and bundle.files.mjs
     with open_bundle(webgpu_browser, directory) as page:
         skipped = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
         forced = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs",

@@ -16,10 +16,12 @@ export interface Manifest {
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider, { module: string }>> };
+             builds: Partial<Record<ExecutionProvider,
+                                    { module: string; mjs: string; wasm: string }>> };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
+  files?: { path: string; bytes: number; sha256: string }[];
   default_variant: string | Partial<Record<ExecutionProvider, string>>;
   verification: {
     status: 'passed' | 'failed' | 'not_done';
@@ -43,6 +45,9 @@ export interface LoadOptions {
   baseUrl?: string | URL;
   ignoreVerification?: boolean;
   numThreads?: number;
+  /** Run the session in a dedicated module worker (WebGPU or WASM); run() then transfers the
+   *  input buffers to it (they are detached afterwards). */
+  worker?: boolean;
 }
 
 export interface PlainTensor {
@@ -61,6 +66,8 @@ export interface Model {
   readonly outputs: TensorSpec[];
   readonly manifest: Manifest;
   readonly loadMs: number;
+  /** true when the session runs in a Web Worker (load({ worker: true })). */
+  readonly worker: boolean;
   run(feeds: Record<string, PlainTensor | number | bigint | boolean | object>):
     Promise<Record<string, OutputTensor>>;
   release(): Promise<void>;

@@ -4,8 +4,11 @@
 //   const model = await load();                  // WebGPU when the browser has it, else WASM
 //   const out = await model.run({ image: { type: 'float32', dims: [1, 1, 8, 8], data } });
 //
-// Everything comes from this folder (bundle.json, models/, runtime/): nothing is fetched from any
-// other origin. The contract is documented in the README of onnx-bundler.
+// Everything comes from this bundle (models/, runtime/): nothing is fetched from any other origin.
+// Files are found through bundle.files.mjs (URLs an app's bundler rewrites to where it emitted
+// them), or under load({ baseUrl }). The contract is documented in the README of onnx-bundler.
+import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
+import { openSession } from './bundle.session.mjs';
 
 const MODULE_URL = import.meta.url;
 const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
@@ -24,14 +27,23 @@ const TYPED_ARRAYS = {
   bool: Uint8Array,
 };
 
-const runtimes = new Map(); // EP -> Promise of the imported onnxruntime-web build
-
 function folderUrl(baseUrl) {
-  const base = baseUrl === undefined
-    ? new URL('./', MODULE_URL)
-    : new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
+  const base = new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
   if (!base.pathname.endsWith('/')) base.pathname += '/';
   return base;
+}
+
+// A bundle file's URL: where the app's bundler put it, or under baseUrl when one is given.
+function fileUrl(path, base) {
+  if (base) return new URL(path, base).href;
+  const url = FILE_URLS[path];
+  if (!url) throw new Error(`${path} is not a file of this bundle (see bundle.files.mjs)`);
+  return url.href;
+}
+
+function runtimeUrls(build, base) {
+  return { module: fileUrl(build.module, base), mjs: fileUrl(build.mjs, base),
+           wasm: fileUrl(build.wasm, base) };
 }
 
 function describe(spec) {
@@ -39,6 +51,7 @@ function describe(spec) {
 }
 
 export async function loadManifest(baseUrl) {
+  if (baseUrl === undefined) return structuredClone(MANIFEST);
   const url = new URL('bundle.json', folderUrl(baseUrl));
   const response = await fetch(url);
   if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
@@ -54,23 +67,6 @@ async function webgpuMissingReason() {
     return `WebGPU unavailable: requestAdapter() failed: ${error.message ?? error}`;
   }
   return null;
-}
-
-function importRuntime(manifest, base, ep, numThreads) {
-  if (!runtimes.has(ep)) {
-    const build = manifest.runtime.builds[ep];
-    if (!build) throw new Error(`this bundle ships no runtime for '${ep}'`);
-    runtimes.set(ep, import(new URL(build.module, base).href).then((ort) => {
-      ort.env.wasm.wasmPaths = new URL(manifest.runtime.dir, base).href;
-      ort.env.wasm.proxy = false;
-      // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated pages.
-      ort.env.wasm.numThreads = globalThis.crossOriginIsolated
-        ? (numThreads ?? Math.max(1, Math.min(4, (navigator.hardwareConcurrency ?? 2) >> 1)))
-        : 1;
-      return ort;
-    }));
-  }
-  return runtimes.get(ep);
 }
 
 function pickVariant(manifest, ep, requested) {
@@ -97,35 +93,6 @@ function verificationFailure(manifest, variant, ep) {
   const worst = result.max_abs_error == null ? '' : ` (worst abs error ${result.max_abs_error})`;
   return `${ep} skipped: it failed verification for this model at build time${worst};` +
     ' pass ignoreVerification: true to use it anyway';
-}
-
-async function fetchBytes(url, expected, onProgress, stage) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
-  const total = Number(response.headers.get('content-length')) || expected || 0;
-  if (!response.body) {
-    const buffer = new Uint8Array(await response.arrayBuffer());
-    onProgress?.({ stage, loaded: buffer.byteLength, total: buffer.byteLength });
-    return buffer;
-  }
-  const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
-  onProgress?.({ stage, loaded, total });
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    loaded += value.byteLength;
-    onProgress?.({ stage, loaded, total });
-  }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
 }
 
 function toTypedArray(spec, data) {
@@ -159,8 +126,14 @@ function checkDims(spec, dims) {
   }
 }
 
-function makeTensor(ort, spec, value) {
-  if (value instanceof ort.Tensor || (value?.constructor?.name === 'Tensor' && 'cpuData' in value)) {
+// Validated inputs are plain { type, dims, data }, or an ort.Tensor as given: a session (on the page
+// or in the worker) turns them into its runtime's tensors.
+function isOrtTensor(value) {
+  return typeof value?.location === 'string' && Array.isArray(value.dims) && 'type' in value;
+}
+
+function makeTensor(spec, value) {
+  if (isOrtTensor(value)) {
     if (value.type !== spec.type) {
       throw new Error(`input '${spec.name}': expected ${spec.type}, got ${value.type}`);
     }
@@ -191,10 +164,10 @@ function makeTensor(ort, spec, value) {
     throw new Error(`input '${spec.name}': dims [${dims.join(', ')}] hold ${count} values,` +
       ` data has ${data.length}`);
   }
-  return new ort.Tensor(spec.type, data, dims);
+  return { type: spec.type, dims: [...dims], data };
 }
 
-function makeFeeds(ort, inputs, feeds) {
+function makeFeeds(inputs, feeds) {
   if (feeds === null || typeof feeds !== 'object') {
     throw new Error('run(feeds): feeds must be an object mapping input names to tensors');
   }
@@ -208,20 +181,102 @@ function makeFeeds(ort, inputs, feeds) {
   const tensors = {};
   for (const spec of inputs) {
     if (!(spec.name in feeds)) throw new Error(`missing input '${spec.name}' (${describe(spec)})`);
-    tensors[spec.name] = makeTensor(ort, spec, feeds[spec.name]);
+    tensors[spec.name] = makeTensor(spec, feeds[spec.name]);
   }
   return tensors;
 }
 
-async function createSession(ort, bytes, ep) {
-  return ort.InferenceSession.create(bytes, {
-    executionProviders: [ep],
-    graphOptimizationLevel: 'all',
-  });
+// load({ worker: true }): the session lives in a dedicated module worker, one per model. The
+// worker is created with a literal relative URL on import.meta.url, the form bundlers recognise,
+// so they emit bundle.worker.mjs as a chunk of its own.
+function startWorker() {
+  try {
+    return [new Worker(new URL('./bundle.worker.mjs', import.meta.url), { type: 'module' }), null];
+  } catch (error) {
+    if (error?.name !== 'SecurityError') throw error;
+  }
+  // A worker's script must be same-origin: imported from another origin, start the worker from a
+  // blob: module that imports bundle.worker.mjs (so the bundle's host must send CORS headers).
+  const source = `import ${JSON.stringify(new URL('./bundle.worker.mjs', MODULE_URL).href)};`;
+  const blobUrl = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
+  return [new Worker(blobUrl, { type: 'module' }), blobUrl];
+}
+
+function transferables(tensors) {
+  const buffers = new Set();
+  for (const { data } of Object.values(tensors)) {
+    if (ArrayBuffer.isView(data) && data.buffer instanceof ArrayBuffer) buffers.add(data.buffer);
+  }
+  return [...buffers];
+}
+
+class WorkerSession {
+  constructor() {
+    [this._worker, this._blobUrl] = startWorker();
+    this._calls = new Map(); // id -> { resolve, reject, onProgress }
+    this._nextId = 0;
+    this._worker.onmessage = ({ data }) => {
+      const call = this._calls.get(data.id);
+      if (!call) return;
+      if (data.progress) {
+        call.onProgress?.(data.progress);
+        return;
+      }
+      this._calls.delete(data.id);
+      if (data.error) call.reject(Object.assign(new Error(data.error.message), { name: data.error.name }));
+      else call.resolve(data.result);
+    };
+    this._worker.onerror = (event) => {
+      event.preventDefault?.();
+      this._fail(new Error(`the model's worker failed: ${event.message || 'its script did not load'}`));
+    };
+  }
+
+  _fail(error) {
+    for (const call of this._calls.values()) call.reject(error);
+    this._calls.clear();
+  }
+
+  _call(type, message = {}, { transfer = [], onProgress } = {}) {
+    const id = this._nextId++;
+    return new Promise((resolve, reject) => {
+      this._calls.set(id, { resolve, reject, onProgress });
+      this._worker.postMessage({ ...message, id, type }, transfer);
+    });
+  }
+
+  async open(options, onProgress) {
+    await this._call('open', { options }, { onProgress });
+    return this;
+  }
+
+  // Input buffers are transferred to the worker (detached here afterwards), outputs come back the
+  // same way: nothing is copied.
+  run(tensors) {
+    const plain = {};
+    for (const [name, tensor] of Object.entries(tensors)) {
+      plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+    }
+    return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
+  }
+
+  async release() {
+    try {
+      await this._call('release');
+    } finally {
+      this.terminate();
+    }
+  }
+
+  terminate() {
+    this._worker.terminate();
+    if (this._blobUrl) URL.revokeObjectURL(this._blobUrl);
+    this._fail(new Error('this model was released; load() it again'));
+  }
 }
 
 class Model {
-  constructor({ ort, session, ep, fallbackReason, variant, manifest, loadMs }) {
+  constructor({ session, ep, fallbackReason, variant, manifest, loadMs, worker }) {
     this.ep = ep;
     this.fallbackReason = fallbackReason;
     this.variant = variant.name;
@@ -229,7 +284,7 @@ class Model {
     this.inputs = manifest.inputs;
     this.outputs = manifest.outputs;
     this.loadMs = loadMs;
-    this._ort = ort;
+    this.worker = worker;
     this._session = session;
     this._queue = Promise.resolve(); // one session must not run two calls at once
   }
@@ -238,17 +293,15 @@ class Model {
     let tensors;
     try {
       if (!this._session) throw new Error('this model was released; load() it again');
-      tensors = makeFeeds(this._ort, this.inputs, feeds);
+      tensors = makeFeeds(this.inputs, feeds);
     } catch (error) {
       return Promise.reject(error);
     }
+    const session = this._session;
     const result = this._queue.then(async () => {
-      const outputs = await this._session.run(tensors);
+      const outputs = await session.run(tensors);
       const plain = {};
-      for (const spec of this.outputs) {
-        const tensor = outputs[spec.name];
-        plain[spec.name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
-      }
+      for (const spec of this.outputs) plain[spec.name] = outputs[spec.name];
       return plain;
     });
     this._queue = result.catch(() => {});
@@ -265,7 +318,7 @@ class Model {
 
 export async function load(options = {}) {
   const started = performance.now();
-  const base = folderUrl(options.baseUrl);
+  const base = options.baseUrl === undefined ? null : folderUrl(options.baseUrl);
   const onProgress = options.onProgress;
   const eps = options.executionProviders ?? EXECUTION_PROVIDERS;
   const unknown = eps.filter((ep) => !EXECUTION_PROVIDERS.includes(ep));
@@ -274,11 +327,12 @@ export async function load(options = {}) {
       ` got ${JSON.stringify(eps)}`);
   }
   onProgress?.({ stage: 'manifest', loaded: 0, total: 1 });
-  const manifest = await loadManifest(base.href);
+  const manifest = await loadManifest(base?.href);
   onProgress?.({ stage: 'manifest', loaded: 1, total: 1 });
 
   const reasons = [];
-  const modelBytes = new Map();
+  const models = new Map(); // model bytes by URL, fetched once across the EPs tried
+  const worker = options.worker ? new WorkerSession() : null;
   for (const ep of eps) {
     if (!manifest.runtime.builds[ep]) {
       reasons.push(`${ep} skipped: this bundle was built without it`);
@@ -297,19 +351,18 @@ export async function load(options = {}) {
         continue;
       }
     }
+    const request = {
+      runtime: runtimeUrls(manifest.runtime.builds[ep], base),
+      model: { url: fileUrl(variant.file, base), bytes: variant.bytes },
+      ep,
+      numThreads: options.numThreads,
+    };
     try {
-      onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-      const ort = await importRuntime(manifest, base, ep, options.numThreads);
-      onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
-      if (!modelBytes.has(variant.name)) {
-        const url = new URL(variant.file, base);
-        modelBytes.set(variant.name, await fetchBytes(url, variant.bytes, onProgress, 'model'));
-      }
-      onProgress?.({ stage: 'session', loaded: 0, total: 1 });
-      const session = await createSession(ort, modelBytes.get(variant.name), ep);
-      onProgress?.({ stage: 'session', loaded: 1, total: 1 });
+      const session = worker
+        ? await worker.open(request, onProgress)
+        : await openSession({ ...request, onProgress, models });
       return new Model({
-        ort, session, ep, variant, manifest,
+        session, ep, variant, manifest, worker: worker !== null,
         fallbackReason: reasons.length ? reasons.join('; ') : null,
         loadMs: performance.now() - started,
       });
@@ -317,5 +370,6 @@ export async function load(options = {}) {
       reasons.push(`${ep} session creation failed: ${error?.message ?? error}`);
     }
   }
+  worker?.terminate();
   throw new Error(`no execution provider could run this model: ${reasons.join('; ')}`);
 }
