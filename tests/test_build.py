@@ -90,7 +90,7 @@ def test_external_data_is_inlined_into_the_shipped_model(build_bundle, tmp_path)
     directory, manifest = build_bundle(models.external_data(tmp_path))
     shipped = onnx.load(str(directory / manifest["variants"][0]["file"]), load_external_data=False)
     assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in shipped.graph.initializer)
-    assert sorted(p.name for p in (directory / "models").iterdir()) == ["fp32.onnx"]
+    assert _unhashed(directory / "models") == ["fp32.onnx"]
 
 
 def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):
