@@ -23,8 +23,9 @@ PACKAGE_VERSION = "1.0.0"
 NODE_ENTRY = "node.mjs"
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
-PACKAGE_FILES = ("bundle.mjs", FILES_MODULE, "bundle.session.mjs", "bundle.worker.mjs",
-                 "bundle.d.ts", "bundle.json", NODE_ENTRY, "models/", "runtime/")
+PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.session.mjs",
+                 "bundle.worker.mjs", "bundle.d.ts", "bundle.d.mts", "bundle.json", NODE_ENTRY,
+                 "models/", "runtime/")
 _NPM_NAME = re.compile(r"^(@[a-z0-9~-][a-z0-9._~-]*/)?[a-z0-9~-][a-z0-9._~-]*$")
 _NPM_NAME_MAX = 214
 

@@ -26,14 +26,15 @@ from bundler.files import (
     package_json,
 )
 from bundler.resources import resource
+from bundler.typings import DECLARATION_FILES, declarations
 
 MANIFEST_FILE = "bundle.json"
-WEB_FILES = ("bundle.mjs", "bundle.session.mjs", "bundle.worker.mjs", NODE_ENTRY, "bundle.d.ts",
-             "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.session.mjs", "bundle.worker.mjs",
+             NODE_ENTRY, "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
 # The demo's app.mjs may be replaced; the rest is the bundle's contract.
-RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, "runtime", "models"} - {
-    "app.mjs"}
+RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES, "runtime",
+            "models"} - {"app.mjs"}
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
@@ -104,10 +105,14 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
 
 
 def render_site(directory: Path, manifest: dict[str, Any], templates: Path | None = None) -> None:
-    """Copy the browser modules and render the page(s) for the model described by `manifest`."""
+    """Copy the browser modules, write their types and render the page(s) for the model
+    described by `manifest`."""
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
+    types = declarations(manifest)
+    for name in DECLARATION_FILES:
+        (directory / name).write_text(types, encoding="utf-8")
     (directory / PACKAGE_JSON).write_text(package_json(manifest), encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}

@@ -4,15 +4,80 @@ export type ExecutionProvider = 'webgpu' | 'wasm';
 export type TensorType =
   | 'float32' | 'float16' | 'float64' | 'int8' | 'uint8' | 'int16' | 'uint16'
   | 'int32' | 'uint32' | 'int64' | 'uint64' | 'bool' | 'string';
-export type TypedArray =
-  | Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array
-  | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+
+/** Float16Array where the browser has it (onnxruntime-web then returns one), else Uint16Array. */
+export interface Float16Data extends ArrayBufferView {
+  readonly length: number;
+  [index: number]: number;
+}
+
+/** The typed array of each element type, as run() returns it. */
+export interface DataOf {
+  float32: Float32Array; float64: Float64Array; float16: Float16Data | Uint16Array;
+  int8: Int8Array; uint8: Uint8Array; int16: Int16Array; uint16: Uint16Array;
+  int32: Int32Array; uint32: Uint32Array; int64: BigInt64Array; uint64: BigUint64Array;
+  bool: Uint8Array; string: string[];
+}
+
+/** What run() takes as data for each element type (plain arrays are converted). */
+export interface FeedDataOf {
+  float32: Float32Array | readonly number[]; float64: Float64Array | readonly number[];
+  float16: Float16Data | Uint16Array | readonly number[];
+  int8: Int8Array | readonly number[]; uint8: Uint8Array | Uint8ClampedArray | readonly number[];
+  int16: Int16Array | readonly number[]; uint16: Uint16Array | readonly number[];
+  int32: Int32Array | readonly number[]; uint32: Uint32Array | readonly number[];
+  int64: BigInt64Array | readonly (number | bigint)[];
+  uint64: BigUint64Array | readonly (number | bigint)[];
+  bool: Uint8Array | readonly boolean[] | readonly number[]; string: readonly string[];
+}
+
+/** One input as a plain tensor (an ort.Tensor of the right type and dims is taken too). */
+export interface Feed<T extends TensorType, Dims extends readonly number[] = readonly number[]> {
+  type?: T;
+  dims: Dims;
+  data: FeedDataOf[T];
+}
+
+/** An input whose dims the model fixes: `dims` may be left out. */
+export interface FixedFeed<T extends TensorType, Dims extends readonly number[]> {
+  type?: T;
+  dims?: Dims;
+  data: FeedDataOf[T];
+}
+
+/** What a 0-d input also takes: the value itself. */
+export interface ScalarOf {
+  float32: number; float64: number; float16: number; int8: number; uint8: number; int16: number;
+  uint16: number; int32: number; uint32: number; int64: number | bigint; uint64: number | bigint;
+  bool: boolean | number; string: string;
+}
+
+export interface Output<T extends TensorType, Dims extends readonly number[] = number[]> {
+  type: T;
+  dims: Dims;
+  data: DataOf[T];
+}
 
 export interface TensorSpec { name: string; type: TensorType; shape: (number | string)[] | null; }
 
-export interface Variant { name: string; file: string; bytes: number; sha256: string; }
+export interface VariantAccuracy {
+  max_abs: number; mean_rel: number; cosine: number; top1_agreement?: number;
+  nonfinite: number; samples: number; data: string;
+}
+
+export interface Variant {
+  name: string; kind?: string; file: string; bytes: number; sha256: string; ratio?: number;
+  accuracy?: VariantAccuracy; settings?: Record<string, unknown>; notes?: string[];
+  reference?: Record<string, unknown>;
+}
+
+export interface VerificationResult {
+  passed: boolean; max_abs_error: number | null; max_normalized_error: number | null;
+  error?: string; unsupported?: 'runtime' | 'device';
+}
 
 export interface Manifest {
+  schema_version?: number;
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
@@ -21,46 +86,65 @@ export interface Manifest {
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
+  /** Every file of the bundle but bundle.json and bundle.files.mjs. */
   files?: { path: string; bytes: number; sha256: string }[];
   default_variant: string | Partial<Record<ExecutionProvider, string>>;
+  selection?: { mode: 'auto'; budget: string; chosen: string;
+                candidates: Record<string, unknown>[] };
+  source?: { file: string; bytes: number };
+  optimization?: Record<string, unknown>;
+  notes?: string[];
   verification: {
     status: 'passed' | 'failed' | 'not_done';
     reason?: string;
     hint?: string;
     dims?: Record<string, number>;
-    results?: Record<string, Partial<Record<ExecutionProvider, {
-      passed: boolean; max_abs_error: number | null; max_normalized_error: number | null;
-      error?: string;
-    }>>>;
+    results?: Record<string, Partial<Record<ExecutionProvider, VerificationResult>>>;
+    fallback?: VerificationResult;
+    problems?: string[];
   };
 }
+
+/** The stable codes of BundleError and of model.fallbackReasons (see the README). */
+export type ErrorCode =
+  | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
+  | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'
+  | 'no-execution-provider' | 'input-name' | 'input-type' | 'input-shape' | 'released'
+  | 'worker-failed' | 'unsupported-environment';
+
+/** Why load() skipped an EP or fell back from it. */
+export interface FallbackReason { ep: ExecutionProvider; code: ErrorCode; detail: string; }
+
+/** What load() and run() reject with. */
+export class BundleError extends Error {
+  readonly name: 'BundleError';
+  readonly code: ErrorCode;
+  /** With code 'no-execution-provider': why each EP was skipped or failed. */
+  readonly reasons?: FallbackReason[];
+}
+export const ERROR_CODES: readonly ErrorCode[];
+/** The newest bundle.json schema_version this bundle.mjs reads. */
+export const SCHEMA_VERSION: number;
 
 export interface ProgressEvent { stage: 'manifest' | 'runtime' | 'model' | 'session';
                                  loaded: number; total: number; }
 
-export interface LoadOptions {
-  executionProviders?: ExecutionProvider[];
-  variant?: string;
+export interface LoadOptions<VariantName extends string = string> {
+  executionProviders?: readonly ExecutionProvider[];
+  variant?: VariantName;
   onProgress?: (event: ProgressEvent) => void;
   baseUrl?: string | URL;
   ignoreVerification?: boolean;
   numThreads?: number;
-  /** Run the session in a dedicated module worker (WebGPU or WASM); run() then transfers the
-   *  input buffers to it (they are detached afterwards). */
+  /** Run the session in a dedicated module worker (on WebGPU or WASM); run() then transfers the
+   *  input buffers to it, so they are detached afterwards. */
   worker?: boolean;
 }
 
-export interface PlainTensor {
-  type?: TensorType;
-  dims?: number[];
-  data: TypedArray | number[] | bigint[] | boolean[] | string[];
-}
-
-export interface OutputTensor { type: TensorType; dims: number[]; data: TypedArray | string[]; }
-
-export interface Model {
+export interface BundleModel<Inputs, Outputs> {
   readonly ep: ExecutionProvider;
   readonly fallbackReason: string | null;
+  readonly fallbackReasons: FallbackReason[];
   readonly variant: string;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
@@ -68,10 +152,8 @@ export interface Model {
   readonly loadMs: number;
   /** true when the session runs in a Web Worker (load({ worker: true })). */
   readonly worker: boolean;
-  run(feeds: Record<string, PlainTensor | number | bigint | boolean | object>):
-    Promise<Record<string, OutputTensor>>;
+  run(feeds: Inputs): Promise<Outputs>;
   release(): Promise<void>;
 }
 
-export function load(options?: LoadOptions): Promise<Model>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;

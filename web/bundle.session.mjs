@@ -1,6 +1,10 @@
 // bundle.session.mjs: imports an onnxruntime-web build and runs one model on one execution
 // provider. bundle.mjs uses it on the page, bundle.worker.mjs inside a Web Worker. It knows no file
-// names: every URL comes resolved from bundle.mjs.
+// names: every URL comes resolved from bundle.mjs. A failure to import the runtime or to create
+// the session carries `stage` ('runtime' or 'session'): load() then tries the next EP, while a
+// model that cannot be fetched (BundleError 'fetch-failed') fails on every EP.
+
+import { BundleError, serialised } from './bundle.core.mjs';
 
 const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
 
@@ -27,9 +31,31 @@ export function importRuntime({ module, mjs, wasm }, numThreads) {
   return runtimes.get(module);
 }
 
-export async function fetchBytes(url, expected, onProgress, stage) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
+async function fetchOk(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
+      { cause: error });
+  }
+  if (!response.ok) {
+    throw new BundleError('fetch-failed', `cannot fetch ${url}: HTTP ${response.status}`);
+  }
+  return response;
+}
+
+export async function fetchJson(url) {
+  const response = await fetchOk(url);
+  try {
+    return await response.json();
+  } catch (error) {
+    throw new BundleError('fetch-failed', `${url} is not valid JSON (${error.message})`);
+  }
+}
+
+async function fetchBytes(url, expected, onProgress, stage) {
+  const response = await fetchOk(url);
   const total = Number(response.headers.get('content-length')) || expected || 0;
   if (!response.body) {
     const buffer = new Uint8Array(await response.arrayBuffer());
@@ -41,10 +67,16 @@ export async function fetchBytes(url, expected, onProgress, stage) {
   let loaded = 0;
   onProgress?.({ stage, loaded, total });
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    loaded += value.byteLength;
+    let next;
+    try {
+      next = await reader.read();
+    } catch (error) {
+      throw new BundleError('fetch-failed', `fetching ${url} failed after ${loaded} bytes:` +
+        ` ${error.message ?? error}`, { cause: error });
+    }
+    if (next.done) break;
+    chunks.push(next.value);
+    loaded += next.value.byteLength;
     onProgress?.({ stage, loaded, total });
   }
   const bytes = new Uint8Array(loaded);
@@ -56,50 +88,66 @@ export async function fetchBytes(url, expected, onProgress, stage) {
   return bytes;
 }
 
-// A session of one model on one EP. run() takes tensors as plain { type, dims, data } (or this
-// runtime's own ort.Tensor) and gives plain { type, dims, data } with typed-array data.
+// A session of one model on one EP. run() takes tensors as plain { type, dims, data } (or an
+// ort.Tensor) and gives plain { type, dims, data } with typed-array data. Calls go through the
+// runtime module's queue (see serialised in bundle.core.mjs).
 class Session {
   constructor(ort, session) {
     this._ort = ort;
     this._session = session;
   }
 
-  async run(feeds) {
+  run(feeds) {
+    const { Tensor } = this._ort;
     const tensors = {};
     for (const [name, value] of Object.entries(feeds)) {
-      tensors[name] = value instanceof this._ort.Tensor
+      tensors[name] = value instanceof Tensor
         ? value
-        : new this._ort.Tensor(value.type, value.data, value.dims);
+        : new Tensor(value.type, value.data, value.dims);
     }
-    const outputs = await this._session.run(tensors);
-    const plain = {};
-    for (const [name, tensor] of Object.entries(outputs)) {
-      plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
-    }
-    return plain;
+    const session = this._session;
+    return serialised(this._ort, async () => {
+      const outputs = await session.run(tensors);
+      const plain = {};
+      for (const [name, tensor] of Object.entries(outputs)) {
+        plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+      }
+      return plain;
+    });
   }
 
   async release() {
     const session = this._session;
     this._session = null;
-    await session?.release();
+    if (session) await serialised(this._ort, () => session.release());
   }
+}
+
+function atStage(stage, error) {
+  return Object.assign(error instanceof Error ? error : new Error(String(error)), { stage });
 }
 
 // runtime: { module, mjs, wasm } URLs; model: { url, bytes }. `models` caches fetched model bytes
 // by URL across the EPs one load() tries.
 export async function openSession({ runtime, model, ep, numThreads, onProgress, models }) {
-  onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-  const ort = await importRuntime(runtime, numThreads);
-  onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+  let ort;
+  try {
+    onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
+    ort = await importRuntime(runtime, numThreads);
+    onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+  } catch (error) {
+    throw atStage('runtime', error);
+  }
   if (!models.has(model.url)) {
     models.set(model.url, await fetchBytes(model.url, model.bytes, onProgress, 'model'));
   }
-  onProgress?.({ stage: 'session', loaded: 0, total: 1 });
-  const session = await ort.InferenceSession.create(models.get(model.url), {
-    executionProviders: [ep],
-    graphOptimizationLevel: 'all',
-  });
-  onProgress?.({ stage: 'session', loaded: 1, total: 1 });
-  return new Session(ort, session);
+  try {
+    onProgress?.({ stage: 'session', loaded: 0, total: 1 });
+    const session = await serialised(ort, () => ort.InferenceSession.create(
+      models.get(model.url), { executionProviders: [ep], graphOptimizationLevel: 'all' }));
+    onProgress?.({ stage: 'session', loaded: 1, total: 1 });
+    return new Session(ort, session);
+  } catch (error) {
+    throw atStage('session', error);
+  }
 }

@@ -3,7 +3,8 @@
 //   { id, type: 'open', options }  -> { id, result: null } (progress as { id, progress })
 //   { id, type: 'run', feeds }     -> { id, result: outputs } (output buffers transferred)
 //   { id, type: 'release' }        -> { id, result: null }
-// A failure answers { id, error: { name, message } }.
+// A failure answers { id, error: { name, message, code, stage } } (see bundle.session.mjs).
+import { BundleError } from './bundle.core.mjs';
 import { openSession } from './bundle.session.mjs';
 
 let session = null;
@@ -28,7 +29,7 @@ const handlers = {
     return null;
   },
   async run(id, { feeds }) {
-    if (!session) throw new Error('this model was released; load() it again');
+    if (!session) throw new BundleError('released', 'this model was released; load() it again');
     return session.run(feeds);
   },
   async release() {
@@ -46,7 +47,8 @@ self.onmessage = ({ data: message }) => {
       const result = await handlers[message.type](message.id, message);
       postMessage({ id: message.id, result }, message.type === 'run' ? buffersOf(result) : []);
     } catch (error) {
-      postMessage({ id: message.id, error: { name: error?.name, message: error?.message ?? String(error) } });
+      const { name, message: text = String(error), code, stage } = error ?? {};
+      postMessage({ id: message.id, error: { name, message: text, code, stage } });
     }
   });
 };

@@ -1,0 +1,301 @@
+// bundle.core.mjs: the pure part of bundle.mjs: its errors and their codes, the checks of options,
+// of bundle.json's schema_version and of feeds, the choice of variant per execution provider, and
+// the queue that keeps one onnxruntime-web module to one call at a time. No DOM, no fetch, so it
+// is unit-tested under Node (tests/js/).
+
+export const SCHEMA_VERSION = 1; // the newest bundle.json layout this module reads
+export const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
+
+// Stable codes of BundleError (and of the entries of model.fallbackReasons); see the README.
+export const ERROR_CODES = [
+  'bad-option', // load() options: wrong type or value
+  'schema-version', // bundle.json is newer than this bundle.mjs (or its version is not a number)
+  'fetch-failed', // bundle.json, the model or a runtime module could not be fetched
+  'integrity', // reserved: a fetched file does not match its sha256 in bundle.json
+  'not-bundled', // fallback reason: the bundle was built without this EP
+  'webgpu-unavailable', // fallback reason: no navigator.gpu, or no adapter
+  'verification-failed', // fallback reason: the EP computed wrong numbers at build time
+  'runtime-unsupported', // fallback reason: this onnxruntime-web build has no kernel for an op
+  'session-failed', // fallback reason: session creation failed otherwise (a device feature, ...)
+  'no-execution-provider', // load(): every EP was skipped or failed; see error.reasons
+  'input-name', // run(): a missing or unknown input (or feeds that are not an object)
+  'input-type', // run(): wrong element type or data
+  'input-shape', // run(): dims that do not fit the model or the data
+  'released', // run() after release()
+  'worker-failed', // load({ worker: true }): the worker did not start (its script did not load)
+  'unsupported-environment', // load() under Node.js or on the server side of SSR (node.mjs)
+];
+
+export class BundleError extends Error {
+  constructor(code, message, { reasons, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'BundleError';
+    this.code = code;
+    if (reasons !== undefined) this.reasons = reasons;
+  }
+}
+
+const messageOf = (error) => String(error?.message ?? error);
+
+// --- options and manifest ---------------------------------------------------------------------
+
+export function checkOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new BundleError('bad-option', `load(options): options must be an object, got ${
+      JSON.stringify(options)}`);
+  }
+  const eps = options.executionProviders ?? EXECUTION_PROVIDERS;
+  const known = EXECUTION_PROVIDERS.map((ep) => `'${ep}'`).join(', ');
+  if (typeof eps === 'string') {
+    throw new BundleError('bad-option', `executionProviders must be an array (tried in order),` +
+      ` not the string '${eps}': write executionProviders: ['${eps}']`);
+  }
+  const unknown = Array.isArray(eps) ? eps.filter((ep) => !EXECUTION_PROVIDERS.includes(ep)) : [];
+  if (!Array.isArray(eps) || eps.length === 0 || unknown.length) {
+    throw new BundleError('bad-option', `executionProviders must be an array of some of ${known};` +
+      ` got ${JSON.stringify(eps)}`);
+  }
+  if (options.variant !== undefined && typeof options.variant !== 'string') {
+    throw new BundleError('bad-option', `variant must be a variant name (a string), got ${
+      JSON.stringify(options.variant)}`);
+  }
+  const threads = options.numThreads;
+  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) {
+    throw new BundleError('bad-option', `numThreads must be a positive integer, got ${
+      JSON.stringify(threads)}`);
+  }
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
+    throw new BundleError('bad-option', 'onProgress must be a function');
+  }
+  if (options.worker !== undefined && typeof options.worker !== 'boolean') {
+    throw new BundleError('bad-option', `worker must be true or false, got ${
+      JSON.stringify(options.worker)}`);
+  }
+  return eps;
+}
+
+// A bundle.json without schema_version predates the field and has the version 1 layout. Fields
+// added later without breaking readers keep the version; only a breaking change raises it.
+export function checkSchemaVersion(manifest) {
+  const version = manifest?.schema_version ?? 1;
+  if (!Number.isInteger(version) || version < 1) {
+    throw new BundleError('schema-version', `bundle.json has schema_version ${
+      JSON.stringify(version)}; expected a positive integer (at most ${SCHEMA_VERSION})`);
+  }
+  if (version > SCHEMA_VERSION) {
+    throw new BundleError('schema-version', `bundle.json has schema_version ${version}, but this` +
+      ` bundle.mjs reads schema_version ${SCHEMA_VERSION} at most: use the bundle.mjs that was` +
+      ' built with it (rebuild the bundle)');
+  }
+  return manifest;
+}
+
+// --- which variant on which EP ----------------------------------------------------------------
+
+export function pickVariant(manifest, ep, requested) {
+  const defaults = manifest.default_variant;
+  const name = requested ?? (typeof defaults === 'string'
+    ? defaults
+    : defaults[ep] ?? Object.values(defaults)[0]);
+  const variant = manifest.variants.find((v) => v.name === name);
+  if (!variant) {
+    const known = manifest.variants.map((v) => v.name).join(', ');
+    throw new BundleError('bad-option', `unknown variant '${name}'; this bundle has: ${known}`);
+  }
+  return variant;
+}
+
+function verificationReason(manifest, variant, ep) {
+  const result = manifest.verification?.results?.[variant.name]?.[ep];
+  if (!result || result.passed !== false) return null;
+  // A device that lacked a feature at build time says nothing about this device.
+  if (result.unsupported === 'device') return null;
+  if (result.unsupported === 'runtime') {
+    return { ep, code: 'runtime-unsupported', detail: `${ep} skipped: this onnxruntime-web build` +
+      ` cannot run this model (${result.error}); pass ignoreVerification: true to try it anyway` };
+  }
+  const worst = result.max_abs_error == null ? '' : ` (worst abs error ${result.max_abs_error})`;
+  return { ep, code: 'verification-failed', detail: `${ep} skipped: it failed verification for` +
+    ` this model at build time${worst}; pass ignoreVerification: true to use it anyway` };
+}
+
+// What load() tries, in order: per EP, { ep, variant } or { ep, reason } when the manifest alone
+// rules it out (reason: { ep, code, detail }, an entry of model.fallbackReasons).
+export function planAttempts(manifest, eps, { variant, ignoreVerification } = {}) {
+  if (variant !== undefined) pickVariant(manifest, eps[0], variant); // an unknown name fails first
+  return eps.map((ep) => {
+    if (!manifest.runtime.builds[ep]) {
+      return { ep, reason: { ep, code: 'not-bundled',
+        detail: `${ep} skipped: this bundle was built without it` } };
+    }
+    const chosen = pickVariant(manifest, ep, variant);
+    const reason = ignoreVerification ? null : verificationReason(manifest, chosen, ep);
+    return reason ? { ep, reason } : { ep, variant: chosen };
+  });
+}
+
+// onnxruntime's words for "this build has no kernel for an op" (status NOT_IMPLEMENTED = 9): the
+// same on every device, so bundle test records such an EP as unsupported by the runtime.
+const MISSING_KERNEL =
+  /No Op registered|NOT_IMPLEMENTED|ERROR_CODE: 9\b|Could not find an implementation/;
+const SESSION_PREFIX = /^Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: /;
+
+export function sessionFailure(ep, error) {
+  const message = messageOf(error).replace(SESSION_PREFIX, '');
+  const code = MISSING_KERNEL.test(messageOf(error)) ? 'runtime-unsupported' : 'session-failed';
+  return { ep, code, detail: `${ep} session creation failed: ${message}` };
+}
+
+export function importFailure(ep, error) {
+  return { ep, code: 'fetch-failed', detail: `${ep} skipped: its onnxruntime-web build could not` +
+    ` be imported (${messageOf(error)})` };
+}
+
+export function noExecutionProvider(reasons) {
+  return new BundleError('no-execution-provider', 'no execution provider could run this model: ' +
+    reasons.map((reason) => reason.detail).join('; '), { reasons });
+}
+
+// --- one call at a time per onnxruntime-web module ----------------------------------------------
+
+// Sessions of one module share its wasm instance, whose asyncify/JSEP state allows one session
+// creation or run at a time ("Session already started"), so every model on the page queues here.
+const queues = new WeakMap(); // runtime module -> the promise of its last queued task
+
+export function serialised(runtime, task) {
+  const result = (queues.get(runtime) ?? Promise.resolve()).then(task);
+  queues.set(runtime, result.then(() => {}, () => {}));
+  return result;
+}
+
+// --- feeds ------------------------------------------------------------------------------------
+
+const TYPED_ARRAYS = {
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: globalThis.Float16Array ?? Uint16Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  int64: BigInt64Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+};
+
+// Typed arrays onnxruntime-web also takes as they are: the raw half-float bits, an ImageData's.
+const ALSO_ACCEPTED = { float16: [Uint16Array], uint8: [Uint8ClampedArray] };
+
+export function describe(spec) {
+  return spec.shape === null ? spec.type : `${spec.type} [${spec.shape.join(', ')}]`;
+}
+
+const inputError = (code, spec, text) => new BundleError(code, `input '${spec.name}': ${text}`);
+
+function toData(spec, data) {
+  if (spec.type === 'string') {
+    if (Array.isArray(data) && data.every((v) => typeof v === 'string')) return data;
+    throw inputError('input-type', spec, 'data must be an array of strings');
+  }
+  const Typed = TYPED_ARRAYS[spec.type];
+  if (data instanceof Typed) return data;
+  if (ArrayBuffer.isView(data)) {
+    if ((ALSO_ACCEPTED[spec.type] ?? []).some((Other) => data instanceof Other)) {
+      if (spec.type !== 'uint8') return data;
+      return new Uint8Array(data.buffer, data.byteOffset, data.length);
+    }
+    throw inputError('input-type', spec, `expected ${Typed.name} data for ${spec.type},` +
+      ` got ${data.constructor.name}`);
+  }
+  if (!Array.isArray(data)) {
+    throw inputError('input-type', spec, 'data must be a typed array or an array of numbers');
+  }
+  if (Typed === BigInt64Array || Typed === BigUint64Array) {
+    return Typed.from(data, (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(v))));
+  }
+  if (spec.type === 'bool') return Uint8Array.from(data, (v) => (v ? 1 : 0));
+  if (Typed === Uint16Array && spec.type === 'float16') {
+    throw inputError('input-type', spec, 'this browser has no Float16Array: give the half-float' +
+      ' bits as a Uint16Array');
+  }
+  return Typed.from(data);
+}
+
+function checkDims(spec, dims) {
+  if (!Array.isArray(dims) || dims.some((d) => !Number.isInteger(d) || d < 0)) {
+    throw inputError('input-shape', spec, 'dims must be an array of non-negative integers');
+  }
+  if (spec.shape === null) return;
+  const mismatch = dims.length !== spec.shape.length ||
+    spec.shape.some((d, i) => typeof d === 'number' && d !== dims[i]);
+  if (mismatch) {
+    throw inputError('input-shape', spec, `expected shape [${spec.shape.join(', ')}],` +
+      ` got [${dims.join(', ')}]`);
+  }
+}
+
+function isTensor(Tensor, value) {
+  // A tensor of another onnxruntime-web copy on the page is a Tensor too.
+  return value instanceof Tensor || (value?.constructor?.name === 'Tensor' && 'cpuData' in value);
+}
+
+function makeTensor(Tensor, spec, value) {
+  if (isTensor(Tensor, value)) {
+    if (value.type !== spec.type) {
+      throw inputError('input-type', spec, `expected ${spec.type}, got ${value.type}`);
+    }
+    checkDims(spec, [...value.dims]);
+    return value;
+  }
+  if (['number', 'bigint', 'boolean', 'string'].includes(typeof value)) {
+    value = { data: [value], dims: [] };
+  }
+  if (value === null || typeof value !== 'object' || !('data' in value)) {
+    throw inputError('input-type', spec, `expected an ort.Tensor or { type, dims, data }` +
+      ` (${describe(spec)})`);
+  }
+  if (value.type !== undefined && value.type !== spec.type) {
+    throw inputError('input-type', spec, `expected ${spec.type}, got ${value.type}`);
+  }
+  const data = toData(spec, value.data);
+  let dims = value.dims;
+  if (dims === undefined) {
+    if (spec.shape === null || spec.shape.some((d) => typeof d !== 'number')) {
+      throw inputError('input-shape', spec, `give dims (shape [${spec.shape?.join(', ')}])`);
+    }
+    dims = spec.shape;
+  }
+  checkDims(spec, dims);
+  const count = dims.reduce((a, b) => a * b, 1);
+  if (data.length !== count) {
+    throw inputError('input-shape', spec, `dims [${dims.join(', ')}] hold ${count} values,` +
+      ` data has ${data.length}`);
+  }
+  return new Tensor(spec.type, data, dims);
+}
+
+// feeds -> { name: Tensor } for session.run, checked against the model's inputs (`Tensor`: the
+// runtime's ort.Tensor); a BundleError with an input-* code names the input and what it takes.
+export function makeFeeds(Tensor, inputs, feeds) {
+  if (feeds === null || typeof feeds !== 'object') {
+    throw new BundleError('input-name',
+      'run(feeds): feeds must be an object mapping input names to tensors');
+  }
+  const byName = new Map(inputs.map((spec) => [spec.name, spec]));
+  for (const name of Object.keys(feeds)) {
+    if (!byName.has(name)) {
+      throw new BundleError('input-name', `unknown input '${name}'; this model takes: ` +
+        inputs.map((s) => `'${s.name}' (${describe(s)})`).join(', '));
+    }
+  }
+  const tensors = {};
+  for (const spec of inputs) {
+    if (!(spec.name in feeds)) {
+      throw new BundleError('input-name', `missing input '${spec.name}' (${describe(spec)})`);
+    }
+    tensors[spec.name] = makeTensor(Tensor, spec, feeds[spec.name]);
+  }
+  return tensors;
+}
