@@ -3,12 +3,17 @@ bundler (installed once into the cache by bundler.npmtools), and what a built ap
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
+import http.server
 import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +106,36 @@ def copies_in_output(bundle: Path, manifest: dict, output: Path) -> dict[str, in
 def native_probabilities(bundle: Path, manifest: dict) -> np.ndarray:
     model = bundle / manifest["variants"][0]["file"]
     return run_native(model, {"image": EXAMPLE_INPUT})["probabilities"].reshape(-1)
+
+
+class _StaticHandler(http.server.SimpleHTTPRequestHandler):
+    """A plain static server, as a generic host is: exact types, the headers it is given."""
+
+    extensions_map = {".mjs": "text/javascript", ".js": "text/javascript",
+                      ".wasm": "application/wasm", ".json": "application/json",
+                      ".html": "text/html", ".onnx": "application/octet-stream"}
+    headers_to_send: dict[str, str] = {}
+
+    def end_headers(self) -> None:
+        for name, value in self.headers_to_send.items():
+            self.send_header(name, value)
+        super().end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def static_server(root: Path, headers: dict[str, str]) -> Iterator[str]:
+    """Serve `root` on a free port of 127.0.0.1 with `headers` on every response; yields the
+    base URL. Another port is another origin."""
+    handler = type("Handler", (_StaticHandler,), {"headers_to_send": headers})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

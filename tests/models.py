@@ -19,6 +19,8 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
     ml_classifier_no_zipmap  features i32[batch,4] -> label i64[batch], probabilities f32[batch,3]
     recurrent_state          input f32[batch,samples], state f32[2,batch,8], sr i64[]
                              -> output f32[batch,1], stateN f32[2,batch,8]
+    heavy_conv               image f32[1,16,128,128] -> features f32[1,16] (six 3x3 convs:
+                             about 0.45 GFLOP a run; not in ALL, too slow for every EP test)
 """
 
 from __future__ import annotations
@@ -330,6 +332,28 @@ def recurrent_state(directory: Path) -> Path:
         [_io("output", F32, features), _io("stateN", F32, [2, "batch", 8])],
         [*_weights(7, w_in=(1, 8), w_out=(8, 1), b_out=(1,)), *constants],
     )
+    return _save(graph, directory)
+
+
+def heavy_conv(directory: Path) -> Path:
+    """Six 16->16 3x3 Conv + Relu over 128x128, then GlobalAveragePool and Flatten: small weights,
+    much compute (a run takes well over 50 ms in WASM, a long task when it runs on the page)."""
+    layers = 6
+    nodes, current = [], "image"
+    for layer in range(layers):
+        nodes += [
+            helper.make_node("Conv", [current, f"w{layer}", f"b{layer}"], [f"conv{layer}"],
+                             pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", [f"conv{layer}"], [f"relu{layer}"]),
+        ]
+        current = f"relu{layer}"
+    nodes += [helper.make_node("GlobalAveragePool", [current], ["pooled"]),
+              helper.make_node("Flatten", ["pooled"], ["features"])]
+    shapes = {}
+    for layer in range(layers):
+        shapes[f"w{layer}"], shapes[f"b{layer}"] = (16, 16, 3, 3), (16,)
+    graph = _graph("heavy_conv", nodes, [_io("image", F32, [1, 16, 128, 128])],
+                   [_io("features", F32, [1, 16])], _weights(7, **shapes))
     return _save(graph, directory)
 
 
