@@ -3,22 +3,20 @@
 // the model does not fail; calling load() there rejects with code 'unsupported-environment',
 // since the bundle runs onnxruntime-web, which needs a browser (or a Web Worker). Call load() on
 // the client only (in Next.js: in a 'use client' component, from useEffect or an event handler).
+import { BundleError } from './bundle.core.mjs';
 
-const MESSAGE = 'this model runs in the browser only: load() was called in Node.js (or on the' +
-  ' server side of an SSR framework); call it on the client, e.g. in useEffect';
+export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
 
-export class BundleError extends Error {
-  constructor(code, message) {
-    super(message);
-    this.name = 'BundleError';
-    this.code = code;
-  }
+function browserOnly() {
+  return new BundleError('unsupported-environment', 'this model runs in the browser only: load()' +
+    ' was called in Node.js (or on the server side of an SSR framework); call it on the client,' +
+    ' e.g. in useEffect');
 }
 
 export async function load() {
-  throw new BundleError('unsupported-environment', MESSAGE);
+  throw browserOnly();
 }
 
 export async function loadManifest() {
-  throw new BundleError('unsupported-environment', MESSAGE);
+  throw browserOnly();
 }
