@@ -11,16 +11,16 @@ interleaved rounds. Prints time to first result, median run time and bytes of ea
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
-from bundler.build import build
-from bundler.config import merge
+from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.inspect import TensorSpec
+from bundler.options import merge
 from bundler.reference import runnable_feeds
 from bundler.runtime import BUILDS
 from bundler.server import HARNESS_PATH, serve_directory
@@ -64,10 +64,10 @@ def main() -> None:
         directory = Path(scratch) / "bundle"
         options = merge({}, {"output": str(directory), "dims": args.dim, "verify": False})
         manifest = build(args.model, options, reporter=reporter)
-        inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
-        model_file = manifest["variants"][0]["file"]
+        inputs = manifest.inputs
+        model_file = manifest.variants[0].file
         feeds = runnable_feeds(directory / model_file, inputs, options.dims).feeds
-        modules = {ep: manifest["runtime"]["builds"][ep] for ep in ("wasm", "webgpu")}
+        modules = {ep: dataclasses.asdict(manifest.runtime.builds[ep]) for ep in ("wasm", "webgpu")}
         sizes = {ep: sum((directory / path).stat().st_size for path in build.values())
                  for ep, build in modules.items()}
         settings = load_settings()
@@ -82,7 +82,7 @@ def main() -> None:
                                                 "feeds": encode_feeds(feeds, inputs)})
     median = {ep: statistics.median(timed[ep]["times"]) for ep in modules}
     reporter.table(
-        f"{manifest['name']} on the WASM EP ({args.runs} interleaved runs)",
+        f"{manifest.name} on the WASM EP ({args.runs} interleaved runs)",
         ["build", "runtime bytes", "first result ms", "median ms", "median vs wasm build"],
         [[f"{ep} ({BUILDS[ep].module})", sizes[ep], f"{timed[ep]['first']:.0f}",
           f"{median[ep]:.2f}", f"{median[ep] / median['wasm']:.2f}x"] for ep in modules],

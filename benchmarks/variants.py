@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
-from bundler.build import build
-from bundler.config import merge
+from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.inspect import TensorSpec
-from bundler.reference import cpu_session, runnable_feeds
+from bundler.manifest import Manifest
+from bundler.modelio import cpu_session
+from bundler.options import merge
+from bundler.reference import runnable_feeds
 from bundler.server import HARNESS_PATH, serve_directory
 
 TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
@@ -52,9 +53,9 @@ TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
 }"""
 
 
-def native_medians(directory: Path, manifest: dict, feeds: dict, runs: int) -> dict[str, float]:
-    sessions = {v["name"]: cpu_session(directory / v["file"], threads=1)
-                for v in manifest["variants"]}
+def native_medians(directory: Path, manifest: Manifest, feeds: dict, runs: int
+                   ) -> dict[str, float]:
+    sessions = {v.name: cpu_session(directory / v.file, threads=1) for v in manifest.variants}
     times: dict[str, list[float]] = {name: [] for name in sessions}
     for runner in sessions.values():
         runner.run(None, feeds)
@@ -80,10 +81,10 @@ def main() -> None:
         options = merge({}, {"output": str(directory), "variants": args.variants,
                              "dims": args.dim, "verify": False})
         manifest = build(args.model, options, reporter=reporter)
-        inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
-        fp32 = directory / manifest["variants"][0]["file"]
+        inputs = manifest.inputs
+        fp32 = directory / manifest.variants[0].file
         feeds = runnable_feeds(fp32, inputs, options.dims).feeds
-        names = [v["name"] for v in manifest["variants"]]
+        names = [v.name for v in manifest.variants]
         settings = load_settings()
         with reporter.step(f"Timing {len(names)} variants in Chromium ({args.ep})"), \
                 serve_directory(directory) as base_url, playwright_session() as driver, \
@@ -97,20 +98,20 @@ def main() -> None:
             })
         native = native_medians(directory, manifest, feeds, args.runs)
     browser_median = {name: statistics.median(timed[name]["times"]) for name in names}
-    base = manifest["variants"][0]
+    base = manifest.variants[0]
     rows = []
-    for variant in manifest["variants"]:
-        name = variant["name"]
+    for variant in manifest.variants:
+        name = variant.name
         rows.append([
-            name, variant["bytes"], f"{variant['bytes'] / base['bytes']:.2f}",
+            name, variant.bytes, f"{variant.bytes / base.bytes:.2f}",
             f"{timed[name]['load']:.0f}", f"{browser_median[name]:.2f}",
-            f"{browser_median[base['name']] / browser_median[name]:.2f}x",
-            f"{native[name]:.2f}", f"{native[base['name']] / native[name]:.2f}x",
-            (variant.get("accuracy") or {}).get("cosine", "-"),
+            f"{browser_median[base.name] / browser_median[name]:.2f}x",
+            f"{native[name]:.2f}", f"{native[base.name] / native[name]:.2f}x",
+            (variant.accuracy or {}).get("cosine", "-"),
         ])
     reporter.table(
-        f"Variants of {manifest['name']} ({args.runs} interleaved runs;"
-        f" speed-up vs {base['name']})",
+        f"Variants of {manifest.name} ({args.runs} interleaved runs;"
+        f" speed-up vs {base.name})",
         ["variant", "bytes", "size vs fp32", f"{args.ep} load ms", f"{args.ep} median ms",
          f"{args.ep} speed-up", "native ms (1 thread)", "native speed-up", "cosine"],
         rows,

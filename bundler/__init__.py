@@ -15,16 +15,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
-    from bundler.serve import serve
+    from bundler.options import BuildOptions
 
+# Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
+# importing a module never replaces a function here.
 _LAZY = {
-    "build": "bundler.build",
-    "BuildOptions": "bundler.config",
+    "build": "bundler.commands.build",
+    "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
-    "serve": "bundler.serve",
+    "serve": "bundler.commands.serve",
 }
 
 
@@ -33,7 +35,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import BrowserError
+from bundler.errors import BrowserError, first_line
 from bundler.resources import resource
 
 CONFIG_ENV = "BUNDLER_PLAYWRIGHT_CONFIG"
@@ -25,7 +25,6 @@ class BrowserSettings:
     timeouts_ms: dict[str, int]
     tolerances: dict[str, dict[str, float]]
     quantized_tolerances: dict[str, dict[str, float]]
-    source: Path
 
 
 def load_settings(path: Path | None = None) -> BrowserSettings:
@@ -45,7 +44,6 @@ def load_settings(path: Path | None = None) -> BrowserSettings:
             quantized_tolerances={
                 ep: dict(tol) for ep, tol in values["QUANTIZED_TOLERANCES"].items()
             },
-            source=path,
         )
     except KeyError as error:
         raise BrowserError(f"{path}: missing setting {error.args[0]}") from None
@@ -87,7 +85,7 @@ def launch(playwright: Any, settings: BrowserSettings, *, webgpu: bool) -> Itera
     except PlaywrightError as error:
         where = executable or "Playwright's own Chromium"
         raise BrowserError(
-            f"cannot launch Chromium ({where}): {str(error).strip().splitlines()[0]};"
+            f"cannot launch Chromium ({where}): {first_line(error)};"
             f" install it (apt-get install -y chromium) or set ${settings.chromium_env}"
         ) from None
     try:

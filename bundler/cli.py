@@ -1,23 +1,39 @@
-"""The `bundle` command: a thin click layer over the library (build, check_bundle, serve)."""
+"""The `bundle` command: a thin click layer over the commands in bundler.commands.
+
+The build options are not written here: each click option is made from its declaration in
+bundler.options, so the flags, bundle.toml and the library can never disagree.
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bundler import __version__
-from bundler.config import EXECUTION_PROVIDERS
-
-_EP = click.Choice(EXECUTION_PROVIDERS)
-_DIM_HELP = "Size of a symbolic dim: NAME=VALUE, or INPUT:AXIS=VALUE for an unnamed one (repeat)."
+from bundler.options import EXECUTION_PROVIDERS, OPTIONS
 
 
-def _options(config: Path | None, **flags: object):
-    from bundler.config import load_options
+def _click_option(key: str) -> Callable[[Callable], Callable]:
+    declared = OPTIONS[key]
+    return click.option(*declared.flags(key), key, default=None, multiple=declared.repeatable,
+                        help=declared.help)
 
-    return load_options(config, flags)
+
+def _build_options(function: Callable) -> Callable:
+    for key in reversed([key for key, declared in OPTIONS.items()
+                         if declared.on_command_line and key != "output"]):
+        function = _click_option(key)(function)
+    return click.option("--config", type=click.Path(path_type=Path), default=None,
+                        help="bundle.toml to read options from (default: ./bundle.toml if"
+                             " present).")(function)
+
+
+def _given(flags: dict[str, Any]) -> dict[str, Any]:
+    """Click gives () for a repeatable flag that was not used; None means 'not given'."""
+    return {key: (None if value == () else value) for key, value in flags.items()}
 
 
 def _reporter():
@@ -32,102 +48,39 @@ def main() -> None:
     """Ship an ONNX model to the browser: a static web app on onnxruntime-web."""
 
 
-def _build_options(function):
-    for option in reversed([
-        click.option("--name", default=None,
-                     help="Model name shown on the page and in bundle.json."),
-        click.option("--config", type=click.Path(path_type=Path), default=None,
-                     help="bundle.toml to read options from (default: ./bundle.toml if present)."),
-        click.option("--runtime-version", default=None,
-                     help="onnxruntime-web version from npm (default: the tested pin)."),
-        click.option("--runtime-dir", default=None,
-                     help="Use this onnxruntime-web dist/ or npm pack tarball (offline)."),
-        click.option("--ep", "execution_providers", multiple=True,
-                     help="Execution providers to ship, in order of preference (repeat)."),
-        click.option("--dim", "dims", multiple=True, help=_DIM_HELP),
-        click.option("--optimize/--no-optimize", default=None,
-                     help="Graph optimisation (onnxslim + onnxruntime basic passes; default on)."),
-        click.option("--fix-dim", "fix_dims", multiple=True,
-                     help="Fix a symbolic dim in the shipped model: NAME=VALUE (repeat)."),
-        click.option("--quantize", default=None,
-                     help="fp32 (default), fp16, int8-weights, int8, int8-static, int4 or auto."),
-        click.option("--variants", default=None,
-                     help="Ship several variants: a comma list (with --quantize auto: the"
-                          " candidates)."),
-        click.option("--default-variant", default=None,
-                     help="Variant load() picks: NAME, or per EP: webgpu=fp16,wasm=int8."),
-        click.option("--calibration", default=None,
-                     help=".npz with one array per input (samples on axis 0) for int8-static and"
-                          " accuracy."),
-        click.option("--calibration-method", default=None, help="minmax (default), percentile,"
-                     " entropy."),
-        click.option("--validation", default=None,
-                     help=".npz of inputs to measure accuracy on (default: the calibration data)."),
-        click.option("--max-error", default=None,
-                     help="Accuracy budget for auto, e.g. cosine>=0.999,top1>=0.99."),
-        click.option("--format", default=None, help="onnx (default) or ort (ORT format)."),
-        click.option("--templates", default=None,
-                     help="Folder of your own templates and files for the app (NAME.j2 is"
-                          " rendered to NAME, other files are copied)."),
-    ]):
-        function = option(function)
-    return function
-
-
-def _flags(**flags: object) -> dict[str, object]:
-    """Click gives () for a repeatable flag that was not used; None means 'not given'."""
-    return {key: (None if value == () else value) for key, value in flags.items()}
-
-
 @main.command()
 @click.argument("model", required=False, type=click.Path(path_type=Path))
-@click.option("-o", "--output", default=None, help="Output folder (default: dist).")
+@_click_option("output")
 @_build_options
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
-@click.option("--verify/--no-verify", default=None,
-              help="Check the bundle in headless Chromium against native onnxruntime (default).")
-def build(model, config, force, **flags):
+def build(model: Path | None, config: Path | None, force: bool, **flags: Any) -> None:
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
-    from bundler.build import build as run_build
+    from bundler.commands.build import build as run_build
+    from bundler.options import load_options
 
-    options = _options(config, model=model, **_flags(**flags))
+    options = load_options(config, {**_given(flags), "model": model})
     run_build(options=options, force=force, reporter=_reporter())
 
 
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--ep", "eps", multiple=True, type=_EP, help="Execution provider to test (repeat).")
-@click.option("--dim", "dims", multiple=True, help=_DIM_HELP)
+@_click_option("execution_providers")
+@_click_option("dims")
 @click.option("--report", type=click.Path(path_type=Path), default=None,
               help="Write the full report (comparisons, console output) as JSON here.")
 @click.option("--fallback/--no-fallback", default=True,
               help="Also check that load() falls back to WASM without WebGPU (default).")
-def test(directory, eps, dims, report, fallback):
+def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
+         report: Path | None, fallback: bool) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
-    from bundler.config import parse_dims
-    from bundler.conformance import REPORT_COLUMNS, check_bundle
-    from bundler.errors import BundlerError
+    from bundler.commands.test import check
+    from bundler.options import flag_of, validate
 
-    reporter = _reporter()
-    result = check_bundle(directory, execution_providers=eps or EXECUTION_PROVIDERS,
-                          dims=parse_dims(dims), check_fallback=fallback, reporter=reporter)
-    if report is not None:
-        report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())
-    for url in result.external_requests:
-        reporter.warn(f"the page requested {url}, outside the bundle's origin")
-    if result.not_done is not None:
-        raise BundlerError(f"cannot test: {result.not_done.reason}; pass {result.not_done.hint}")
-    if result.problems:
-        more = len(result.problems) - 1
-        raise BundlerError(result.problems[0] + (f" (and {more} more problems)" if more else ""))
-    if result.external_requests:
-        raise BundlerError(f"the page made {len(result.external_requests)} request(s) outside"
-                           f" 127.0.0.1, e.g. {result.external_requests[0]}")
-    if not result.ok:
-        raise BundlerError("the browser does not compute what native onnxruntime computes"
-                           " (see the table above)")
-    reporter.info("All checks passed.")
+    flags = _given({"execution_providers": execution_providers, "dims": dims})
+    given = validate({key: value for key, value in flags.items() if value is not None}, Path.cwd(),
+                     spelling=flag_of)
+    check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
+          dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter())
 
 
 @main.command()
@@ -139,11 +92,12 @@ def test(directory, eps, dims, report, fallback):
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on; 0 picks a free one.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-def serve(source, config, host, port, open_browser, **flags):
+def serve(source: Path | None, config: Path | None, host: str, port: int, open_browser: bool,
+          **flags: Any) -> None:
     """Build MODEL (default: bundle.toml's model, else the example) and serve it on HOST:PORT,
     rebuilding and reloading the page when the model, bundle.toml or --templates change. A built
     DIR is served as it is, reloading when it changes."""
-    from bundler.serve import serve as run_serve
+    from bundler.commands.serve import serve as run_serve
 
-    run_serve(source, flags=_flags(**flags), config=config, host=host, port=port,
+    run_serve(source, flags=_given(flags), config=config, host=host, port=port,
               open_browser=open_browser, reporter=_reporter())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,10 +19,11 @@ import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
-from bundler.errors import ModelError
-from bundler.inspect import TensorSpec, sha256_of
+from bundler.errors import first_line
+from bundler.manifest import MANIFEST_FILE, Manifest, Variant
+from bundler.manifest import load as load_manifest
+from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import (
-    NUMPY_TYPES,
     NotRunnable,
     Reference,
     fingerprint_mismatch,
@@ -31,7 +31,6 @@ from bundler.reference import (
 )
 from bundler.server import HARNESS_PATH, serve_directory
 
-MANIFEST = "bundle.json"
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
 
@@ -56,25 +55,38 @@ async ({ moduleUrl, options, cases }) => {
     }
     return btoa(text);
   };
+  // load() and run() reject with a BundleError: its code and reasons go back, not its English.
+  const failure = (error) => ({ error: { code: error?.code ?? null,
+                                         message: String(error?.message ?? error),
+                                         reasons: error?.reasons ?? [] } });
   const { load } = await import(moduleUrl);
-  const model = await load(options);
-  const results = [];
-  for (const feeds of cases) {
-    const inputs = {};
-    for (const [name, feed] of Object.entries(feeds)) {
-      inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
-    }
-    const outputs = await model.run(inputs);
-    const encoded = {};
-    for (const [name, tensor] of Object.entries(outputs)) {
-      encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
-    }
-    results.push(encoded);
+  let model;
+  try {
+    model = await load(options);
+  } catch (error) {
+    return failure(error);
   }
-  const result = { ep: model.ep, fallbackReason: model.fallbackReason, variant: model.variant,
-                   outputs: results };
-  await model.release();
-  return result;
+  const results = [];
+  try {
+    for (const feeds of cases) {
+      const inputs = {};
+      for (const [name, feed] of Object.entries(feeds)) {
+        inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
+      }
+      const outputs = await model.run(inputs);
+      const encoded = {};
+      for (const [name, tensor] of Object.entries(outputs)) {
+        encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
+      }
+      results.push(encoded);
+    }
+  } catch (error) {
+    return failure(error);
+  } finally {
+    await model.release();
+  }
+  return { ep: model.ep, fallbackReason: model.fallbackReason,
+           fallbackReasons: model.fallbackReasons, variant: model.variant, outputs: results };
 }
 """
 
@@ -97,6 +109,7 @@ class EPCheck:
     requested: list[str] | None
     used_ep: str | None = None
     fallback_reason: str | None = None
+    fallback_reasons: list[dict[str, str]] = dataclasses.field(default_factory=list)
     outputs: list[OutputCheck] = dataclasses.field(default_factory=list)
     error: str | None = None
     # The EP could not create a session: "runtime" when this onnxruntime-web build has no kernel
@@ -175,28 +188,16 @@ class ConformanceReport:
         return rows
 
 
-def read_manifest(directory: Path) -> dict[str, Any]:
-    path = directory / MANIFEST
-    if not directory.is_dir():
-        raise ModelError(f"{directory} is not a folder; give a folder made by bundle build")
-    if not path.is_file():
-        raise ModelError(f"{directory} has no {MANIFEST}; give a folder made by bundle build")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
-
-
-def _integrity_problems(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
+def _integrity_problems(directory: Path, manifest: Manifest) -> list[str]:
     problems = []
-    for variant in manifest["variants"]:
-        path = directory / variant["file"]
+    for variant in manifest.variants:
+        path = directory / variant.file
         if not path.is_file():
-            problems.append(f"variant {variant['name']}: {variant['file']} is missing")
-        elif sha256_of(path) != variant["sha256"]:
+            problems.append(f"variant {variant.name}: {variant.file} is missing")
+        elif sha256_of(path) != variant.sha256:
             problems.append(
-                f"variant {variant['name']}: {variant['file']} does not match the sha256 in"
-                f" {MANIFEST} (the file was changed after the build)"
+                f"variant {variant.name}: {variant.file} does not match the sha256 in"
+                f" {MANIFEST_FILE} (the file was changed after the build)"
             )
     return problems
 
@@ -250,16 +251,8 @@ def _decode_output(encoded: Mapping[str, Any]) -> np.ndarray:
 
 
 def _page_error(text: str) -> str:
-    """The page's error without Playwright's and load()'s wrapping, onnxruntime's message first."""
-    text = re.sub(r"^(Page\.evaluate: )?(Error: )?", "", text.strip())
-    text = text.replace("no execution provider could run this model: ", "")
-    return _first_line(re.sub(r"Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: ", "",
-                              text))
-
-
-def _first_line(text: str) -> str:
-    lines = [line for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0][:400] if lines else "unknown error"
+    """A page failure (a timeout, a crash) without Playwright's wrapping."""
+    return first_line(re.sub(r"^(Page\.evaluate: )?(Error: )?", "", text.strip()))
 
 
 class _Session:
@@ -301,25 +294,33 @@ class _Session:
             self.report.external_requests.append(url)
 
 
-def _check(session: _Session, label: str, variant: Mapping[str, Any], requested: list[str] | None,
+# bundle.mjs's codes for an EP that could not create a session -> EPCheck.unsupported.
+_UNSUPPORTED = {"runtime-unsupported": "runtime", "session-failed": "device"}
+
+
+def _check(session: _Session, label: str, variant: Variant, requested: list[str] | None,
            expect_ep: str, reference: Reference, inputs: Sequence[TensorSpec],
            outputs: Sequence[TensorSpec]) -> EPCheck:
     options: dict[str, Any] = {}
     if requested is not None:
-        options = {"executionProviders": requested, "variant": variant["name"],
+        options = {"executionProviders": requested, "variant": variant.name,
                    "ignoreVerification": True}
-    check = EPCheck(label=label, variant=variant["name"], requested=requested)
+    check = EPCheck(label=label, variant=variant.name, requested=requested)
     cases = [encode_feeds(case.feeds, inputs) for case in reference.cases]
-    result, error = session.run(label, options, cases)
-    if error is not None:
-        check.error = error
-        if requested is not None and f"{expect_ep} session creation failed" in error:
-            missing_kernel = "No Op registered" in error or "NOT_IMPLEMENTED" in error
-            check.unsupported = "runtime" if missing_kernel else "device"
+    result, page_error = session.run(label, options, cases)
+    if result is None or "error" in result:
+        failure = (result or {}).get("error") or {"message": page_error, "reasons": []}
+        # Asked for one EP, load() gives its one reason: bundle.mjs's code says why it failed.
+        reason = next((r for r in failure["reasons"] if r["ep"] == expect_ep), None)
+        if requested is not None and reason is not None:
+            check.error = first_line(reason["detail"])
+            check.unsupported = _UNSUPPORTED.get(reason["code"])
+        else:
+            check.error = first_line(failure["message"])
         return check
-    assert result is not None
     check.used_ep = result["ep"]
     check.fallback_reason = result["fallbackReason"]
+    check.fallback_reasons = result["fallbackReasons"]
     check.variant = result["variant"]
     if check.used_ep != expect_ep:
         check.error = f"ran on {check.used_ep}, expected {expect_ep}"
@@ -344,14 +345,8 @@ def _check(session: _Session, label: str, variant: Mapping[str, Any], requested:
     return check
 
 
-def _quantized(variant: Mapping[str, Any]) -> bool:
-    return variant.get("kind", "fp32") != "fp32"
-
-
-def _default_variant(manifest: Mapping[str, Any], ep: str) -> Mapping[str, Any]:
-    default = manifest["default_variant"]
-    name = default if isinstance(default, str) else default.get(ep, next(iter(default.values())))
-    return next(variant for variant in manifest["variants"] if variant["name"] == name)
+def _quantized(variant: Variant) -> bool:
+    return variant.kind != "fp32"
 
 
 def check_bundle(
@@ -366,36 +361,35 @@ def check_bundle(
     """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime."""
     reporter = reporter or Reporter()
     settings = settings or load_settings()
-    manifest = read_manifest(directory)
-    inputs = [TensorSpec.from_json(spec) for spec in manifest["inputs"]]
-    outputs = [TensorSpec.from_json(spec) for spec in manifest["outputs"]]
+    manifest = load_manifest(directory)
+    inputs, outputs = manifest.inputs, manifest.outputs
     report = ConformanceReport(directory=directory)
     report.problems = _integrity_problems(directory, manifest)
     if report.problems:
         return report
-    shipped = [ep for ep in execution_providers if ep in manifest["runtime"]["builds"]]
+    shipped = [ep for ep in execution_providers if ep in manifest.runtime.builds]
     report.problems += [
         f"this bundle has no runtime for {ep}; rebuild it with that execution provider"
         for ep in execution_providers if ep not in shipped
     ]
     references: dict[str, Reference] = {}
     with reporter.step("Running the model natively (onnxruntime CPU) for reference outputs"):
-        for variant in manifest["variants"]:
-            recorded = variant.get("reference")
+        for variant in manifest.variants:
+            recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
-                reference = runnable_feeds(directory / variant["file"], inputs,
+                reference = runnable_feeds(directory / variant.file, inputs,
                                            dims or (recorded or {}).get("requested_dims", {}))
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report
-            references[variant["name"]] = reference
+            references[variant.name] = reference
             if recorded and recorded["dims"] == reference.dims:
                 changed = fingerprint_mismatch(recorded, reference,
                                                rtol=2e-2 if _quantized(variant) else 1e-4)
                 if changed:
                     report.problems.append(
-                        f"variant {variant['name']}: native outputs of {variant['file']} differ"
+                        f"variant {variant.name}: native outputs of {variant.file} differ"
                         f" from those recorded at build time ({changed}); the model was changed"
                     )
     report.dims = next(iter(references.values())).dims
@@ -404,21 +398,22 @@ def check_bundle(
             with reporter.step(f"Comparing in Chromium on {', '.join(shipped)}"), \
                     launch(playwright, settings, webgpu="webgpu" in shipped) as browser:
                 session = _Session(browser, base_url, settings, report)
-                recorded = manifest.get("verification", {}).get("results", {})
+                results = manifest.verification.results or {}
                 for ep in shipped:
-                    for variant in manifest["variants"]:
+                    for variant in manifest.variants:
                         check = _check(session, ep, variant, [ep], ep,
-                                       references[variant["name"]], inputs, outputs)
-                        entry = recorded.get(variant["name"], {}).get(ep, {})
-                        check.known = entry.get("passed") is False and not entry.get("unsupported")
+                                       references[variant.name], inputs, outputs)
+                        entry = results.get(variant.name, {}).get(ep)
+                        check.known = entry is not None and not entry.passed and \
+                            not entry.unsupported
                         report.checks.append(check)
-        if check_fallback and "wasm" in manifest["runtime"]["builds"]:
+        if check_fallback and "wasm" in manifest.runtime.builds:
             with reporter.step("Checking the fallback to WASM in Chromium without WebGPU"), \
                     launch(playwright, settings, webgpu=False) as browser:
                 session = _Session(browser, base_url, settings, report)
-                variant = _default_variant(manifest, "wasm")
+                variant = manifest.default_for("wasm")
                 fallback = _check(session, "fallback", variant, None, "wasm",
-                                  references[variant["name"]], inputs, outputs)
+                                  references[variant.name], inputs, outputs)
                 if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:
                     fallback.error = "fell back to wasm without saying why (fallbackReason empty)"
                 report.checks.append(fallback)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 
@@ -29,3 +31,18 @@ class BrowserError(BundlerError):
 
 class QuantizeError(BundlerError):
     """A variant could not be produced or measured."""
+
+
+# onnxruntime's messages name files of the machine it was built on; they mean nothing here.
+_BUILD_PATH = re.compile(r"(/[\w.+-]+)*/onnxruntime(_src)?/[\w./+-]*:\d+ ")
+
+
+def first_line(error: BaseException | str, limit: int = 300, *, typed: bool = False) -> str:
+    """The first non-empty line of an error, cut to `limit`, without onnxruntime's build paths;
+    `typed` puts the exception's type first (for errors of libraries that say little else)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    kind = type(error).__name__ if isinstance(error, BaseException) else ""
+    if not lines:
+        return kind or "unknown error"
+    text = _BUILD_PATH.sub("", lines[0])[:limit]
+    return f"{kind}: {text}" if typed and kind else text

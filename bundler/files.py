@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bundler.inspect import sha256_of
+from bundler.modelio import sha256_of
 
 HASH_LENGTH = 8
 FILES_MODULE = "bundle.files.mjs"
@@ -43,7 +43,7 @@ def rename_to_hashed(path: Path) -> Path:
     return target
 
 
-def asset_paths(manifest: dict[str, Any]) -> list[str]:
+def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
     """The files bundle.mjs loads: every variant's model and every runtime build's files."""
     paths = {variant["file"] for variant in manifest["variants"]}
     for build in manifest["runtime"]["builds"].values():
@@ -91,13 +91,13 @@ def npm_name(name: str) -> str:
     return cleaned[:_NPM_NAME_MAX] or "onnx-model"
 
 
-def package_json(manifest: dict[str, Any]) -> str:
-    """The package.json that makes the bundle folder an npm package."""
+def package_json(name: str, runtime_version: str) -> str:
+    """The package.json that makes the bundle folder (of the model `name`) an npm package."""
     package = {
-        "name": npm_name(manifest["name"]),
+        "name": npm_name(name),
         "version": PACKAGE_VERSION,
-        "description": f"The ONNX model {manifest['name']} on onnxruntime-web"
-                       f" {manifest['runtime']['version']} (built by onnx-bundler)",
+        "description": f"The ONNX model {name} on onnxruntime-web {runtime_version}"
+                       " (built by onnx-bundler)",
         "type": "module",
         "main": "./bundle.mjs",
         "types": "./bundle.d.ts",

@@ -9,9 +9,8 @@ breaks the model falls back to the model before it, and the report says which an
 from __future__ import annotations
 
 import copy
-import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -21,9 +20,16 @@ import onnxruntime as ort
 import onnxslim
 from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
-from bundler.errors import ConfigError, ModelError
-from bundler.inspect import model_bytes, read_model, tensor_dims
-from bundler.reference import cpu_session
+from bundler.errors import ConfigError, ModelError, first_line
+from bundler.modelio import (
+    copy_model,
+    cpu_session,
+    model_bytes,
+    read_model,
+    save_model,
+    tensor_dims,
+    walk_nodes,
+)
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.
@@ -47,50 +53,6 @@ class OptimizeReport:
     nodes_after: int
     bytes_before: int
     bytes_after: int
-
-
-def first_line(error: BaseException) -> str:
-    """`Type: message` cut to its first line, for one-line reports."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:240]}" if text else type(error).__name__
-
-
-def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """Every node of the graph and of its subgraphs (If, Loop, Scan bodies)."""
-    for node in graph.node:
-        yield node
-        for attribute in node.attribute:
-            for subgraph in [attribute.g, *attribute.graphs]:
-                yield from walk_nodes(subgraph)
-
-
-def save_model(model: onnx.ModelProto, path: Path) -> None:
-    """Write `model` to `path`; weights go to `<name>.data` beside it only past protobuf's 2 GB."""
-    data = path.with_name(path.name + ".data")
-    # onnx appends to an existing external data file instead of replacing it
-    data.unlink(missing_ok=True)
-    if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
-        onnx.save_model(model, path)
-    else:
-        onnx.save_model(
-            model,
-            path,
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=data.name,
-            size_threshold=1024,
-        )
-
-
-def copy_model(src: Path, dst: Path) -> None:
-    """Copy a model file; one with external data is rewritten so its data is named after `dst`."""
-    if src.resolve() == dst.resolve():
-        return
-    if model_bytes(src) == src.stat().st_size:
-        dst.with_name(dst.name + ".data").unlink(missing_ok=True)
-        shutil.copyfile(src, dst)
-    else:
-        save_model(read_model(src), dst)
 
 
 def _interface(model: onnx.ModelProto, shapes: bool) -> tuple[dict[str, str], dict[str, str]]:
@@ -213,7 +175,8 @@ def optimize(
             _check_loads(model, workdir)
         except Exception as error:
             raise ModelError(
-                f"{src.name} does not load in onnxruntime ({first_line(error)}); export it again"
+                f"{src.name} does not load in onnxruntime ({first_line(error, typed=True)});"
+                " export it again"
                 " with a supported opset"
             ) from None
 
@@ -230,7 +193,7 @@ def optimize(
             except ConfigError:
                 raise
             except Exception as error:
-                reason = first_line(error)
+                reason = first_line(error, typed=True)
                 steps.append(StepResult(name, "fell back", f"kept the previous model: {reason}"))
                 log(f"optimize: {name} fell back ({reason})")
                 return current
@@ -255,7 +218,7 @@ def optimize(
         try:
             cpu_session(dst)
         except Exception as error:
-            reason = first_line(error)
+            reason = first_line(error, typed=True)
             copy_model(src, dst)
             model = read_model(dst, load_weights=False)
             steps.append(StepResult("validate", "fell back", f"wrote the input as is: {reason}"))

@@ -5,13 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
-import onnxruntime as ort
 
 from bundler.console import Reporter
 from bundler.errors import ModelError
-from bundler.inspect import check_model, read_model
-
-_PROTOBUF_LIMIT = 2**31 - 1
+from bundler.modelio import PROTOBUF_LIMIT, check_model, native_load_error, read_model
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
@@ -40,16 +37,6 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def _native_load_error(path: Path) -> str | None:
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        return str(error).strip().splitlines()[0][:300]
-    return None
-
-
 def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[str]:
     """Check `source`, write the browser-ready copy (weights inline) to `destination`.
 
@@ -58,20 +45,20 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[s
     """
     model = read_model(source)
     complaints = check_model(source)
-    load_error = _native_load_error(source)
+    load_error = native_load_error(source)
     if load_error:
         reason = complaints[0] if complaints else load_error
         raise ModelError(f"{source}: onnxruntime cannot load this model ({reason})")
     for complaint in complaints:
         reporter.warn(f"onnx.checker: {complaint} (onnxruntime loads the model, so going on)")
     notes = _strip_zipmap(model)
-    if model.ByteSize() > _PROTOBUF_LIMIT:
+    if model.ByteSize() > PROTOBUF_LIMIT:
         raise ModelError(
             f"{source} holds over 2 GB of weights; browsers cannot load a model that large"
             " in one piece (split or quantize it first)"
         )
     destination.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(destination))
-    if notes and (error := _native_load_error(destination)):
+    if notes and (error := native_load_error(destination)):
         raise ModelError(f"{source}: the browser-ready copy does not load ({error})")
     return notes

@@ -11,29 +11,15 @@ import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from bundler.inspect import TensorSpec
+from bundler.errors import first_line
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 
-NUMPY_TYPES = {
-    "float32": np.float32,
-    "float16": np.float16,
-    "float64": np.float64,
-    "int8": np.int8,
-    "uint8": np.uint8,
-    "int16": np.int16,
-    "uint16": np.uint16,
-    "int32": np.int32,
-    "uint32": np.uint32,
-    "int64": np.int64,
-    "uint64": np.uint64,
-    "bool": np.bool_,
-}
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
 INTEGER_RANGE = (0, 8)  # small, so ids and indices stay valid for most embeddings and gathers
@@ -112,49 +98,10 @@ def make_feeds(
     return feeds
 
 
-def cpu_session(
-    model: Path,
-    *,
-    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    threads: int = 0,
-    optimized_path: Path | None = None,
-    save_format: Literal["ONNX", "ORT"] = "ONNX",
-    disabled_optimizers: list[str] | None = None,
-    quiet: bool = False,
-) -> ort.InferenceSession:
-    """A CPU-EP session that logs only errors (none when `quiet`: for runs that fail on purpose,
-    as in the size search); with `optimized_path`, onnxruntime also writes the graph there."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4 if quiet else 3
-    options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    if optimized_path is not None:
-        options.optimized_model_filepath = str(optimized_path)
-        options.add_session_config_entry("session.save_model_format", save_format)
-        if save_format == "ONNX":
-            options.add_session_config_entry(
-                "session.optimized_model_external_initializers_file_name",
-                optimized_path.name + ".data",
-            )
-    return ort.InferenceSession(
-        str(model),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=disabled_optimizers or [],
-    )
-
-
 def run_native(model: Path | ort.InferenceSession, feeds: Feeds) -> Feeds:
     runner = model if isinstance(model, ort.InferenceSession) else cpu_session(model)
     names = [output.name for output in runner.get_outputs()]
     return dict(zip(names, runner.run(names, feeds), strict=True))
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return (text.splitlines() or [type(error).__name__])[0][:300]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +213,7 @@ def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
     if runnable is None:
         assert first_error is not None
         raise NotRunnable(
-            f"native onnxruntime fails on generated inputs: {_first_line(first_error)}", [])
+            f"native onnxruntime fails on generated inputs: {first_line(first_error)}", [])
     return runnable
 
 
@@ -281,7 +228,7 @@ def runnable_feeds(
     Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
     larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
     case of its own, at the first size where that branch runs."""
-    runner = cpu_session(model, quiet=True)
+    runner = cpu_session(model)
     tries = _size_tries(inputs, dims)
     try:
         chosen, base = _search(runner, inputs, tries, seed)

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from bundler.errors import ConfigError
-from bundler.inspect import TensorSpec
-from bundler.reference import NUMPY_TYPES, Feeds, make_feeds, resolve_shapes
+from bundler.modelio import NUMPY_TYPES, TensorSpec
+from bundler.reference import Feeds, make_feeds, resolve_shapes
 
 GENERATED_SAMPLES = 16
 

@@ -9,26 +9,19 @@ cannot be replaced.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from bundler import manifest as manifest_file
 from bundler.errors import ConfigError
-from bundler.files import (
-    FILES_MODULE,
-    NODE_ENTRY,
-    PACKAGE_JSON,
-    file_list,
-    files_module,
-    package_json,
-)
+from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, file_list, package_json
+from bundler.manifest import MANIFEST_FILE, BundleFile, Manifest
 from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
 
-MANIFEST_FILE = "bundle.json"
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.session.mjs", "bundle.worker.mjs",
              NODE_ENTRY, "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
@@ -37,19 +30,13 @@ RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_
             "models"} - {"app.mjs"}
 
 
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
-    """The manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for bundle.mjs)."""
-    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    (directory / MANIFEST_FILE).write_text(text, encoding="utf-8")
-    (directory / FILES_MODULE).write_text(files_module(manifest), encoding="utf-8")
-
-
-def finish_site(directory: Path, manifest: dict[str, Any], templates: Path | None) -> None:
-    """Render the pages, then list every file in the manifest and write it (the manifest's own
-    two files are the ones it cannot list)."""
+def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
+    """Render the pages, then list every file in the manifest and write it (its own two files,
+    bundle.json and bundle.files.mjs, are the ones it cannot list)."""
     render_site(directory, manifest, templates)
-    manifest["files"] = file_list(directory, leave_out={MANIFEST_FILE, FILES_MODULE})
-    write_manifest(directory, manifest)
+    manifest.files = [BundleFile(**entry) for entry in
+                      file_list(directory, leave_out={MANIFEST_FILE, FILES_MODULE})]
+    manifest_file.dump(directory, manifest)
 
 
 def human_bytes(count: int) -> str:
@@ -104,16 +91,17 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
         raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
 
 
-def render_site(directory: Path, manifest: dict[str, Any], templates: Path | None = None) -> None:
+def render_site(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
     """Copy the browser modules, write their types and render the page(s) for the model
-    described by `manifest`."""
+    described by `manifest` (templates see it as bundle.json's content)."""
     web = resource("web")
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
     types = declarations(manifest)
     for name in DECLARATION_FILES:
         (directory / name).write_text(types, encoding="utf-8")
-    (directory / PACKAGE_JSON).write_text(package_json(manifest), encoding="utf-8")
+    (directory / PACKAGE_JSON).write_text(
+        package_json(manifest.name, manifest.runtime.version), encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:
@@ -126,7 +114,7 @@ def render_site(directory: Path, manifest: dict[str, Any], templates: Path | Non
             (directory / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(templates / relative, directory / relative)
     for name in sorted(pages):
-        html = _render(environment, name, manifest, templates)
+        html = _render(environment, name, manifest.to_json(), templates)
         target = directory / name.removesuffix(TEMPLATE_SUFFIX)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html, encoding="utf-8")

@@ -3,6 +3,7 @@ a missing Chromium or runtime fails the tests that need them (it never skips the
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,8 +19,8 @@ from bundler.browser import (
     load_settings,
     playwright_session,
 )
-from bundler.build import build
-from bundler.config import DEFAULT_RUNTIME_VERSION, BuildOptions
+from bundler.commands.build import build
+from bundler.options import DEFAULT_RUNTIME_VERSION, BuildOptions
 from bundler.runtime import fetch_runtime
 from bundler.server import HARNESS_PATH, serve_directory
 
@@ -48,10 +49,11 @@ def build_bundle(tmp_path: Path, runtime_dist: Path) -> BuildBundle:
     """Build a model into tmp_path/<name> with the cached runtime; verification off by default."""
 
     def _build(model: Path | None, name: str = "dist", **options: Any) -> tuple[Path, dict]:
+        """The folder and its bundle.json, as written."""
         output = tmp_path / name
         options.setdefault("verify", False)
-        manifest = build(model, BuildOptions(output=output, runtime_dir=runtime_dist, **options))
-        return output, manifest
+        build(model, BuildOptions(output=output, runtime_dir=runtime_dist, **options))
+        return output, json.loads((output / "bundle.json").read_text(encoding="utf-8"))
 
     return _build
 

@@ -19,8 +19,13 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
     ml_classifier_no_zipmap  features i32[batch,4] -> label i64[batch], probabilities f32[batch,3]
     recurrent_state          input f32[batch,samples], state f32[2,batch,8], sr i64[]
                              -> output f32[batch,1], stateN f32[2,batch,8]
+
+Outside `ALL`:
+
+    hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names;
+                             it tests the demo page, not the runtime)
     heavy_conv               image f32[1,16,128,128] -> features f32[1,16] (six 3x3 convs:
-                             about 0.45 GFLOP a run; not in ALL, too slow for every EP test)
+                             about 0.45 GFLOP a run, too slow for every EP test)
 """
 
 from __future__ import annotations
@@ -354,6 +359,19 @@ def heavy_conv(directory: Path) -> Path:
         shapes[f"w{layer}"], shapes[f"b{layer}"] = (16, 16, 3, 3), (16,)
     graph = _graph("heavy_conv", nodes, [_io("image", F32, [1, 16, 128, 128])],
                    [_io("features", F32, [1, 16])], _weights(7, **shapes))
+    return _save(graph, directory)
+
+
+# A model file is untrusted input: names a page must show as text, never parse as HTML.
+HOSTILE_INPUT = "<img src=x onerror=alert(1)>"
+HOSTILE_OUTPUT = '"><img src=y onerror=alert(2)><b>'
+
+
+def hostile_names(directory: Path) -> Path:
+    """HOSTILE_OUTPUT = Relu(HOSTILE_INPUT)."""
+    nodes = [helper.make_node("Relu", [HOSTILE_INPUT], [HOSTILE_OUTPUT])]
+    graph = _graph("hostile_names", nodes, [_io(HOSTILE_INPUT, F32, [1, 4])],
+                   [_io(HOSTILE_OUTPUT, F32, [1, 4])])
     return _save(graph, directory)
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler.commands.build import build
 from bundler.errors import ConfigError
+from bundler.options import BuildOptions
 from bundler.resources import example_model
 from tests import models
 from tests.conftest import ROOT
@@ -63,7 +63,7 @@ def test_only_the_runtime_files_the_page_needs_are_shipped(build_bundle):
     ]
     assert set(json.loads((wasm_only / "bundle.json").read_text())["runtime"]["builds"]) == {
         "wasm"}
-    for text_file in ["bundle.mjs", "app.mjs", "index.html"]:
+    for text_file in ["bundle.mjs", "bundle.core.mjs", "app.mjs", "index.html"]:
         assert "http://" not in (directory / text_file).read_text().replace(
             "http://www.w3.org", "")
         assert "https://" not in (directory / text_file).read_text()
@@ -133,6 +133,7 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     (wheel,) = (tmp_path / "wheel").glob("onnx_bundler-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for expected in ["bundler/templates/index.html.j2", "bundler/web/bundle.mjs",
+                     "bundler/web/bundle.core.mjs", "bundler/web/bundle.d.ts",
                      "bundler/web/app.mjs", "bundler/defaults/playwright.config.py",
                      "bundler/example/digits.onnx"]:
         assert expected in names
@@ -148,6 +149,7 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     )
     assert result.returncode == 0, result.stderr
     assert (elsewhere / "out" / "index.html").is_file()
+    assert "export interface Inputs" in (elsewhere / "out" / "bundle.d.mts").read_text()
     shipped = (elsewhere / "out" / "bundle.mjs").read_bytes()
     assert shipped == (ROOT / "web" / "bundle.mjs").read_bytes()
 

@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler.commands.build import build
+from bundler.options import BuildOptions
 from bundler.reference import run_native
 from tests import models
 from tests.frontend import native_probabilities, static_server
@@ -95,7 +95,7 @@ def site(tmp_path_factory, runtime_dist):
                           ("heavy", models.heavy_conv)]:
         model = builder(root / "models") if builder else None
         built[name] = build(model, BuildOptions(output=root / "site" / name, verify=False,
-                                                runtime_dir=runtime_dist))
+                                                runtime_dir=runtime_dist)).to_json()
     return root / "site", built
 
 

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from bundler.config import BuildOptions, load_config, merge, parse_dims
 from bundler.errors import ConfigError
+from bundler.options import BuildOptions, load_config, load_options, merge, parse_dims
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -62,11 +62,39 @@ def test_variants_and_per_ep_default_from_flags_and_config(tmp_path):
     assert options.variants == ("fp16", "int8")
     assert options.default_variant == {"webgpu": "fp16", "wasm": "int8"}
     assert options.kinds == ("fp16", "int8")
-    config = load_config(write(tmp_path, 'quantize = "auto"\n[default_variant]\nwasm = "int8"\n'))
+    config = load_config(write(tmp_path, 'quantize = "auto"\n'))
     assert merge(config, {}).kinds == ("fp32", "fp16", "int8-weights", "int8", "int8-static",
                                        "int4")
-    with pytest.raises(ConfigError, match="not both"):
-        merge({}, {"quantize": "int8", "variants": "fp16"})
+
+
+def test_quantize_and_variants_both_ship_with_quantize_as_the_default():
+    assert merge({}, {"quantize": "fp32", "variants": "int8"}).kinds == ("fp32", "int8")
+    assert merge({}, {"quantize": "int8", "variants": "fp16,int8"}).kinds == ("int8", "fp16")
+    assert merge({}, {}).kinds == ("fp32",)
+
+
+def test_auto_with_a_default_variant_is_an_error_not_ignored(tmp_path):
+    config = write(tmp_path, 'quantize = "auto"\n[default_variant]\nwasm = "int8"\n')
+    with pytest.raises(ConfigError, match=r"bundle\.toml: default_variant: auto chooses"):
+        load_options(config, {})
+    with pytest.raises(ConfigError, match="auto chooses the default"):
+        merge({}, {"quantize": "auto", "default_variant": "int8"})
+
+
+def test_a_default_variant_that_does_not_ship_is_an_error():
+    with pytest.raises(ConfigError, match="'int4' is not shipped"):
+        merge({}, {"variants": "fp16,int8", "default_variant": "int4"})
+
+
+def test_options_made_in_python_are_checked_like_flags(tmp_path):
+    with pytest.raises(ConfigError, match="^quantize: expected one of"):
+        BuildOptions(quantize="int3")
+    with pytest.raises(ConfigError, match="^execution_providers: unknown 'cuda'"):
+        BuildOptions(execution_providers=("cuda",))
+    options = BuildOptions(output=tmp_path / "out", dims={"batch": 2})
+    assert options.output == (tmp_path / "out").resolve()
+    assert options.verify is True and options.format == "onnx" and options.dims == {"batch": 2}
+    assert BuildOptions().dims is not BuildOptions().dims  # defaults are not shared
 
 
 def test_dims_by_name_and_by_input_axis():

@@ -18,13 +18,13 @@ STABLE = {"index.html", "bundle.mjs", "bundle.json", "bundle.files.mjs", "packag
 
 @pytest.fixture(scope="module")
 def digits_bundle(tmp_path_factory, runtime_dist):
-    from bundler.build import build
-    from bundler.config import BuildOptions
+    from bundler.commands.build import build
+    from bundler.options import BuildOptions
 
     output = tmp_path_factory.mktemp("files") / "dist"
     manifest = build(None, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist,
                                         variants=("fp32", "int8")))
-    return output, manifest
+    return output, manifest.to_json()
 
 
 def test_model_and_runtime_files_are_named_by_their_content(digits_bundle):

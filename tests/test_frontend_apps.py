@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from bundler.build import build
-from bundler.config import BuildOptions
+from bundler.commands.build import build
+from bundler.options import BuildOptions
 from bundler.server import serve_directory
 from tests.frontend import (
     APPS,
@@ -32,7 +32,7 @@ def apps(tmp_path_factory, runtime_dist):
     manifest = build(None, BuildOptions(output=bundle, name="digits", verify=False,
                                         runtime_dir=runtime_dist))
     install_bundle(root, bundle)
-    return root, bundle, manifest
+    return root, bundle, manifest.to_json()
 
 
 @pytest.mark.parametrize("name", list(APPS))

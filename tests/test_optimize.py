@@ -9,7 +9,7 @@ import pytest
 
 import bundler.optimize as optimize_module
 from bundler.errors import ConfigError, ModelError
-from bundler.inspect import model_bytes
+from bundler.modelio import model_bytes
 from bundler.optimize import optimize
 from tests import models, quant_models
 

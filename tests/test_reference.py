@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from bundler.inspect import TensorSpec, describe, read_model
+from bundler.modelio import TensorSpec, read_model, signature
 from bundler.reference import (
     INTEGER_RANGE,
     Case,
@@ -17,7 +17,7 @@ from tests import models
 
 
 def specs(path):
-    return describe(read_model(path), path).inputs
+    return signature(read_model(path)).inputs
 
 
 def test_feeds_are_seeded_typed_and_honour_scalars(tmp_path):

@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from bundler.config import DEFAULT_RUNTIME_VERSION
 from bundler.errors import RuntimeFetchError
+from bundler.options import DEFAULT_RUNTIME_VERSION
 from bundler.runtime import BUILDS, locate_runtime, needed_files
 
 FILES = needed_files(tuple(BUILDS))

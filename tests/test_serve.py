@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bundler.config import CONFIG_FILE_NAME
-from bundler.serve import changed_paths, snapshot
+from bundler.commands.serve import changed_paths, snapshot
+from bundler.options import CONFIG_FILE_NAME
 from tests import models
 
 SECRET = "top-secret-marker"

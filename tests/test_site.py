@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bundler.config import load_config
 from bundler.errors import ConfigError
+from bundler.options import load_config
 from tests import models
 
 

@@ -19,13 +19,28 @@ def test_several_variants_ship_with_accuracy_measured_on_the_examples_samples(bu
     assert manifest["default_variant"] == {"webgpu": "fp32", "wasm": "int8"}
     for variant in manifest["variants"]:
         assert (directory / variant["file"]).stat().st_size == variant["bytes"]
-        assert variant["ratio"] == round(variant["bytes"] / manifest["source"]["bytes"], 4)
+        # rounded to 4 decimals
+        assert variant["ratio"] == pytest.approx(variant["bytes"] / manifest["source"]["bytes"],
+                                                 abs=5e-5)
         accuracy = variant["accuracy"]
         assert accuracy["data"] == "calibration" and accuracy["samples"] == 64
         assert accuracy["cosine"] > 0.999 and accuracy["top1_agreement"] >= 0.98
     int8 = onnx.load(str(directory / manifest["variants"][2]["file"]))
     assert {"DynamicQuantizeLinear", "ConvInteger"} & {n.op_type for n in int8.graph.node}
     assert manifest["optimization"]["enabled"] is True
+
+
+def test_quantize_with_variants_ships_both_and_quantize_is_the_default(build_bundle, tmp_path):
+    _, manifest = build_bundle(None, quantize="int8", variants=("fp32",))
+    assert [v["name"] for v in manifest["variants"]] == ["int8", "fp32"]
+    assert manifest["default_variant"] == "int8"
+    result = run_cli("build", "-o", tmp_path / "auto", "--quantize", "auto", "--default-variant",
+                     "fp32", "--no-verify")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: default_variant: auto chooses the default variant; drop default_variant, or"
+        " ship fixed variants with variants = [...] and default_variant")
+    assert not (tmp_path / "auto").exists()
 
 
 def test_weight_only_int8_is_about_a_quarter_of_fp32_on_a_weight_heavy_model(build_bundle,
@@ -88,7 +103,7 @@ def test_bad_calibration_and_default_variant_are_one_clear_error(build_bundle, t
     np.savez(tmp_path / "shape.npz", image=np.zeros((4, 1, 9, 9), np.float32))
     with pytest.raises(ConfigError, match=r"have shape \[1, 1, 9, 9\]"):
         build_bundle(None, quantize="int8-static", calibration=tmp_path / "shape.npz")
-    with pytest.raises(ConfigError, match="default_variant 'int8' is not shipped"):
+    with pytest.raises(ConfigError, match="default_variant: 'int8' is not shipped"):
         build_bundle(None, variants=("fp32", "fp16"), default_variant="int8")
     assert not (tmp_path / "dist").exists()
 

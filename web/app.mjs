@@ -6,6 +6,17 @@ import { load } from './bundle.mjs';
 const $ = (id) => document.getElementById(id);
 const status = $('status');
 
+// Model files are untrusted input: their strings (input names, ...) reach the page as text only.
+function element(tag, { className, text } = {}, ...children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  node.append(...children);
+  return node;
+}
+
+const note = (text) => element('span', { className: 'muted', text });
+
 function setStatus(text, state) {
   status.textContent = text;
   status.dataset.state = state;
@@ -75,8 +86,7 @@ function drawingControl(spec, dims, container) {
   const reset = document.createElement('button');
   reset.textContent = 'Clear';
   reset.addEventListener('click', () => { clear(); touched = false; });
-  container.append(canvas, document.createElement('br'), reset);
-  container.insertAdjacentHTML('beforeend', ' <span class="muted">Draw a digit (or any shape) here.</span>');
+  container.append(canvas, element('br'), reset, ' ', note('Draw a digit (or any shape) here.'));
   return () => {
     if (!touched) return generated(spec, dims);
     const pixels = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
@@ -112,23 +122,21 @@ function imageControl(spec, dims, container) {
       }
     }
   });
-  container.append(picker);
-  container.insertAdjacentHTML('beforeend', ` <span class="muted">image resized to ${width}×${height}, scaled to [0, 1]</span>`);
+  container.append(picker, ' ', note(`image resized to ${width}×${height}, scaled to [0, 1]`));
   return () => (pixels ? { type: spec.type, dims, data: pixels } : generated(spec, dims));
 }
 
 function inputControls(manifest) {
   const controls = {};
   for (const spec of manifest.inputs) {
-    const block = document.createElement('div');
-    block.className = 'input-block';
-    block.innerHTML = `<strong><code>${spec.name}</code></strong><br>`;
+    const block = element('div', { className: 'input-block' },
+      element('strong', {}, element('code', { text: spec.name })), element('br'));
     $('input-controls').append(block);
     const dims = spec.shape === null ? [] : dimsFor(spec, manifest);
     if (isDrawable(spec)) controls[spec.name] = drawingControl(spec, dims, block);
     else if (isImage(spec)) controls[spec.name] = imageControl(spec, dims, block);
     else {
-      block.insertAdjacentHTML('beforeend', `<span class="muted">generated, shape [${dims.join(', ')}]</span>`);
+      block.append(note(`generated, shape [${dims.join(', ')}]`));
       controls[spec.name] = () => generated(spec, dims);
     }
   }

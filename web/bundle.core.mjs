@@ -140,10 +140,18 @@ const MISSING_KERNEL =
   /No Op registered|NOT_IMPLEMENTED|ERROR_CODE: 9\b|Could not find an implementation/;
 const SESSION_PREFIX = /^Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: /;
 
+// onnxruntime-web could not start its wasm or backend; "fetching of the wasm failed": the network.
+const NOT_STARTED = /no available backend found/;
+const FETCH_FAILED = /fetching of the wasm failed|Failed to fetch/;
+
+export const runtimeDidNotStart = (error) => NOT_STARTED.test(messageOf(error));
+
 export function sessionFailure(ep, error) {
-  const message = messageOf(error).replace(SESSION_PREFIX, '');
-  const code = MISSING_KERNEL.test(messageOf(error)) ? 'runtime-unsupported' : 'session-failed';
-  return { ep, code, detail: `${ep} session creation failed: ${message}` };
+  const text = messageOf(error);
+  let code = 'session-failed';
+  if (MISSING_KERNEL.test(text)) code = 'runtime-unsupported';
+  else if (runtimeDidNotStart(error) && FETCH_FAILED.test(text)) code = 'fetch-failed';
+  return { ep, code, detail: `${ep} session creation failed: ${text.replace(SESSION_PREFIX, '')}` };
 }
 
 export function importFailure(ep, error) {

@@ -4,9 +4,10 @@
 // the session carries `stage` ('runtime' or 'session'): load() then tries the next EP, while a
 // model that cannot be fetched (BundleError 'fetch-failed') fails on every EP.
 
-import { BundleError, serialised } from './bundle.core.mjs';
+import { BundleError, runtimeDidNotStart, serialised } from './bundle.core.mjs';
 
 const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
+const restarts = new Map(); // module URL -> how often it was dropped because its wasm did not start
 
 function threadCount(requested) {
   // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated contexts.
@@ -19,7 +20,9 @@ function threadCount(requested) {
 // themselves (it locates its own glue and wasm through the explicit wasmPaths below).
 export function importRuntime({ module, mjs, wasm }, numThreads) {
   if (!runtimes.has(module)) {
-    const imported = import(/* webpackIgnore: true */ /* @vite-ignore */ module).then((ort) => {
+    const url = new URL(module);
+    if (restarts.has(module)) url.searchParams.set('restart', restarts.get(module)); // anew
+    const imported = import(/* webpackIgnore: true */ /* @vite-ignore */ url.href).then((ort) => {
       ort.env.wasm.wasmPaths = { mjs, wasm };
       ort.env.wasm.proxy = false;
       ort.env.wasm.numThreads = threadCount(numThreads);
@@ -29,6 +32,13 @@ export function importRuntime({ module, mjs, wasm }, numThreads) {
     runtimes.set(module, imported);
   }
   return runtimes.get(module);
+}
+
+// onnxruntime-web remembers a failed start of its wasm (a failed fetch of the .wasm, say) for the
+// life of the module, so the next load() imports a new instance of it.
+function dropRuntime(module) {
+  runtimes.delete(module);
+  restarts.set(module, (restarts.get(module) ?? 0) + 1);
 }
 
 async function fetchOk(url) {
@@ -148,6 +158,7 @@ export async function openSession({ runtime, model, ep, numThreads, onProgress, 
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session);
   } catch (error) {
+    if (runtimeDidNotStart(error)) dropRuntime(runtime.module);
     throw atStage('session', error);
   }
 }

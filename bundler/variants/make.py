@@ -1,9 +1,9 @@
 """The model files a bundle ships: optimise once, make each variant, measure it against fp32.
 
-`make_variants` runs the graph optimisation, then for every requested kind (fp32, fp16, int8, …)
+`make_variants` runs the graph optimisation, then for every planned kind (fp32, fp16, int8, …)
 writes the file into the bundle's models/ folder and measures it natively against the original
 fp32 model on real inputs when the user gave some (calibration or validation data), else on
-generated ones (and says that accuracy is then unknown). `choose` implements `--quantize auto`
+generated ones (and says that accuracy is then unknown). For `auto`, select.py chooses among them
 once the browser verification has run.
 """
 
@@ -15,33 +15,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.config import BuildOptions
 from bundler.console import Reporter
-from bundler.errors import ConfigError, QuantizeError
-from bundler.inspect import TensorSpec, describe, read_model, sha256_of
-from bundler.optimize import OptimizeReport, copy_model, optimize
-from bundler.quantize import (
-    DEFAULT_BUDGET,
-    Budget,
-    Metrics,
-    choose_auto,
-    make_variant,
-    measure,
-    native_latency_ms,
-    parse_budget,
-    to_ort_format,
-)
+from bundler.errors import QuantizeError
+from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
+from bundler.optimize import OptimizeReport, optimize
+from bundler.options import BuildOptions
 from bundler.reference import Feeds, NotRunnable, fingerprint, runnable_feeds
 from bundler.resources import example_calibration
 from bundler.samples import generated_samples, load_samples
+from bundler.variants.metrics import Metrics, measure, native_latency_ms
+from bundler.variants.ort_format import to_ort_format
+from bundler.variants.registry import kind_spec, make_variant
 
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
 )
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
-VARIANT_COLUMNS = ("variant", "bytes", "ratio", "max_abs", "mean_rel", "cosine", "top1",
-                   "native ms (1 thread)", "notes")
+VARIANT_COLUMNS = ("variant", "kept in float32", "bytes", "ratio", "max_abs", "mean_rel", "cosine",
+                   "top1", "native ms (1 thread)", "notes")
 
 
 @dataclasses.dataclass
@@ -114,7 +106,8 @@ def _row(variant: Variant) -> list[str]:
         value = accuracy.get(key)
         return "-" if value is None else f"{value:.4g}"
 
-    return [entry["name"], str(entry["bytes"]), f"{entry['ratio']:.3f}", number("max_abs"),
+    return [entry["name"], kind_spec(entry["kind"]).keeps_float, str(entry["bytes"]),
+            f"{entry['ratio']:.3f}", number("max_abs"),
             number("mean_rel"), number("cosine"), number("top1_agreement"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
             "; ".join(entry.get("notes", []))]
@@ -137,20 +130,21 @@ def make_variants(
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter)
-    info = describe(read_model(optimized), optimized)
+    info = signature(read_model(optimized))
+    plan = options.plan
     samples = _samples(options, source, info.inputs, is_example, reporter)
-    if samples.validation is None and options.kinds != ("fp32",):
+    if samples.validation is None and plan.kinds != ("fp32",):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[Variant] = []
-    for kind in options.kinds:
+    for kind in plan.kinds:
         with reporter.step(f"Making the {kind} variant"):
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
                                       calibration_method=options.calibration_method)
             except QuantizeError as error:
-                if options.quantize != "auto":
+                if not plan.auto:
                     raise
                 reporter.warn(f"auto: {kind} left out ({error.message})")
                 continue
@@ -192,40 +186,3 @@ def make_variants(
     reporter.table("Variants (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,
                    [_row(v) for v in variants])
     return variants, optimization, info.inputs, info.outputs
-
-
-def budget_of(options: BuildOptions) -> Budget:
-    return parse_budget(options.max_error) if options.max_error else DEFAULT_BUDGET
-
-
-def choose(variants: Sequence[Variant], browser_ok: dict[str, bool],
-           options: BuildOptions) -> tuple[str, list[dict[str, Any]]]:
-    """`--quantize auto`: the smallest variant within budget that passed in the browser."""
-    budget = budget_of(options)
-    candidates = [(v.entry["name"], v.entry["bytes"], v.metrics, browser_ok[v.entry["name"]])
-                  for v in variants if v.metrics is not None]
-    chosen = choose_auto(candidates, budget)
-    if chosen is None:
-        raise QuantizeError(
-            f"auto: no variant is within the budget {budget} and passed the browser check"
-            " (fp32 included); loosen --max-error or check the model with bundle test"
-        )
-    record = [{
-        "name": name,
-        "bytes": size,
-        "within_budget": budget.accepts(metrics),
-        "budget": budget.explain(metrics),
-        "browser_verified": ok,
-        "chosen": name == chosen,
-    } for name, size, metrics, ok in candidates]
-    return chosen, record
-
-
-def default_variant(options: BuildOptions, names: Sequence[str]) -> str | dict[str, str]:
-    default = options.default_variant or names[0]
-    wanted = [default] if isinstance(default, str) else list(default.values())
-    unknown = [name for name in wanted if name not in names]
-    if unknown:
-        raise ConfigError(f"default_variant {unknown[0]!r} is not shipped (variants:"
-                          f" {', '.join(names)})")
-    return default

@@ -27,12 +27,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
-from bundler.build import build, rerender, summary
-from bundler.config import CONFIG_FILE_NAME, BuildOptions, load_options
-from bundler.conformance import read_manifest
+from bundler import manifest as manifest_file
+from bundler.commands.build import build, rerender, summary
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.inspect import model_files
+from bundler.manifest import Manifest
+from bundler.modelio import model_files
+from bundler.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.resources import example_model
 from bundler.server import BundleServer, LiveReload, bind, running
 
@@ -98,7 +99,7 @@ class _ServedFolder:
         return self.folder
 
     def rebuild(self, changed: list[str], reporter: Reporter) -> tuple[Path, str]:
-        return self.folder, summary(read_manifest(self.folder))
+        return self.folder, summary(manifest_file.load(self.folder))
 
 
 @dataclasses.dataclass
@@ -143,13 +144,13 @@ class _Builds:
         return self.outputs[-1], summary(manifest)
 
     def _build_reporting(self, changed: list[str], reporter: Reporter, quiet: bool
-                         ) -> dict[str, Any]:
+                         ) -> Manifest:
         build_reporter = _BuildReporter(reporter, self.warnings, quiet)
         manifest = self._build(changed, build_reporter)
         self.warnings = build_reporter.warnings
         return manifest
 
-    def _build(self, changed: list[str], reporter: Reporter) -> dict[str, Any]:
+    def _build(self, changed: list[str], reporter: Reporter) -> Manifest:
         templates = self.options.templates if self.options else None
         only_templates = bool(changed) and templates is not None and all(
             Path(path).is_relative_to(templates) for path in changed)
@@ -226,7 +227,7 @@ def _stopped_by_signals() -> Iterator[None]:
 
 def _check_bundle_folder(folder: Path) -> None:
     try:
-        read_manifest(folder)
+        manifest_file.load(folder)
     except BundlerError:
         raise ConfigError(f"{folder} is not a built bundle (no valid bundle.json); build it first"
                           " with bundle build MODEL -o FOLDER, or pass the model file") from None

@@ -15,20 +15,26 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from bundler import __version__
-from bundler.config import BuildOptions
-from bundler.conformance import (
-    REPORT_COLUMNS,
-    ConformanceReport,
-    check_bundle,
-    read_manifest,
-)
+from bundler import manifest as manifest_file
+from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
-from bundler.errors import BrowserError, BundlerError, ConfigError
+from bundler.errors import BrowserError, ConfigError
 from bundler.files import rename_to_hashed
-from bundler.inspect import model_bytes, read_model
+from bundler.manifest import (
+    TOOL_NAME,
+    EPResult,
+    Manifest,
+    Runtime,
+    RuntimeBuild,
+    Source,
+    Tool,
+    Variant,
+    Verification,
+)
+from bundler.modelio import model_bytes, read_model
+from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.resources import example_model
 from bundler.runtime import (
@@ -39,24 +45,17 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.site import finish_site, human_bytes, render_site, write_manifest
-from bundler.variants import budget_of, choose, default_variant, make_variants
+from bundler.site import finish_site, human_bytes, render_site
+from bundler.variants.make import make_variants
+from bundler.variants.select import select
 
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
-TOOL = "onnx-bundler"
 
 
 def _significant(value: float | None) -> float | None:
     """Three significant digits; None for no value or an infinite one (JSON has no Infinity)."""
     return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
-
-
-def _made_by_us(directory: Path) -> bool:
-    try:
-        return read_manifest(directory).get("tool", {}).get("name") == TOOL
-    except BundlerError:
-        return False
 
 
 def _check_output(output: Path, model: Path, force: bool) -> None:
@@ -67,7 +66,7 @@ def _check_output(output: Path, model: Path, force: bool) -> None:
     if model.resolve().is_relative_to(output.resolve()) or output.resolve() == Path.cwd():
         raise ConfigError(f"refusing to replace {output}: it holds the model or is the current"
                           " folder; choose another -o")
-    if not force and not _made_by_us(output):
+    if not force and not manifest_file.made_by_us(output):
         raise ConfigError(f"{output} is not empty and was not made by bundle build; pass --force"
                           " to replace it, or choose another -o")
 
@@ -99,48 +98,39 @@ def _move_into_place(staging: Path, output: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def verification_record(report: ConformanceReport | None, reason: str | None) -> dict[str, Any]:
+def verification_record(report: ConformanceReport | None, reason: str | None) -> Verification:
     """What bundle.json says about the build-time browser check (see the README)."""
     if report is None:
-        return {"status": "not_done", "reason": reason, "hint": "run: bundle test DIR"}
+        return Verification("not_done", reason=reason, hint="run: bundle test DIR")
     if report.not_done is not None:
-        return {"status": "not_done", "reason": report.not_done.reason,
-                "hint": f"pass {report.not_done.hint} to bundle build or bundle test"}
-    results: dict[str, dict[str, Any]] = {}
+        return Verification("not_done", reason=report.not_done.reason,
+                            hint=f"pass {report.not_done.hint} to bundle build or bundle test")
+    results: dict[str, dict[str, EPResult]] = {}
     fallback = None
     for check in report.checks:
-        entry = {
-            "passed": check.passed,
-            "max_abs_error": _significant(check.worst_abs_error),
-            "max_normalized_error": _significant(
+        entry = EPResult(
+            passed=check.passed,
+            max_abs_error=_significant(check.worst_abs_error),
+            max_normalized_error=_significant(
                 max((c.max_normalized_error for c in check.outputs), default=None)),
-        }
-        if check.error:
-            entry["error"] = check.error
-        if check.unsupported:
-            entry["unsupported"] = check.unsupported
+            error=check.error or None,
+            unsupported=check.unsupported,
+        )
         if check.requested is None:
             fallback = entry
         else:
             results.setdefault(check.variant, {})[check.label] = entry
-    record: dict[str, Any] = {
-        "status": "passed" if report.ok else "failed",
-        "dims": report.dims,
-        "results": results,
-    }
-    if fallback is not None:
-        record["fallback"] = fallback
-    if report.problems:
-        record["problems"] = report.problems
-    return record
+    return Verification("passed" if report.ok else "failed", dims=report.dims, results=results,
+                        fallback=fallback, problems=report.problems or None)
 
 
-def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, reporter: Reporter,
+def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
             title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
                                                                    str | None]:
     """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    manifest.verification = verification_record(None, "")
     render_site(staging, manifest, options.templates)
-    write_manifest(staging, {**manifest, "verification": verification_record(None, "")})
+    manifest_file.dump(staging, manifest)
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
                               dims=options.dims, reporter=reporter)
@@ -152,33 +142,17 @@ def _verify(staging: Path, manifest: dict[str, Any], options: BuildOptions, repo
     return report, None
 
 
-def _browser_ok(report: ConformanceReport | None, names: list[str]) -> dict[str, bool]:
-    """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
-    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants.)"""
-    if report is None:
-        return dict.fromkeys(names, True)
-    by_variant: dict[str, dict[str, bool]] = {}
-    for check in report.checks:
-        if check.requested is not None:
-            by_variant.setdefault(check.variant, {})[check.label] = check.passed
-    baseline = {ep for ep, ok in by_variant.get("fp32", {}).items() if ok}
-    return {
-        name: any(by_variant.get(name, {}).values()) and all(
-            ok for ep, ok in by_variant.get(name, {}).items() if ep in baseline or not baseline)
-        for name in names
-    }
-
-
 def build(
     model: Path | None = None,
     options: BuildOptions | None = None,
     *,
     force: bool = False,
     reporter: Reporter | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """Build the bundle and return its manifest (the content of bundle.json)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
+    plan = options.plan
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
@@ -198,48 +172,44 @@ def build(
         for variant in variants:
             hashed = rename_to_hashed(staging / variant.entry["file"])
             variant.entry["file"] = MODELS_DIR + hashed.name
-        names = [variant.entry["name"] for variant in variants]
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
             shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
-        manifest: dict[str, Any] = {
-            "name": options.name or source.stem,
-            "tool": {"name": TOOL, "version": __version__},
-            "runtime": {
-                "package": PACKAGE,
-                "version": runtime_version_of(dist) or options.runtime_version,
-                "dir": RUNTIME_DIR,
-                "builds": {
-                    ep: {role: RUNTIME_DIR + shipped[name]
-                         for role, name in dataclasses.asdict(BUILDS[ep]).items()}
-                    for ep in options.execution_providers
-                },
-            },
-            "inputs": [spec.to_json() for spec in inputs],
-            "outputs": [spec.to_json() for spec in outputs],
-            "variants": [variant.entry for variant in variants],
-            "default_variant": names[0] if options.quantize == "auto"
-            else default_variant(options, names),
-            "source": {"file": source.name, "bytes": model_bytes(source)},
-            "optimization": optimization,
-            "notes": notes,
-        }
-        if options.quantize == "auto":
+        manifest = Manifest(
+            name=options.name or source.stem,
+            tool=Tool(TOOL_NAME, __version__),
+            runtime=Runtime(
+                package=PACKAGE,
+                version=runtime_version_of(dist) or options.runtime_version,
+                dir=RUNTIME_DIR,
+                builds={ep: RuntimeBuild(**{role: RUNTIME_DIR + shipped[name] for role, name
+                                            in dataclasses.asdict(BUILDS[ep]).items()})
+                        for ep in options.execution_providers},
+            ),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            variants=[Variant(**variant.entry) for variant in variants],
+            # auto: the first candidate while the candidates are checked, then the chosen one
+            default_variant=variants[0].entry["name"] if plan.auto else plan.default,
+            source=Source(source.name, model_bytes(source)),
+            optimization=optimization,
+            notes=notes,
+            verification=verification_record(None, ""),
+        )
+        if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
                               " candidates")[0] if options.verify else None)
-            chosen, candidates = choose(variants, _browser_ok(report, names), options)
-            for variant in variants:
-                if variant.entry["name"] != chosen:
-                    (staging / variant.entry["file"]).unlink()
-            manifest["variants"] = [v.entry for v in variants if v.entry["name"] == chosen]
-            manifest["default_variant"] = chosen
-            manifest["selection"] = {"mode": "auto", "budget": str(budget_of(options)),
-                                     "chosen": chosen, "candidates": candidates}
-            reporter.info(f"auto: shipping {chosen}")
+            choice = select(variants, report, options.max_error)
+            for name in choice.dropped:
+                (staging / manifest.variant(name).file).unlink()
+            manifest.variants = [manifest.variant(choice.chosen)]
+            manifest.default_variant = choice.chosen
+            manifest.selection = choice.selection
+            reporter.info(f"auto: shipping {choice.chosen}")
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
-        manifest["verification"] = verification_record(report, reason)
+        manifest.verification = verification_record(report, reason)
         shutil.rmtree(work)
         finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
@@ -247,10 +217,10 @@ def build(
     return manifest
 
 
-def rerender(previous: Path, output: Path, templates: Path | None) -> dict[str, Any]:
+def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     """A new build in `output` that is `previous` with its pages rendered again (for a change of
     the templates only): the models and runtime are linked, not rebuilt."""
-    manifest = read_manifest(previous)
+    manifest = manifest_file.load(previous)
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
@@ -266,29 +236,29 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def summary(manifest: dict[str, Any]) -> str:
+def summary(manifest: Manifest) -> str:
     """One line about a build: what ships and what the model takes and gives."""
-    variants = ", ".join(f"{variant['name']} {human_bytes(variant['bytes'])}"
-                         for variant in manifest["variants"])
-    inputs = ", ".join(spec["name"] for spec in manifest["inputs"])
-    outputs = ", ".join(spec["name"] for spec in manifest["outputs"])
-    return f"{manifest['name']}: {variants}; inputs {inputs} -> outputs {outputs}"
+    variants = ", ".join(f"{variant.name} {human_bytes(variant.bytes)}"
+                         for variant in manifest.variants)
+    inputs = ", ".join(spec.name for spec in manifest.inputs)
+    outputs = ", ".join(spec.name for spec in manifest.outputs)
+    return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
 
 
-def _summarise(manifest: dict[str, Any], output: Path, reporter: Reporter,
+def _summarise(manifest: Manifest, output: Path, reporter: Reporter,
                verification_wanted: bool) -> None:
-    verification = manifest["verification"]
-    if verification["status"] == "not_done" and verification_wanted:
-        reporter.warn(f"not verified in the browser: {verification['reason']}"
-                      f" ({verification['hint']})")
-    elif verification["status"] == "failed":
-        for variant, results in verification["results"].items():
+    verification = manifest.verification
+    if verification.status == "not_done" and verification_wanted:
+        reporter.warn(f"not verified in the browser: {verification.reason}"
+                      f" ({verification.hint})")
+    elif verification.status == "failed":
+        for variant, results in (verification.results or {}).items():
             for ep, entry in results.items():
-                if not entry["passed"]:
-                    why = entry.get("error") or f"worst abs error {entry['max_abs_error']}"
+                if not entry.passed:
+                    why = entry.error or f"worst abs error {entry.max_abs_error}"
                     reporter.warn(f"{variant} on {ep} failed browser verification ({why});"
                                   " load() skips it unless told ignoreVerification: true")
-        for problem in verification.get("problems", []):
+        for problem in verification.problems or []:
             reporter.warn(problem)
     reporter.info(f"Built {output}/ ({summary(manifest)})")
 

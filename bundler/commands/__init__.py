@@ -1,0 +1,1 @@
+"""One module per command: each is a plain function the CLI (bundler.cli) and the library call."""

@@ -1,0 +1,270 @@
+"""bundle.json: the one reader and writer of the bundle's manifest.
+
+The manifest is a tree of dataclasses; `load` reads and checks a folder's bundle.json (naming the
+key that is wrong), `dump` writes it. `schema_version` starts at 1; bundle.mjs refuses a manifest
+whose version is newer than the one it knows, and so does `load`. Nested records whose content
+is owned by one stage (accuracy, settings, optimisation steps, fingerprints) stay plain JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from bundler.errors import ModelError
+from bundler.files import FILES_MODULE, files_module
+from bundler.modelio import TensorSpec
+
+SCHEMA_VERSION = 1
+MANIFEST_FILE = "bundle.json"
+TOOL_NAME = "onnx-bundler"
+
+JSON = dict[str, Any]
+
+
+@dataclasses.dataclass
+class Tool:
+    name: str
+    version: str
+
+
+@dataclasses.dataclass
+class RuntimeBuild:
+    """A build's ES module, the glue module it imports and its wasm (env.wasm.wasmPaths)."""
+
+    module: str
+    mjs: str
+    wasm: str
+
+
+@dataclasses.dataclass
+class Runtime:
+    package: str
+    version: str
+    dir: str
+    builds: dict[str, RuntimeBuild]
+
+
+@dataclasses.dataclass
+class Variant:
+    name: str
+    kind: str
+    file: str
+    bytes: int
+    sha256: str
+    ratio: float
+    accuracy: JSON | None
+    settings: JSON
+    notes: list[str]
+    reference: JSON | None
+
+
+@dataclasses.dataclass
+class Source:
+    file: str
+    bytes: int
+
+
+@dataclasses.dataclass
+class EPResult:
+    passed: bool
+    max_abs_error: float | None
+    max_normalized_error: float | None
+    error: str | None = None
+    unsupported: Literal["runtime", "device"] | None = None
+
+
+@dataclasses.dataclass
+class Verification:
+    status: Literal["passed", "failed", "not_done"]
+    reason: str | None = None
+    hint: str | None = None
+    dims: dict[str, int] | None = None
+    results: dict[str, dict[str, EPResult]] | None = None
+    fallback: EPResult | None = None
+    problems: list[str] | None = None
+
+
+@dataclasses.dataclass
+class Selection:
+    mode: str
+    budget: str
+    chosen: str
+    candidates: list[JSON]
+
+
+@dataclasses.dataclass
+class BundleFile:
+    """An entry of `files`: a file of the bundle (every one but bundle.json and
+    bundle.files.mjs)."""
+
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclasses.dataclass
+class Manifest:
+    name: str
+    tool: Tool
+    runtime: Runtime
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    variants: list[Variant]
+    default_variant: str | dict[str, str]
+    source: Source
+    optimization: JSON
+    notes: list[str]
+    verification: Verification
+    selection: Selection | None = None
+    files: list[BundleFile] | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def variant(self, name: str) -> Variant:
+        return next(variant for variant in self.variants if variant.name == name)
+
+    def default_for(self, ep: str) -> Variant:
+        """The variant load() picks on `ep` by default."""
+        default = self.default_variant
+        if isinstance(default, str):
+            return self.variant(default)
+        return self.variant(default.get(ep, next(iter(default.values()))))
+
+    def to_json(self) -> JSON:
+        data = _to_json(self)
+        return {"schema_version": data.pop("schema_version"), **data}
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, TensorSpec):
+        return value.to_json()
+    if dataclasses.is_dataclass(value):
+        data = {}
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if item is None and field.default is None:
+                continue  # optional and absent: not written
+            data[field.name] = _to_json(item)
+        return data
+    if isinstance(value, dict):
+        return {key: _to_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_json(item) for item in value]
+    return value
+
+
+class _Invalid(Exception):
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+
+
+_PRIMITIVES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _from_json(kind: Any, data: Any, where: str) -> Any:
+    """`data` checked against the type `kind` and converted to it."""
+    origin = typing.get_origin(kind)
+    if kind is Any:
+        return data
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(kind)
+        if data is None and type(None) in options:
+            return None
+        for option in (option for option in options if option is not type(None)):
+            try:
+                return _from_json(option, data, where)
+            except _Invalid:
+                continue
+        raise _Invalid(where, f"unexpected value {data!r}")
+    if origin is Literal:
+        if data not in typing.get_args(kind):
+            raise _Invalid(where, f"expected one of {typing.get_args(kind)}, got {data!r}")
+        return data
+    if origin is list:
+        if not isinstance(data, list):
+            raise _Invalid(where, f"expected a list, got {data!r}")
+        (item,) = typing.get_args(kind)
+        return [_from_json(item, value, f"{where}[{i}]") for i, value in enumerate(data)]
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise _Invalid(where, f"expected an object, got {data!r}")
+        _, item = typing.get_args(kind)
+        return {key: _from_json(item, value, f"{where}.{key}") for key, value in data.items()}
+    if kind is TensorSpec:
+        spec = _from_json(dict[str, Any], data, where)
+        for key in ("name", "type", "shape"):
+            if key not in spec:
+                raise _Invalid(where, f"missing {key!r}")
+        return TensorSpec.from_json(spec)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(data, dict):
+            raise _Invalid(where, f"expected an object, got {data!r}")
+        hints = typing.get_type_hints(kind)
+        values = {}
+        for field in dataclasses.fields(kind):
+            if field.name in data:
+                values[field.name] = _from_json(hints[field.name], data[field.name],
+                                                f"{where}.{field.name}".lstrip("."))
+            elif field.default is dataclasses.MISSING:
+                raise _Invalid(where or "bundle.json", f"missing key {field.name!r}")
+        return kind(**values)
+    if kind is float and isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    if kind in _PRIMITIVES:
+        if type(data) is not kind:
+            raise _Invalid(where, f"expected {_PRIMITIVES[kind]}, got {data!r}")
+        return data
+    raise TypeError(f"no JSON reading for {kind!r}")  # a field type this module forgot
+
+
+def from_json(data: Any, source: str = MANIFEST_FILE) -> Manifest:
+    """Check and convert a parsed bundle.json; ModelError naming the key when it is wrong."""
+    if not isinstance(data, dict):
+        raise ModelError(f"{source} is not a JSON object; rebuild the bundle")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ModelError(f"{source} has schema_version {version!r}, newer than the {SCHEMA_VERSION}"
+                         f" this onnx-bundler reads; upgrade onnx-bundler or rebuild the bundle")
+    try:
+        return _from_json(Manifest, data, "")
+    except _Invalid as error:
+        raise ModelError(f"{source}: {error}; rebuild the bundle with bundle build") from None
+
+
+def load(directory: Path) -> Manifest:
+    """The manifest of a built folder."""
+    path = directory / MANIFEST_FILE
+    if not directory.is_dir():
+        raise ModelError(f"{directory} is not a folder; give a folder made by bundle build")
+    if not path.is_file():
+        raise ModelError(f"{directory} has no {MANIFEST_FILE}; give a folder made by bundle build")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
+    return from_json(data, str(path))
+
+
+def dumps(manifest: Manifest) -> str:
+    return json.dumps(manifest.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def dump(directory: Path, manifest: Manifest) -> None:
+    """Write the manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for
+    bundle.mjs: the same content, and the URLs of the model and runtime files)."""
+    (directory / MANIFEST_FILE).write_text(dumps(manifest), encoding="utf-8")
+    (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
+
+
+def made_by_us(directory: Path) -> bool:
+    """Whether `directory` holds a bundle this tool wrote (so a build may replace it)."""
+    try:
+        data = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("tool"), dict) and \
+        data["tool"].get("name") == TOOL_NAME

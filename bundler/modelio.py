@@ -1,0 +1,278 @@
+"""Model files in and out: read, check, save, copy, walk, size, hash, and the native CPU session.
+
+The one place that knows how ONNX files are stored (inline weights or external data, protobuf's
+2 GB limit), which element types exist and how they are spelled in numpy and in onnxruntime-web,
+and how onnxruntime is opened. onnxruntime's own log lines never reach the terminal: its default
+logger is set to fatal-only here, and its errors become the tool's own one-line messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from google.protobuf.message import DecodeError
+
+from bundler.errors import ModelError, first_line
+
+ort.set_default_logger_severity(4)
+
+PROTOBUF_LIMIT = onnx.checker.MAXIMUM_PROTOBUF
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementType:
+    """One tensor element type: its onnx enum, the name onnxruntime-web (and bundle.json) uses,
+    and its numpy dtype (None where numpy has none)."""
+
+    onnx_type: int
+    name: str
+    numpy: type | None
+
+
+ELEMENT_TYPES = (
+    ElementType(onnx.TensorProto.FLOAT, "float32", np.float32),
+    ElementType(onnx.TensorProto.FLOAT16, "float16", np.float16),
+    ElementType(onnx.TensorProto.DOUBLE, "float64", np.float64),
+    ElementType(onnx.TensorProto.INT8, "int8", np.int8),
+    ElementType(onnx.TensorProto.UINT8, "uint8", np.uint8),
+    ElementType(onnx.TensorProto.INT16, "int16", np.int16),
+    ElementType(onnx.TensorProto.UINT16, "uint16", np.uint16),
+    ElementType(onnx.TensorProto.INT32, "int32", np.int32),
+    ElementType(onnx.TensorProto.UINT32, "uint32", np.uint32),
+    ElementType(onnx.TensorProto.INT64, "int64", np.int64),
+    ElementType(onnx.TensorProto.UINT64, "uint64", np.uint64),
+    ElementType(onnx.TensorProto.BOOL, "bool", np.bool_),
+    ElementType(onnx.TensorProto.STRING, "string", None),
+)
+TYPE_NAMES = {element.onnx_type: element.name for element in ELEMENT_TYPES}
+NUMPY_TYPES = {element.name: element.numpy for element in ELEMENT_TYPES if element.numpy}
+
+Dim = int | str
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output. `shape` is None when the rank is unknown; a dim is an int when
+    fixed and a string when symbolic ("?" when it has no name)."""
+
+    name: str
+    type: str
+    shape: tuple[Dim, ...] | None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "shape": None if self.shape is None else list(self.shape),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> TensorSpec:
+        shape = data["shape"]
+        return cls(data["name"], data["type"], None if shape is None else tuple(shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """The model's graph inputs (weights left out) and outputs, as the JS API sees them."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+
+def tensor_dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
+    """The dims as the JS API sees them: sizes, symbolic names, "?" for unknown; None: no shape."""
+    if not value_type.HasField("shape"):
+        return None
+    # Some exporters (paddle2onnx) write dim_value -1 for a dim they leave open.
+    return tuple(
+        d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?")
+        for d in value_type.shape.dim
+    )
+
+
+def tensor_spec(value: onnx.ValueInfoProto, role: str) -> TensorSpec:
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise ModelError(
+            f"{role} {value.name!r} is a {kind or 'value of unknown type'}, not a tensor;"
+            " onnxruntime-web takes and returns tensors only"
+        )
+    element = value.type.tensor_type.elem_type
+    if element not in TYPE_NAMES:
+        name = onnx.TensorProto.DataType.Name(element)
+        raise ModelError(f"{role} {value.name!r} has element type {name}, which onnxruntime-web"
+                         " does not support")
+    return TensorSpec(value.name, TYPE_NAMES[element], tensor_dims(value.type.tensor_type))
+
+
+def signature(model: onnx.ModelProto) -> Signature:
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    return Signature(
+        inputs=tuple(tensor_spec(value, "input") for value in model.graph.input
+                     if value.name not in initializers),
+        outputs=tuple(tensor_spec(value, "output") for value in model.graph.output),
+    )
+
+
+def _external_locations(model: onnx.ModelProto) -> tuple[str, ...]:
+    locations = {
+        entry.value
+        for tensor in onnx.external_data_helper._get_all_tensors(model)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+    return tuple(sorted(locations))
+
+
+def read_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
+    """Parse the file, with one clear error for each way it can be unusable."""
+    if not path.exists():
+        raise ModelError(f"model not found: {path} (give the path of an .onnx file)")
+    if path.is_dir():
+        raise ModelError(f"{path} is a directory; give the path of an .onnx file inside it")
+    if path.stat().st_size == 0:
+        raise ModelError(f"{path} is empty (0 bytes); export the model again")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, OSError) as error:
+        raise ModelError(
+            f"{path} is not an ONNX model (it does not parse as ONNX protobuf:"
+            f" {first_line(error)}); it may be truncated or another kind of file — export it again"
+        ) from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelError(f"{path} is not an ONNX model (no graph in it); export it again")
+    missing = [
+        location for location in _external_locations(model)
+        if not (path.parent / location).is_file()
+    ]
+    if missing:
+        raise ModelError(
+            f"{path} keeps its weights in external data file {missing[0]!r}, which is missing"
+            f" (expected at {path.parent / missing[0]}); keep it next to the model"
+        )
+    if load_weights:
+        try:
+            onnx.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError) as error:
+            raise ModelError(f"{path}: cannot read its external data ({error})") from None
+    return model
+
+
+def check_model(path: Path) -> list[str]:
+    """onnx.checker on the file; returns its complaint (if any) instead of raising, because
+    exporters produce models the checker rejects and onnxruntime runs. The caller decides."""
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as error:
+        return [first_line(error)]
+    return []
+
+
+@functools.lru_cache(maxsize=64)
+def _files_of(path: Path, stamp: tuple[int, int, int]) -> tuple[Path, ...]:
+    model = onnx.load(str(path), load_external_data=False)
+    return (path, *(path.parent / location for location in _external_locations(model)))
+
+
+def model_files(path: Path) -> list[Path]:
+    """The model file and its external data files (parsed once per version of the file)."""
+    stat = path.stat()
+    return list(_files_of(path.resolve(), (stat.st_mtime_ns, stat.st_size, stat.st_ino)))
+
+
+def model_bytes(path: Path) -> int:
+    """The file's size plus that of its external data files."""
+    return sum(file.stat().st_size for file in model_files(path))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of the graph and of its subgraphs (If, Loop, Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g, *attribute.graphs]:
+                yield from walk_nodes(subgraph)
+
+
+def save_model(model: onnx.ModelProto, path: Path) -> None:
+    """Write `model` to `path`; weights go to `<name>.data` beside it only past protobuf's 2 GB."""
+    data = path.with_name(path.name + ".data")
+    # onnx appends to an existing external data file instead of replacing it
+    data.unlink(missing_ok=True)
+    if model.ByteSize() < PROTOBUF_LIMIT:
+        onnx.save_model(model, path)
+    else:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data.name, size_threshold=1024)
+
+
+def copy_model(src: Path, dst: Path) -> None:
+    """Copy a model file; one with external data is rewritten so its data is named after `dst`."""
+    if src.resolve() == dst.resolve():
+        return
+    if model_bytes(src) == src.stat().st_size:
+        dst.with_name(dst.name + ".data").unlink(missing_ok=True)
+        shutil.copyfile(src, dst)
+    else:
+        save_model(read_model(src), dst)
+
+
+def cpu_session(
+    model: Path,
+    *,
+    level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    threads: int = 0,
+    optimized_path: Path | None = None,
+    save_format: Literal["ONNX", "ORT"] = "ONNX",
+    disabled_optimizers: list[str] | None = None,
+) -> ort.InferenceSession:
+    """A CPU-EP session that logs nothing (its errors are raised and reported by the caller);
+    with `optimized_path`, onnxruntime also writes the graph there."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = level
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    if optimized_path is not None:
+        options.optimized_model_filepath = str(optimized_path)
+        options.add_session_config_entry("session.save_model_format", save_format)
+        if save_format == "ONNX":
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name",
+                optimized_path.name + ".data",
+            )
+    return ort.InferenceSession(
+        str(model),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=disabled_optimizers or [],
+    )
+
+
+def native_load_error(path: Path) -> str | None:
+    """Why native onnxruntime cannot load the model, in one line; None when it loads."""
+    try:
+        cpu_session(path)
+    except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
+        return first_line(error)
+    return None

@@ -1,0 +1,140 @@
+"""fp16: float16 weights and compute; inputs, outputs and the ops that fail or lose too much in
+float16 stay float32. Refused when an activation would overflow float16 on the feeds."""
+
+from __future__ import annotations
+
+import heapq
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from onnxruntime.transformers import float16
+
+from bundler.errors import QuantizeError
+from bundler.modelio import cpu_session, read_model, save_model, walk_nodes
+from bundler.variants.metrics import Feeds, measure
+from bundler.variants.spec import Job, KindSpec
+from bundler.variants.tools import quiet
+
+# On top of the converter's defaults: ops that fail or lose too much in float16.
+_KEEP_FLOAT32 = ("Resize", "TopK", "NonMaxSuppression", "CumSum", "Range", "RoiAlign")
+
+
+def _reads(node: onnx.NodeProto) -> Iterator[str]:
+    """The names a node reads, including those its subgraphs capture from the outer graph."""
+    yield from node.input
+    for attribute in node.attribute:
+        for subgraph in [attribute.g, *attribute.graphs]:
+            for inner in subgraph.node:
+                yield from _reads(inner)
+
+
+def _sort_topologically(graph: onnx.GraphProto) -> None:
+    """Stable topological sort, in place: the float16 converter appends its Casts at the end.
+
+    (onnx_ir's sort cannot load models with map types; onnxruntime's ignores subgraph captures.)
+    """
+    nodes = list(graph.node)
+    producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
+    waiting = [
+        {producer[name] for name in _reads(node) if name in producer} - {index}
+        for index, node in enumerate(nodes)
+    ]
+    users: list[list[int]] = [[] for _ in nodes]
+    for index, deps in enumerate(waiting):
+        for dep in deps:
+            users[dep].append(index)
+    ready = [index for index, deps in enumerate(waiting) if not deps]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(index)
+        for user in users[index]:
+            waiting[user].discard(index)
+            if not waiting[user]:
+                heapq.heappush(ready, user)
+    if len(order) != len(nodes):
+        raise ValueError("the converted graph has a cycle")
+    del graph.node[:]
+    graph.node.extend(nodes[index] for index in order)
+
+
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def make(job: Job) -> None:
+    model = read_model(job.src)
+    op_types = {node.op_type for node in walk_nodes(model.graph)}
+    ml_ops = {node.op_type for node in walk_nodes(model.graph) if node.domain == "ai.onnx.ml"}
+    blocked = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(_KEEP_FLOAT32) | ml_ops)
+    with quiet():
+        converted = float16.convert_float_to_float16(
+            model, keep_io_types=True, op_block_list=blocked
+        )
+    _sort_topologically(converted.graph)
+    save_model(converted, job.dst)
+    job.result.settings = {"keep_io_types": True, "op_block_list": blocked}
+    kept = sorted(op_types & set(blocked))
+    if kept:
+        job.note(f"kept {', '.join(kept)} in float32")
+    if not job.calibration:
+        job.note("no feeds given, so the NaN/Inf check did not run")
+        return
+    half = {
+        value.name
+        for value in converted.graph.value_info
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT16
+    }
+    name, peak = _largest_activation(job.src, half, job.calibration)
+    if peak > _FLOAT16_MAX:
+        raise QuantizeError(
+            f"the fp16 variant of {job.src.name} would give Inf/NaN: activation {name!r} reaches"
+            f" {peak:.3g} on the feeds, beyond float16's {_FLOAT16_MAX:g}; use int8-weights or fp32"
+        )
+    if measure(job.src, job.dst, job.calibration).nonfinite:
+        raise QuantizeError(
+            f"the fp16 variant of {job.src.name} gives NaN/Inf outputs where fp32 gives finite"
+            " ones; use int8-weights or fp32"
+        )
+    largest = f" (largest float16 activation: {name} {peak:.3g})" if name else ""
+    job.note(
+        f"no NaN/Inf on {len(job.calibration)} feeds{largest}; onnxruntime's CPU EP runs most"
+        " float16 ops in float32, so native metrics mostly reflect weight rounding"
+    )
+
+
+def _largest_activation(model: Path, names: set[str], feeds: Feeds) -> tuple[str, float]:
+    """The tensor among `names` with the largest finite |value| when `model` runs on `feeds`.
+
+    onnxruntime's CPU EP has few float16 kernels and runs float16 chains in float32, so an fp16
+    variant overflowing in the browser can look fine natively; the fp32 activations tell."""
+    probe = read_model(model)
+    computed = {out for node in probe.graph.node for out in node.output}
+    watched = sorted((names & computed) - {value.name for value in probe.graph.output})
+    if not watched:
+        return "", 0.0
+    probe.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in watched)
+    peak, where = 0.0, ""
+    with tempfile.TemporaryDirectory(prefix="bundler-fp16-") as tmp:
+        path = Path(tmp) / model.name
+        save_model(probe, path)
+        session = cpu_session(path)
+        for feed in feeds:
+            for name, value in zip(watched, session.run(watched, feed), strict=True):
+                finite = np.abs(value[np.isfinite(value)]) if value.size else value
+                if finite.size and float(finite.max()) > peak:
+                    peak, where = float(finite.max()), name
+    return where, peak
+
+
+KIND = KindSpec(
+    name="fp16",
+    keeps_float=f"inputs, outputs, {', '.join(_KEEP_FLOAT32)}, ai.onnx.ml ops",
+    needs_calibration=False,
+    advice="try int8-weights, or keep fp32",
+    make=make,
+)

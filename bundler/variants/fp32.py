@@ -1,0 +1,20 @@
+"""fp32: the optimised model itself, as one self-contained file."""
+
+from __future__ import annotations
+
+from bundler.modelio import copy_model
+from bundler.variants.spec import Job, KindSpec
+
+
+def make(job: Job) -> None:
+    copy_model(job.src, job.dst)
+    job.result.settings = {"weights": "float32"}
+
+
+KIND = KindSpec(
+    name="fp32",
+    keeps_float="everything",
+    needs_calibration=False,
+    advice="check that the file is readable",
+    make=make,
+)

@@ -1,0 +1,71 @@
+"""The variant kinds by name, and `make_variant`, which makes one.
+
+Each kind is the module of its name in this package (see kinds.py and spec.py); it is imported
+when first asked for, so listing the names never loads onnxruntime.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
+from bundler.modelio import cpu_session
+from bundler.variants.kinds import (
+    CALIBRATION_METHODS,
+    VARIANT_KINDS,
+    CalibrationMethod,
+    VariantKind,
+    module_name,
+)
+from bundler.variants.metrics import Feeds
+from bundler.variants.spec import Job, KindSpec, VariantResult
+
+
+def kind_spec(kind: str) -> KindSpec:
+    """The registered kind named `kind`; a ConfigError naming the choices for any other name."""
+    if kind not in VARIANT_KINDS:
+        raise ConfigError(f"unknown variant {kind!r}; choose from {', '.join(VARIANT_KINDS)}")
+    spec: KindSpec = importlib.import_module(f"{__package__}.{module_name(kind)}").KIND
+    return spec
+
+
+def make_variant(
+    kind: VariantKind,
+    src: Path,
+    dst: Path,
+    *,
+    calibration: Feeds | None = None,
+    calibration_method: CalibrationMethod = "minmax",
+    log: Callable[[str], None] = lambda s: None,
+) -> VariantResult:
+    """Write the `kind` variant of the (already optimised, fp32) model `src` to `dst`.
+
+    `calibration` feeds drive int8-static's calibration, int8's per-channel choice and fp16's
+    NaN/Inf check; they are used in the order given, so the result is deterministic.
+    """
+    spec = kind_spec(kind)
+    if calibration_method not in CALIBRATION_METHODS:
+        raise ConfigError(
+            f"unknown calibration method {calibration_method!r};"
+            f" choose from {', '.join(CALIBRATION_METHODS)}"
+        )
+    if spec.needs_calibration and not calibration:
+        raise QuantizeError(
+            f"{kind} needs calibration inputs for {src.name}: pass calibration feeds,"
+            f" or {spec.advice}"
+        )
+    job = Job(src, dst, calibration, calibration_method, log, VariantResult(spec.name, dst))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.make(job)
+        cpu_session(dst)
+    except BundlerError:
+        raise
+    except Exception as error:
+        raise QuantizeError(
+            f"could not make the {kind} variant of {src.name} ({first_line(error, typed=True)});"
+            f" {spec.advice}"
+        ) from None
+    return job.result

@@ -1,0 +1,60 @@
+"""What a variant kind module provides (its `KIND`), the job it is given and the result it fills.
+
+A kind module, named after its kind (`int8-weights` -> `int8_weights.py`), defines
+`KIND = KindSpec(...)`; the registry finds it by that name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundler.variants.kinds import CalibrationMethod, VariantKind
+from bundler.variants.metrics import Feeds
+
+
+@dataclass
+class VariantResult:
+    kind: VariantKind
+    path: Path
+    notes: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path.name,
+            "notes": self.notes,
+            "settings": self.settings,
+        }
+
+
+@dataclass
+class Job:
+    """Write the variant of the (optimised, fp32) model `src` to `dst`; `calibration` feeds, when
+    given, are used in the order given, so the result is deterministic."""
+
+    src: Path
+    dst: Path
+    calibration: Feeds | None
+    method: CalibrationMethod
+    log: Callable[[str], None]
+    result: VariantResult
+
+    def note(self, text: str) -> None:
+        # Library errors quote the temporary paths they were given; bundle.json must not.
+        text = text.replace(f"{self.dst.parent}{os.sep}", "")
+        self.result.notes.append(text)
+        self.log(f"{self.result.kind}: {text}")
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    name: VariantKind
+    keeps_float: str  # what stays float32, in a few words (shown beside the measurements)
+    needs_calibration: bool
+    advice: str  # what to try instead when making it fails
+    make: Callable[[Job], None]

@@ -1,0 +1,271 @@
+// Unit tests of web/bundle.core.mjs (bundle.mjs's errors, option checks, variant choice, feed
+// validation and queue) under Node, with onnxruntime-web's own Tensor from $ORT_WEB_DIST (the
+// cached onnxruntime-web dist/). Run by tests/test_bundle_node.py.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+
+import {
+  BundleError,
+  ERROR_CODES,
+  SCHEMA_VERSION,
+  checkOptions,
+  checkSchemaVersion,
+  makeFeeds,
+  noExecutionProvider,
+  pickVariant,
+  planAttempts,
+  runtimeDidNotStart,
+  serialised,
+  sessionFailure,
+} from '../../web/bundle.core.mjs';
+
+if (!process.env.ORT_WEB_DIST) throw new Error('set ORT_WEB_DIST to an onnxruntime-web dist/');
+const ort = await import(pathToFileURL(path.join(process.env.ORT_WEB_DIST, 'ort.wasm.min.mjs')));
+
+const rejects = (fn, code, message) => assert.throws(fn, (error) => {
+  assert.ok(error instanceof BundleError, `a BundleError, not ${error}`);
+  assert.ok(error instanceof Error);
+  assert.equal(error.code, code, error.message);
+  assert.ok(ERROR_CODES.includes(error.code));
+  if (message !== undefined) assert.match(error.message, message);
+  return true;
+});
+
+describe('load() options', () => {
+  test('the default is webgpu then wasm', () => {
+    assert.deepEqual(checkOptions({}), ['webgpu', 'wasm']);
+    assert.deepEqual(checkOptions({ executionProviders: ['wasm'] }), ['wasm']);
+  });
+
+  test('a string EP list says how to write it', () => {
+    rejects(() => checkOptions({ executionProviders: 'wasm' }), 'bad-option',
+      /executionProviders must be an array.*not the string 'wasm'.*\['wasm'\]/);
+  });
+
+  test('unknown, empty or non-array EP lists and bad values are bad options', () => {
+    rejects(() => checkOptions({ executionProviders: ['cuda'] }), 'bad-option', /"cuda"/);
+    rejects(() => checkOptions({ executionProviders: [] }), 'bad-option');
+    rejects(() => checkOptions({ executionProviders: { wasm: true } }), 'bad-option');
+    rejects(() => checkOptions({ numThreads: 0 }), 'bad-option', /numThreads/);
+    rejects(() => checkOptions({ variant: 8 }), 'bad-option', /variant/);
+    rejects(() => checkOptions({ onProgress: 'log' }), 'bad-option', /onProgress/);
+    rejects(() => checkOptions(null), 'bad-option');
+  });
+});
+
+describe('schema_version', () => {
+  test('a missing schema_version is version 1; 1 is read', () => {
+    assert.equal(SCHEMA_VERSION, 1);
+    const manifest = { name: 'm' };
+    assert.equal(checkSchemaVersion(manifest), manifest);
+    checkSchemaVersion({ schema_version: 1 });
+  });
+
+  test('a newer version is refused, naming both versions', () => {
+    rejects(() => checkSchemaVersion({ schema_version: 2 }), 'schema-version',
+      /schema_version 2.*schema_version 1 at most/);
+  });
+
+  test('a version that is not a positive integer is refused', () => {
+    rejects(() => checkSchemaVersion({ schema_version: '1' }), 'schema-version', /"1"/);
+    rejects(() => checkSchemaVersion({ schema_version: 0 }), 'schema-version');
+  });
+});
+
+const builds = { webgpu: { module: 'runtime/ort.webgpu.min.mjs' },
+                 wasm: { module: 'runtime/ort.wasm.min.mjs' } };
+const variant = (name) => ({ name, file: `models/${name}.onnx`, bytes: 10, sha256: 'x' });
+const bundle = (extra = {}) => ({ runtime: { builds }, variants: [variant('fp32'), variant('int8')],
+                                  default_variant: 'fp32', ...extra });
+
+describe('variant choice', () => {
+  test('the default variant, one per EP when it is a map, or the one asked for', () => {
+    const perEp = bundle({ default_variant: { webgpu: 'fp32', wasm: 'int8' } });
+    assert.equal(pickVariant(perEp, 'webgpu').name, 'fp32');
+    assert.equal(pickVariant(perEp, 'wasm').name, 'int8');
+    assert.equal(pickVariant(bundle({ default_variant: { webgpu: 'int8' } }), 'wasm').name, 'int8');
+    assert.equal(pickVariant(perEp, 'webgpu', 'int8').name, 'int8');
+    assert.deepEqual(planAttempts(perEp, ['webgpu', 'wasm']).map((a) => a.variant.name),
+      ['fp32', 'int8']);
+  });
+
+  test('an unknown variant is a bad option, before any EP is looked at', () => {
+    const wasmOnly = bundle({ runtime: { builds: { wasm: builds.wasm } } });
+    assert.throws(() => planAttempts(wasmOnly, ['webgpu', 'wasm'], { variant: 'int4' }),
+      (error) => error.code === 'bad-option' && /unknown variant 'int4'.*fp32, int8/.test(error.message));
+  });
+
+  test('an EP the bundle lacks is skipped with a reason', () => {
+    const [webgpu, wasm] = planAttempts(bundle({ runtime: { builds: { wasm: builds.wasm } } }),
+      ['webgpu', 'wasm']);
+    assert.deepEqual(webgpu.reason, { ep: 'webgpu', code: 'not-bundled',
+      detail: 'webgpu skipped: this bundle was built without it' });
+    assert.equal(wasm.variant.name, 'fp32');
+  });
+
+  test('an EP that failed verification is skipped unless ignoreVerification', () => {
+    const manifest = bundle({ verification: { results: { fp32: {
+      webgpu: { passed: false, max_abs_error: 0.5 }, wasm: { passed: true } } } } });
+    const [webgpu, wasm] = planAttempts(manifest, ['webgpu', 'wasm']);
+    assert.equal(webgpu.reason.code, 'verification-failed');
+    assert.match(webgpu.reason.detail, /failed verification.*worst abs error 0.5/);
+    assert.equal(wasm.reason, undefined);
+    const forced = planAttempts(manifest, ['webgpu'], { ignoreVerification: true });
+    assert.equal(forced[0].variant.name, 'fp32');
+  });
+
+  test('a runtime without the kernels is skipped; a device without a feature is tried', () => {
+    const manifest = bundle({ verification: { results: {
+      fp32: { webgpu: { passed: false, unsupported: 'runtime', error: 'No Op registered' } },
+      int8: { webgpu: { passed: false, unsupported: 'device', error: 'shader-f16' } } } } });
+    const [runtime] = planAttempts(manifest, ['webgpu']);
+    assert.equal(runtime.reason.code, 'runtime-unsupported');
+    assert.match(runtime.reason.detail, /cannot run this model \(No Op registered\)/);
+    const [device] = planAttempts(manifest, ['webgpu'], { variant: 'int8' });
+    assert.equal(device.variant.name, 'int8');
+  });
+});
+
+describe('why an EP failed', () => {
+  test('a missing kernel is runtime-unsupported, onnxruntime\'s message kept', () => {
+    const reason = sessionFailure('webgpu', new Error("Can't create a session. ERROR_CODE: 9," +
+      ' ERROR_MESSAGE: Could not find an implementation for Foo(1) node with name \'n\''));
+    assert.deepEqual(reason, { ep: 'webgpu', code: 'runtime-unsupported', detail:
+      "webgpu session creation failed: Could not find an implementation for Foo(1) node with name 'n'" });
+    const registered = sessionFailure('webgpu', 'No Op registered for LinearClassifier with' +
+      ' domain_version of 1');
+    assert.equal(registered.code, 'runtime-unsupported');
+  });
+
+  test('any other session failure is session-failed', () => {
+    const reason = sessionFailure('webgpu', new Error("Can't create a session. ERROR_CODE: 1," +
+      ' ERROR_MESSAGE: the adapter lacks shader-f16'));
+    assert.equal(reason.code, 'session-failed');
+    assert.equal(reason.detail, 'webgpu session creation failed: the adapter lacks shader-f16');
+  });
+
+  test('a wasm that could not be fetched is fetch-failed, and its module must be imported anew', () => {
+    const error = new Error('no available backend found. ERR: [wasm] RuntimeError:' +
+      ' Aborted(both async and sync fetching of the wasm failed).');
+    assert.equal(sessionFailure('wasm', error).code, 'fetch-failed');
+    assert.ok(runtimeDidNotStart(error));
+    assert.ok(!runtimeDidNotStart(new Error('No Op registered for LinearClassifier')));
+  });
+
+  test('no EP left: no-execution-provider with every reason', () => {
+    const reasons = [{ ep: 'webgpu', code: 'webgpu-unavailable', detail: 'WebGPU unavailable: x' },
+                     { ep: 'wasm', code: 'session-failed', detail: 'wasm session creation failed: y' }];
+    const error = noExecutionProvider(reasons);
+    assert.ok(error instanceof BundleError);
+    assert.equal(error.code, 'no-execution-provider');
+    assert.deepEqual(error.reasons, reasons);
+    assert.equal(error.message, 'no execution provider could run this model:' +
+      ' WebGPU unavailable: x; wasm session creation failed: y');
+  });
+});
+
+describe('one call at a time per runtime module', () => {
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
+
+  test('tasks on one module never overlap, in order, and a failure does not block the queue', async () => {
+    const module = {};
+    const log = [];
+    let running = 0;
+    const task = (name, fail = false) => async () => {
+      running += 1;
+      assert.equal(running, 1, `${name} overlapped another task`);
+      await tick();
+      log.push(name);
+      running -= 1;
+      if (fail) throw new Error(name);
+      return name;
+    };
+    const results = await Promise.allSettled([serialised(module, task('a')),
+      serialised(module, task('b', true)), serialised(module, task('c'))]);
+    assert.deepEqual(log, ['a', 'b', 'c']);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  });
+
+  test('two modules run side by side', async () => {
+    const log = [];
+    const slow = (name) => async () => { log.push(`${name} start`); await tick(); log.push(`${name} end`); };
+    await Promise.all([serialised({}, slow('a')), serialised({}, slow('b'))]);
+    assert.deepEqual(log, ['a start', 'b start', 'a end', 'b end']);
+  });
+});
+
+const spec = (name, type, shape) => ({ name, type, shape });
+const inputs = [spec('x', 'float32', ['batch', 4]), spec('ids', 'int64', ['batch', 3]),
+                spec('scale', 'float32', [])];
+const good = () => ({ x: { dims: [1, 4], data: new Float32Array(4) },
+                      ids: { dims: [1, 3], data: [0, 1, 2] }, scale: 2 });
+
+describe('feeds', () => {
+  test('plain arrays, int64 numbers and 0-d scalars become tensors', () => {
+    const tensors = makeFeeds(ort.Tensor, inputs, good());
+    assert.ok(tensors.x instanceof ort.Tensor);
+    assert.deepEqual([...tensors.x.dims], [1, 4]);
+    assert.ok(tensors.ids.data instanceof BigInt64Array);
+    assert.deepEqual([...tensors.ids.data], [0n, 1n, 2n]);
+    assert.deepEqual([...tensors.scale.dims], []);
+    assert.deepEqual([...tensors.scale.data], [2]);
+  });
+
+  test('an ort.Tensor of the right type is passed as it is', () => {
+    const x = new ort.Tensor('float32', new Float32Array(8), [2, 4]);
+    const ids = new ort.Tensor('int64', new BigInt64Array(6), [2, 3]);
+    const tensors = makeFeeds(ort.Tensor, inputs, { ...good(), x, ids });
+    assert.equal(tensors.x, x);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), ids: new ort.Tensor('int32',
+      new Int32Array(3), [1, 3]) }), 'input-type', /^input 'ids': expected int64, got int32/);
+  });
+
+  test('dims may be left out when the model fixes them', () => {
+    const fixed = [spec('image', 'float32', [1, 2, 2])];
+    assert.deepEqual([...makeFeeds(ort.Tensor, fixed, { image: { data: [1, 2, 3, 4] } }).image.dims],
+      [1, 2, 2]);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { data: [1, 2, 3, 4] } }),
+      'input-shape', /^input 'x': give dims \(shape \[batch, 4\]\)/);
+  });
+
+  test('uint8 takes an ImageData\'s Uint8ClampedArray, float16 its raw bits, bool booleans', () => {
+    const tensors = makeFeeds(ort.Tensor, [spec('pixels', 'uint8', [2]), spec('half', 'float16', [1]),
+      spec('flags', 'bool', [2])], { pixels: { data: new Uint8ClampedArray([1, 255]) },
+      half: { data: new Uint16Array([0x3c00]) }, flags: { data: [true, false] } });
+    assert.deepEqual([...tensors.pixels.data], [1, 255]);
+    assert.equal(tensors.half.type, 'float16');
+    assert.deepEqual([...tensors.flags.data], [1, 0]);
+  });
+
+  test('a missing or unknown input is input-name, naming what the model takes', () => {
+    const missing = good();
+    delete missing.ids;
+    rejects(() => makeFeeds(ort.Tensor, inputs, missing), 'input-name',
+      /^missing input 'ids' \(int64 \[batch, 3\]\)/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), nope: 1 }), 'input-name',
+      /^unknown input 'nope'; this model takes: 'x' \(float32 \[batch, 4\]\), 'ids'/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, null), 'input-name');
+  });
+
+  test('a wrong element type or data is input-type', () => {
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { type: 'int32', dims: [1, 4],
+      data: [0, 0, 0, 0] } }), 'input-type', /^input 'x': expected float32, got int32/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, 4],
+      data: new Int32Array(4) } }), 'input-type', /expected Float32Array data for float32, got Int32Array/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, 4], data: 'abcd' } }),
+      'input-type');
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: [1, 2, 3, 4] }), 'input-type',
+      /expected an ort.Tensor or \{ type, dims, data \}/);
+  });
+
+  test('dims that do not fit the model or the data are input-shape', () => {
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, 5], data: [0, 0, 0, 0, 0] } }),
+      'input-shape', /^input 'x': expected shape \[batch, 4\], got \[1, 5\]/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, 4], data: [0, 0, 0] } }),
+      'input-shape', /^input 'x': dims \[1, 4\] hold 4 values, data has 3/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, -4], data: [] } }),
+      'input-shape', /non-negative integers/);
+  });
+});

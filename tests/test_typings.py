@@ -1,0 +1,150 @@
+"""The generated bundle.d.ts/.d.mts: `tsc --noEmit --strict` accepts correct use of a built bundle
+and rejects a wrong input name, a wrong dtype, a wrong variant and a non-array EP list."""
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bundler import manifest as bundle_manifest
+from bundler.commands.build import build
+from bundler.modelio import TensorSpec
+from bundler.npmtools import node_executable, npm_tool
+from bundler.options import BuildOptions
+from bundler.typings import DECLARATION_FILES, declarations
+from tests import models
+
+TYPESCRIPT = {"typescript": "7.0.2"}
+RESOLUTIONS = {  # how a Node project and how a Vite/webpack project resolve './dist/bundle.mjs'
+    "nodenext": ["--module", "nodenext", "--moduleResolution", "nodenext"],
+    "bundler": ["--module", "esnext", "--moduleResolution", "bundler"],
+}
+
+
+@pytest.fixture(scope="module")
+def tsc() -> list[str]:
+    return [str(node_executable()),
+            str(npm_tool(TYPESCRIPT) / "node_modules" / "typescript" / "bin" / "tsc")]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, runtime_dist) -> Path:
+    """A TypeScript project folder with the multi_io bundle built into dist/."""
+    root = tmp_path_factory.mktemp("typed")
+    build(models.multi_io(root / "models"),
+          BuildOptions(output=root / "dist", verify=False, runtime_dir=runtime_dist))
+    return root
+
+
+def compile_ts(tsc: list[str], project: Path, source: str,
+               resolution: str = "nodenext") -> subprocess.CompletedProcess[str]:
+    (project / "app.mts").write_text(source)
+    return subprocess.run(
+        [*tsc, "--noEmit", "--strict", "--target", "es2022", *RESOLUTIONS[resolution],
+         "app.mts"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )
+
+
+GOOD = """
+import { load, BundleError, type Inputs, type Model } from './dist/bundle.mjs';
+
+const model: Model = await load({ executionProviders: ['webgpu', 'wasm'], variant: 'fp32' });
+const codes: string[] = model.fallbackReasons.map((reason) => reason.code);
+const feeds: Inputs = {
+  x: { type: 'float32', dims: [2, 4], data: new Float32Array(8) },
+  ids: { dims: [2, 3], data: [0, 1, 2, 3, 4, 5] },
+  mask: { dims: [2, 3], data: new Int32Array(6) },
+};
+const out = await model.run(feeds);
+const y: Float32Array = out.y.data;
+const count: Int32Array = out.count.data;
+const classes: 2 = out.y.dims[1];
+console.log(codes, y, count, classes, model.fallbackReason?.length);
+try {
+  await load();
+} catch (error) {
+  if (error instanceof BundleError && error.code === 'no-execution-provider') {
+    console.log(error.reasons?.map((reason) => `${reason.ep}: ${reason.detail}`));
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("resolution", sorted(RESOLUTIONS))
+def test_correct_use_compiles(tsc, project, resolution):
+    result = compile_ts(tsc, project, GOOD, resolution)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_bundle_d_mts_is_what_typescript_finds_for_bundle_mjs(tsc, project, tmp_path):
+    manifest = bundle_manifest.load(project / "dist")
+    assert [(project / "dist" / name).read_text() for name in DECLARATION_FILES] == \
+        [declarations(manifest)] * 2
+    without = tmp_path / "project"
+    shutil.copytree(project / "dist", without / "dist")
+    (without / "dist" / "bundle.d.mts").unlink()
+    result = compile_ts(tsc, without, GOOD)
+    assert "Could not find a declaration file for module './dist/bundle.mjs'" in result.stdout, \
+        result.stdout
+
+
+RUN = """
+import {{ load }} from './dist/bundle.mjs';
+const model = await load();
+await model.run({{
+  {x}: {{ dims: [2, 4], data: {data} }},
+  ids: {{ dims: [2, 3], data: [0, 1, 2, 3, 4, 5] }},
+  mask: {{ dims: [2, 3], data: new Int32Array(6) }},
+}});
+"""
+
+
+@pytest.mark.parametrize(("source", "error"), [
+    (RUN.format(x="nope", data="new Float32Array(8)"),
+     "'nope' does not exist in type 'Inputs'"),
+    (RUN.format(x="x", data="new Int32Array(8)"),
+     "Type 'Int32Array<ArrayBuffer>' is not assignable to type 'Float32Array"),
+    (RUN.format(x="x", data="new Float32Array(8)").replace("dims: [2, 4]", "dims: [2, 5]"),
+     "Type '5' is not assignable to type '4'"),
+    ("import { load } from './dist/bundle.mjs';\nawait load({ executionProviders: 'wasm' });\n",
+     "Type 'string' is not assignable to type 'readonly ExecutionProvider[]'"),
+    ("import { load } from './dist/bundle.mjs';\nawait load({ variant: 'int4' });\n",
+     "Type '\"int4\"' is not assignable to type '\"fp32\"'"),
+], ids=["wrong-input-name", "wrong-dtype", "wrong-fixed-dim", "string-ep", "unknown-variant"])
+def test_wrong_use_does_not_compile(tsc, project, source, error):
+    result = compile_ts(tsc, project, source)
+    assert result.returncode != 0 and error in result.stdout, result.stdout + result.stderr
+
+
+def test_any_names_ranks_and_types_give_valid_declarations(tsc, project, tmp_path):
+    odd = dataclasses.replace(
+        bundle_manifest.load(project / "dist"),
+        name="odd */ name\n",
+        inputs=[TensorSpec("<img src=x onerror=alert(1)>", "float32", None),
+                TensorSpec("input.1", "int64", ()),
+                TensorSpec('quote"\n*/', "bool", ("?", 2)),
+                TensorSpec("text", "string", (1,))],
+        outputs=[TensorSpec("half", "float16", (1, "n")), TensorSpec("labels", "string", None)],
+    )
+    odd.variants = [dataclasses.replace(odd.variants[0], name=name) for name in ("fp32", "int8")]
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "bundle.d.mts").write_text(declarations(odd))
+    source = """
+import { load } from './dist/bundle.mjs';
+const model = await load({ variant: 'int8' });
+const out = await model.run({
+  '<img src=x onerror=alert(1)>': { dims: [3, 1], data: [1, 2, 3] },
+  'input.1': 7n,
+  'quote"\\n*/': { dims: [5, 2], data: [true, false, true, false, true, false, true, false, true,
+                                        false] },
+  text: { data: ['a'] },
+});
+const half: number = out.half.data[0];
+const labels: string[] = out.labels.data;
+console.log(half, labels, out.half.dims.length);
+"""
+    result = compile_ts(tsc, tmp_path, source)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,17 @@
+from pathlib import Path
+
+import pytest
+
+from bundler.optimize import optimize
+from tests.variants.helpers import BUILDERS
+
+
+@pytest.fixture(scope="session")
+def optimized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each test model, optimised as `bundle build` does before making variants."""
+    directory = tmp_path_factory.mktemp("optimized")
+    paths = {}
+    for name, (build, _) in BUILDERS.items():
+        paths[name] = directory / f"{name}.onnx"
+        optimize(build(directory / f"{name}.raw.onnx"), paths[name])
+    return paths

@@ -1,0 +1,43 @@
+"""Test models of the variant tests (built in code) and small readers of variant files."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from bundler.modelio import model_bytes
+from tests import quant_models
+
+BUILDERS = {
+    "mlp": (quant_models.mlp_classifier, quant_models.mlp_feeds),
+    "transformer": (quant_models.transformer_block, quant_models.transformer_feeds),
+    "cnn": (quant_models.conv_classifier, quant_models.image_feeds),
+    "odd_k": (quant_models.odd_k_matmul, quant_models.odd_k_feeds),
+    "upsampler": (quant_models.grouped_upsampler, quant_models.upsampler_feeds),
+    "overflow": (quant_models.fp16_overflow, quant_models.fp16_overflow_feeds),
+}
+
+# top1_agreement is a share of rows; less than any one row's share of it means every row agrees.
+EVERY_ROW = pytest.approx(1.0, abs=1e-9)
+# A cosine computed in float64 of vectors that are equal, or equal up to a factor.
+COSINE_ONE = pytest.approx(1.0, abs=1e-12)
+
+
+def feeds(name: str) -> list[dict[str, np.ndarray]]:
+    return BUILDERS[name][1]()
+
+
+def ops(path: Path) -> Counter:
+    return Counter(node.op_type for node in onnx.load(path).graph.node)
+
+
+def ratio(variant: Path, reference: Path) -> float:
+    return model_bytes(variant) / model_bytes(reference)
+
+
+def elem_types(values) -> list[int]:
+    return [value.type.tensor_type.elem_type for value in values]

@@ -1,0 +1,94 @@
+"""auto's choice: the objective, the browser's verdict and the record for bundle.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bundler.conformance import ConformanceReport, EPCheck
+from bundler.errors import QuantizeError
+from bundler.manifest import Selection
+from bundler.variants.budget import parse_budget
+from bundler.variants.make import Variant
+from bundler.variants.metrics import Metrics
+from bundler.variants.select import Candidate, browser_passed, choose, select
+
+PERFECT = Metrics(0.0, 0.0, 1.0, 1.0)
+CLOSE = Metrics(0.01, 0.001, 0.9995, 1.0)
+LOSSY = Metrics(0.5, 0.05, 0.95, 0.8)
+
+
+def test_choose_auto() -> None:
+    results = [
+        Candidate("fp32", 1000, PERFECT, True),
+        Candidate("fp16", 500, CLOSE, True),
+        Candidate("int8-weights", 270, CLOSE, True),
+        Candidate("int8", 260, CLOSE, False),  # failed in the browser
+        Candidate("int4", 160, LOSSY, True),  # outside the budget
+    ]
+    assert choose(results) == "int8-weights"
+    assert choose(results, parse_budget("cosine>=0.9")) == "int4"
+    assert choose([Candidate("fp32", 1000, LOSSY, True), Candidate("fp16", 500, LOSSY, True)]) \
+        == "fp32"
+    assert choose([Candidate("fp32", 1000, PERFECT, False),
+                   Candidate("fp16", 500, LOSSY, True)]) is None
+
+
+def test_the_objective_ranks_the_fitting_candidates() -> None:
+    results = [Candidate("fp32", 1000, PERFECT, True), Candidate("fp16", 500, CLOSE, True),
+               Candidate("int8", 260, LOSSY, True)]
+    assert choose(results, objective=lambda candidate: -candidate.bytes) == "fp32"
+    # equal sizes: the kind listed first in VARIANT_KINDS
+    assert choose([Candidate("int8", 500, CLOSE, True), Candidate("fp16", 500, CLOSE, True)]) \
+        == "fp16"
+
+
+def _variant(name: str, size: int, metrics: Metrics | None) -> Variant:
+    return Variant({"name": name, "kind": name, "file": f"models/{name}.onnx", "bytes": size},
+                   metrics, latency_ms=None)
+
+
+def _check(ep: str, variant: str, error: str | None = None) -> EPCheck:
+    return EPCheck(label=ep, variant=variant, requested=[ep], error=error)
+
+
+def test_browser_passed_counts_only_the_eps_where_fp32_passed() -> None:
+    report = ConformanceReport(Path("dist"), checks=[
+        _check("webgpu", "fp32", "no ai.onnx.ml kernels"), _check("wasm", "fp32"),
+        _check("webgpu", "int8", "no ai.onnx.ml kernels"), _check("wasm", "int8"),
+        _check("webgpu", "fp16"), _check("wasm", "fp16", "worst abs error 0.3"),
+    ])
+    assert browser_passed(report, ["fp32", "int8", "fp16"]) == {
+        "fp32": True, "int8": True, "fp16": False}
+    assert browser_passed(None, ["fp32", "int8"]) == {"fp32": True, "int8": True}
+
+
+def test_select_ships_the_choice_and_records_every_candidate() -> None:
+    variants = [_variant("fp32", 1000, PERFECT), _variant("int8-weights", 270, CLOSE),
+                _variant("int4", 160, LOSSY)]
+    report = ConformanceReport(Path("dist"), checks=[
+        _check(ep, name) for ep in ("webgpu", "wasm") for name in ("fp32", "int8-weights", "int4")
+    ])
+
+    choice = select(variants, report, "cosine>=0.999")
+
+    assert (choice.chosen, choice.dropped) == ("int8-weights", ["fp32", "int4"])
+    selection = choice.selection
+    assert isinstance(selection, Selection)
+    assert (selection.mode, selection.budget, selection.chosen) == (
+        "auto", "cosine>=0.999", "int8-weights")
+    assert [(c["name"], c["bytes"], c["within_budget"], c["browser_verified"], c["chosen"])
+            for c in selection.candidates] == [
+        ("fp32", 1000, True, True, False),
+        ("int8-weights", 270, True, True, True),
+        ("int4", 160, False, True, False),
+    ]
+    assert selection.candidates[2]["budget"] == "cosine 0.95 is not >= 0.999"
+    assert select(variants, None, None).selection.budget == "cosine>=0.999,top1>=0.99"
+
+
+def test_select_without_a_fitting_candidate_is_one_clear_error() -> None:
+    with pytest.raises(QuantizeError, match=r"^auto: no variant is within the budget cosine>=1"
+                                            r" and passed the browser check \(fp32 included\)"):
+        select([_variant("fp16", 500, CLOSE)], None, "cosine>=1")
