@@ -55,19 +55,11 @@ async ({ moduleUrl, options, cases }) => {
     }
     return btoa(text);
   };
-  // load() and run() reject with a BundleError: its code and reasons go back, not its English.
-  const failure = (error) => ({ error: { code: error?.code ?? null,
-                                         message: String(error?.message ?? error),
-                                         reasons: error?.reasons ?? [] } });
   const { load } = await import(moduleUrl);
   let model;
   try {
     model = await load(options);
-  } catch (error) {
-    return failure(error);
-  }
-  const results = [];
-  try {
+    const results = [];
     for (const feeds of cases) {
       const inputs = {};
       for (const [name, feed] of Object.entries(feeds)) {
@@ -80,13 +72,14 @@ async ({ moduleUrl, options, cases }) => {
       }
       results.push(encoded);
     }
-  } catch (error) {
-    return failure(error);
+    return { ep: model.ep, fallbackReason: model.fallbackReason,
+             fallbackReasons: model.fallbackReasons, variant: model.variant, outputs: results };
+  } catch (error) { // a BundleError: its code and reasons go back, not only its English
+    return { error: { code: error?.code ?? null, message: String(error?.message ?? error),
+                      reasons: error?.reasons ?? [] } };
   } finally {
-    await model.release();
+    await model?.release();
   }
-  return { ep: model.ep, fallbackReason: model.fallbackReason,
-           fallbackReasons: model.fallbackReasons, variant: model.variant, outputs: results };
 }
 """
 
