@@ -27,11 +27,12 @@ def contract_bundles(tmp_path_factory, runtime_dist):
         built[name] = (output, manifest.to_json())
     # As a verified build records it (the WebGPU build has no ai.onnx.ml kernels):
     directory, manifest = built["ml_classifier"]
+    unmeasured = {"max_abs_error": None, "max_normalized_error": None}
     manifest["verification"] = {"status": "passed", "results": {"fp32": {
-        "webgpu": {"passed": False, "unsupported": "runtime",
+        "webgpu": {"passed": False, "unsupported": "runtime", **unmeasured,
                    "error": "webgpu session creation failed: No Op registered for"
                             " LinearClassifier with domain_version of 1"},
-        "wasm": {"passed": True}}}}
+        "wasm": {"passed": True, **unmeasured}}}}
     manifest_file.dump(directory, manifest_file.from_json(manifest))  # and bundle.files.mjs
     return root / "site", built
 
@@ -162,7 +163,8 @@ def test_load_skips_an_ep_that_failed_verification_unless_forced(tmp_path, contr
     directory = tmp_path / "digits"
     shutil.copytree(built["digits"][0], directory)
     manifest = {**built["digits"][1], "verification": {"status": "failed", "results": {
-        "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5}, "wasm": {"passed": True}}}}}
+        "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5, "max_normalized_error": 0.5},
+                 "wasm": {"passed": True, "max_abs_error": 0.0, "max_normalized_error": 0.0}}}}}
     manifest_file.dump(directory, manifest_file.from_json(manifest))  # and bundle.files.mjs
     with open_bundle(webgpu_browser, directory) as page:
         skipped = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})

@@ -7,7 +7,7 @@
 import { BundleError, runtimeDidNotStart, serialised } from './bundle.core.mjs';
 
 const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
-const restarts = new Map(); // module URL -> how often it was dropped because its wasm did not start
+const restarts = new Map(); // module URL -> how often it was dropped: its wasm did not start
 
 function threadCount(requested) {
   // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated contexts.
@@ -18,7 +18,7 @@ function threadCount(requested) {
 // One import per runtime build per page (or worker), however many models load it. The module is
 // imported from its URL, which bundlers emit as an asset: they must not bundle onnxruntime-web
 // themselves (it locates its own glue and wasm through the explicit wasmPaths below).
-export function importRuntime({ module, mjs, wasm }, numThreads) {
+function importRuntime({ module, mjs, wasm }, numThreads) {
   if (!runtimes.has(module)) {
     const url = new URL(module);
     if (restarts.has(module)) url.searchParams.set('restart', restarts.get(module)); // anew
