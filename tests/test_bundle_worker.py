@@ -175,16 +175,22 @@ def test_bundle_under_a_sub_path_of_a_plain_static_server(site, tmp_path, plain_
     root, built = site
     host = tmp_path / "host"
     shutil.copytree(root / "digits", host / "some" / "sub" / "path")
+    shutil.copytree(root / "digits", host / "mirror")
     expected = native_probabilities(root / "digits", built["digits"])
     with static_server(host, {}) as url:
         page = plain_browser.new_page()
+        requests = []
+        page.on("request", lambda request: requests.append(request.url))
         page.goto(url + "some/sub/path/index.html")
-        for worker in (False, True):
+        for options in ({"worker": False}, {"worker": True}, {"baseUrl": url + "mirror/"}):
             result = page.evaluate(DIGITS, {"url": url + "some/sub/path/bundle.mjs",
-                                            "options": {"worker": worker}})
+                                            "options": options})
             assert result["ep"] == "wasm" and not result["isolated"]  # no COOP/COEP: 1 thread
             np.testing.assert_allclose(result["probabilities"], expected, atol=1e-4, rtol=1e-3)
         page.close()
+    # With baseUrl, bundle.json and the files come from there.
+    model = built["digits"]["variants"][0]["file"]
+    assert url + "mirror/bundle.json" in requests and url + "mirror/" + model in requests
 
 
 def test_bundle_imported_by_a_page_on_another_origin(site, webgpu_browser, open_bundle,

@@ -37,7 +37,8 @@ function fileUrl(path, base) {
   if (base) return new URL(path, base).href;
   const url = FILE_URLS[path];
   if (!url) throw new BundleError('fetch-failed', `${path} is not a file of this bundle`);
-  return url.href;
+  // Absolute, also where a bundler's stand-in for URL gives a path (Turbopack: /_next/static/…).
+  return new URL(url.href, globalThis.location?.href ?? MODULE_URL).href;
 }
 
 // bundle.json: the copy built into bundle.files.mjs, or the one under baseUrl.
