@@ -6,6 +6,7 @@ Library use mirrors the CLI:
     manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
     report = bundler.check_bundle(Path("dist"))
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
+    session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from bundler.commands.build import build
     from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
+    from bundler.edge_session import Session
     from bundler.options import BuildOptions
 
 # Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
@@ -26,6 +28,7 @@ _LAZY = {
     "build": "bundler.commands.build",
     "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
+    "Session": "bundler.edge_session",
     "serve": "bundler.commands.serve",
 }
 
@@ -41,4 +44,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "__version__", "build", "check_bundle", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "serve"]

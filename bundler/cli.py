@@ -15,6 +15,10 @@ import click
 from bundler import __version__
 from bundler.options import EXECUTION_PROVIDERS, OPTIONS
 
+# bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
+EP_PRIORITY_NAMES = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
+                     "cpu")
+
 
 def _click_option(key: str) -> Callable[[Callable], Callable]:
     declared = OPTIONS[key]
@@ -52,6 +56,7 @@ def main() -> None:
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @_click_option("output")
 @_build_options
+@_click_option("target")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 def build(model: Path | None, config: Path | None, force: bool, **flags: Any) -> None:
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
@@ -101,3 +106,82 @@ def serve(source: Path | None, config: Path | None, host: str, port: int, open_b
 
     run_serve(source, flags=_given(flags), config=config, host=host, port=port,
               open_browser=open_browser, reporter=_reporter())
+
+
+@main.command("inspect")
+@click.argument("source", metavar="MODEL|DIR", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
+@click.option("--html", type=click.Path(path_type=Path), default=None,
+              help="Also write a self-contained page with a graph view here.")
+@click.option("--netron", is_flag=True, help="Open the model in Netron (pip install netron).")
+def inspect_command(source, as_json, html, netron):
+    """Opsets, inputs/outputs, parameters, operators and per-target support of MODEL (or of a
+    bundle's default variant), with warnings for what will hurt and the fix to try."""
+    from bundler.commands.inspect import inspect
+
+    inspect(source, as_json=as_json, html=html, netron=netron, reporter=_reporter())
+
+
+@main.command("run")
+@click.argument("source", metavar="DIR|MODEL", type=click.Path(path_type=Path))
+@click.option("--ep", "eps", default=",".join(EP_PRIORITY_NAMES), show_default=True,
+              help="Execution providers to try, in order (CPU is always the last resort).")
+@click.option("--input", "inputs", multiple=True,
+              help="NAME=file.npy or NAME=VALUE (a number fills the shape; a JSON list); the"
+                   " others get the build's seeded inputs (repeat).")
+@_click_option("dims")
+@click.option("--variant", default=None, help="Variant of a bundle folder (default: its default).")
+@click.option("--whole-graph", is_flag=True,
+              help="Count an accelerator as failed when it would leave nodes to the CPU.")
+@click.option("--save", type=click.Path(path_type=Path), default=None,
+              help="Write the outputs to this .npz file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
+    """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
+    machine really has, say why earlier ones were skipped, and compare with the reference
+    outputs recorded at build time."""
+    from bundler.commands.run import run
+    from bundler.options import flag_of, validate
+
+    given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
+    run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
+        save=save, whole_graph=whole_graph, reporter=_reporter())
+
+
+@main.command("export")
+@click.argument("source", metavar="MODULE:FACTORY|FILE")
+@click.option("--input", "inputs", multiple=True,
+              help="Example input NAME=D0,D1,...[@dtype]; D is SIZE or DIMNAME:SIZE (dynamic)."
+                   " Axis 0 is the dynamic batch (repeat per input).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("model.onnx"),
+              show_default=True, help="The ONNX file to write.")
+@click.option("--opset", default=17, show_default=True, type=click.IntRange(7, 30))
+@click.option("--output-names", default=None, help="Comma list of output names.")
+@click.option("--static-batch", is_flag=True, help="Keep axis 0 fixed instead of dynamic.")
+@click.option("--batch-sizes", default="1,3", show_default=True,
+              help="Batch sizes to validate at (comma list).")
+@click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Random inputs per batch size.")
+@click.option("--rtol", default=1e-3, show_default=True, type=float)
+@click.option("--atol", default=1e-4, show_default=True, type=float)
+@click.option("--build", "then_build", is_flag=True, help="Then bundle build the exported model.")
+@click.option("--build-output", type=click.Path(path_type=Path), default=Path("dist"),
+              show_default=True, help="Output folder of --build.")
+def export_cli(source, inputs, output, opset, output_names, static_batch, batch_sizes, samples,
+               rtol, atol, then_build, build_output):
+    """Export a PyTorch model (module:factory, a TorchScript file or a torch.export .pt2) to
+    ONNX in eval mode with a dynamic batch, and validate it against PyTorch (np.allclose on
+    random inputs at two batch sizes); a mismatch is an error. Needs onnx-bundler[torch]."""
+    from bundler.commands.export import export_command
+    from bundler.errors import ConfigError
+
+    try:
+        sizes = [int(size) for size in batch_sizes.split(",") if size.strip()]
+    except ValueError:
+        raise ConfigError(f"--batch-sizes {batch_sizes!r}: expected a comma list of integers,"
+                          " e.g. 1,3") from None
+    export_command(source, inputs, output, opset=opset,
+                   output_names=[n.strip() for n in (output_names or "").split(",") if n.strip()],
+                   static_batch=static_batch, batch_sizes=sizes, samples=samples, rtol=rtol,
+                   atol=atol, build_output=build_output if then_build else None,
+                   reporter=_reporter())

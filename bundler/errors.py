@@ -33,6 +33,10 @@ class QuantizeError(BundlerError):
     """A variant could not be produced or measured."""
 
 
+class ExportError(BundlerError):
+    """A PyTorch model could not be loaded, exported or validated."""
+
+
 # onnxruntime's messages name files of the machine it was built on; they mean nothing here.
 _BUILD_PATH = re.compile(r"(/[\w.+-]+)*/onnxruntime(_src)?/[\w./+-]*:\d+ ")
 

@@ -44,9 +44,11 @@ CONFIG_FILE_NAME = "bundle.toml"
 
 ExecutionProvider = Literal["webgpu", "wasm"]
 ModelFormat = Literal["onnx", "ort"]
+Target = Literal["web", "edge"]
 
 EXECUTION_PROVIDERS: tuple[ExecutionProvider, ...] = get_args(ExecutionProvider)
 FORMATS: tuple[ModelFormat, ...] = get_args(ModelFormat)
+TARGETS: tuple[Target, ...] = get_args(Target)
 
 _DIM_PATTERN = re.compile(r"^(?P<key>[^=\s]+)=(?P<value>\d+)$")
 
@@ -232,6 +234,10 @@ class BuildOptions:
                                  default="onnx")
     templates: Path | None = option(_folder, "Folder of your own templates and files for the app"
                                     " (NAME.j2 is rendered to NAME, other files are copied).")
+    # On `bundle build` only (bundle serve serves the web app), hence given its flag there.
+    target: Target = option(_one_of(TARGETS), "web (default: the browser app) or edge (.ort files"
+                            " for native onnxruntime and a reduced-build config, in edge/).",
+                            default="web", on_command_line=False)
 
     def __post_init__(self) -> None:
         # dataclasses.replace() hands the defaults back in: they need no checking

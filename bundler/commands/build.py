@@ -15,9 +15,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bundler import __version__
 from bundler import manifest as manifest_file
+from bundler.analysis import model_warnings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError
@@ -148,8 +150,9 @@ def build(
     *,
     force: bool = False,
     reporter: Reporter | None = None,
-) -> Manifest:
-    """Build the bundle and return its manifest (the content of bundle.json)."""
+) -> Manifest | dict[str, Any]:
+    """Build the bundle and return its manifest (the content of bundle.json); with target edge,
+    the edge folder's (edge.json, see bundler.edge)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
     plan = options.plan
@@ -157,6 +160,12 @@ def build(
     source = Path(model or options.model or example_model())
     output = Path(options.output)
     read_model(source, load_weights=False)  # fail fast, before any folder is made
+    for warning in model_warnings(source):  # the same warnings bundle inspect gives
+        reporter.warn(warning.text())
+    if options.target == "edge":
+        from bundler.edge import build_edge
+
+        return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"

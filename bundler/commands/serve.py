@@ -162,7 +162,9 @@ class _Builds:
             options = load_options(self.config, {**self.flags, "model": self.source})
             self.options = options  # watch what this configuration names, even if it fails
             output = self._next_output()
-            manifest = build(options=dataclasses.replace(options, output=output, verify=False),
+            # The web app whatever bundle.toml's target says: an edge folder has no page.
+            manifest = build(options=dataclasses.replace(options, output=output, verify=False,
+                                                         target="web"),
                              force=True, reporter=reporter)
             self.model_and_data_files = model_files(self.model)
             self.model_dirty = False

@@ -1,0 +1,156 @@
+"""`bundle run DIR|MODEL`: run natively on the best execution provider this machine has.
+
+Inputs come from `--input NAME=file.npy|value` (a number fills the input's shape, a JSON list is
+taken as it is); the rest are the seeded inputs the build used, so a bundle's run is compared
+with the reference outputs bundle.json recorded at build time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from bundler.bundle_dir import model_or_bundle
+from bundler.console import Reporter
+from bundler.edge_session import EP_PRIORITY, Session
+from bundler.errors import BundlerError, ConfigError
+from bundler.modelio import NUMPY_TYPES, TensorSpec
+from bundler.reference import (
+    Case,
+    NotRunnable,
+    Reference,
+    fingerprint_mismatch,
+    make_feeds,
+    resolve_shapes,
+    runnable_feeds,
+)
+
+MAX_JSON_VALUES = 10000
+PREVIEW = 8
+# Relative bound against the recorded fingerprint: CPU agrees with itself to rounding; integer
+# kernels differ between CPUs; accelerators compute in other orders (and TF32 on CUDA).
+RTOL = {"cpu": 1e-4, "quantized": 2e-2, "accelerator": 1e-2}
+_ORT_TYPES = {"float": "float32", "double": "float64"}
+
+
+def _specs_of(session: Session) -> list[TensorSpec]:
+    specs = []
+    for value in session.session.get_inputs():
+        element = value.type.removeprefix("tensor(").removesuffix(")")
+        shape = None if value.shape is None else tuple(
+            d if isinstance(d, int) else (d or "?") for d in value.shape)
+        specs.append(TensorSpec(value.name, _ORT_TYPES.get(element, element), shape))
+    return specs
+
+
+def parse_input(text: str, specs: Sequence[TensorSpec]) -> tuple[TensorSpec, np.ndarray]:
+    """NAME=file.npy or NAME=VALUE; a 0-d value for an input with dims is filled in later."""
+    name, sep, value = text.partition("=")
+    by_name = {spec.name: spec for spec in specs}
+    if not sep or name not in by_name:
+        raise ConfigError(f"--input {text!r}: expected NAME=file.npy or NAME=VALUE with NAME one"
+                          f" of {', '.join(by_name)}")
+    spec = by_name[name]
+    dtype = NUMPY_TYPES.get(spec.type)
+    if value.endswith(".npy"):
+        if not Path(value).is_file():
+            raise ConfigError(f"--input {name}: {value} not found")
+        array = np.load(value, allow_pickle=False)
+    else:
+        try:
+            array = np.asarray(json.loads(value))
+        except ValueError:
+            raise ConfigError(f"--input {name}: {value!r} is neither a .npy file nor a number"
+                              " or JSON list") from None
+    return spec, array if dtype is None else array.astype(dtype)
+
+
+def _feeds(specs: Sequence[TensorSpec], given: Sequence[tuple[TensorSpec, np.ndarray]],
+           dims: dict[str, int]) -> dict[str, np.ndarray]:
+    """The given arrays, numbers filled to their input's shape, and seeded inputs for the rest;
+    symbolic dims not set by --dim take their size from the arrays given."""
+    dims = dict(dims)
+    for spec, array in given:
+        if array.ndim and spec.shape and array.ndim == len(spec.shape):
+            for dim, size in zip(spec.shape, array.shape, strict=True):
+                if isinstance(dim, str) and dim != "?":
+                    dims.setdefault(dim, size)
+    shapes = resolve_shapes(specs, dims)
+    feeds = make_feeds([s for s in specs if s.name not in {g.name for g, _ in given}], shapes)
+    for spec, array in given:
+        filled = array.ndim == 0 and spec.shape
+        feeds[spec.name] = np.full(shapes[spec.name], array) if filled else array
+    return feeds
+
+
+def _reference_check(session: Session, variant: dict[str, Any], specs: list[TensorSpec],
+                     ) -> dict[str, Any]:
+    recorded = variant.get("reference")
+    if not recorded:
+        return {"compared": False, "detail": "bundle.json has no reference for this variant"}
+    try:
+        reference = runnable_feeds(session.model, specs, recorded.get("requested_dims", {}),
+                                   recorded.get("seed", 0))
+    except NotRunnable as error:
+        return {"compared": False, "detail": error.reason}
+    ours = Reference(reference.dims, tuple(Case(case.label, case.feeds, session.run(case.feeds))
+                                           for case in reference.cases))
+    kind = ("quantized" if variant.get("kind", "fp32") != "fp32"
+            else "cpu" if session.ep == "cpu" else "accelerator")
+    mismatch = fingerprint_mismatch(recorded, ours, rtol=RTOL[kind])
+    return {"compared": True, "matches": mismatch is None, "rtol": RTOL[kind],
+            "detail": mismatch or f"matches the build's reference (rtol {RTOL[kind]})"}
+
+
+def _output_json(value: np.ndarray) -> dict[str, Any]:
+    flat = np.asarray(value).ravel()
+    entry: dict[str, Any] = {"type": str(flat.dtype), "shape": list(np.shape(value))}
+    entry["data"] = flat[:MAX_JSON_VALUES].tolist()
+    if flat.size > MAX_JSON_VALUES:
+        entry["truncated"] = True
+    return entry
+
+
+def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequence[str] = (),
+        dims: dict[str, int] | None = None, variant: str | None = None, as_json: bool = False,
+        save: Path | None = None, whole_graph: bool = False,
+        reporter: Reporter | None = None) -> dict[str, Any]:
+    reporter = reporter or Reporter()
+    model, manifest, entry = model_or_bundle(source, variant)
+    session = Session(model, eps, whole_graph=whole_graph)
+    specs = ([TensorSpec.from_json(s) for s in manifest["inputs"]] if manifest
+             else _specs_of(session))
+    given = [parse_input(text, specs) for text in inputs]
+    feeds = _feeds(specs, given, dims or {})
+    outputs = session.run(feeds)
+    check = (_reference_check(session, entry, specs) if entry is not None and not given
+             else {"compared": False, "detail": "inputs given with --input" if given
+                   else "a model file has no recorded reference (give a bundle folder)"})
+    result = {"model": str(model), "ep": session.ep,
+              "providers_tried": [a.to_json() for a in session.providers_tried],
+              "outputs": {name: _output_json(value) for name, value in outputs.items()},
+              "reference": check}
+    if save is not None:
+        np.savez(save, **outputs)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for attempt in session.skipped:
+            reporter.info(f"skipped {attempt}")
+        reporter.info(f"Ran on {session.ep} ({session.providers_tried[-1].provider})")
+        reporter.table(f"{model.name} outputs", ["output", "type", "shape", "values"], [
+            [name, str(value.dtype), list(value.shape),
+             " ".join(f"{v:.5g}" if isinstance(v, float) else str(v)
+                      for v in np.asarray(value).ravel()[:PREVIEW].tolist())
+             + (" …" if np.size(value) > PREVIEW else "")]
+            for name, value in outputs.items()])
+        reporter.info(f"reference: {check['detail']}")
+    if check.get("matches") is False:
+        raise BundlerError(f"outputs on {session.ep} differ from the build's reference"
+                           f" ({check['detail']}, rtol {check['rtol']})")
+    return result

@@ -1,0 +1,109 @@
+"""The bundle.json contract cannot drift: every field of bundler.manifest's dataclasses is typed in
+bundle.d.ts (optional there when it may be left out) and documented in the README."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+
+import pytest
+
+from bundler import manifest
+from bundler.resources import resource
+from tests.conftest import ROOT
+
+DTS = (resource("web") / "bundle.d.ts").read_text(encoding="utf-8")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _members(body: str) -> dict[str, tuple[bool, str]]:
+    """Top-level `name?: type;` members of a TypeScript object type body: name -> (optional,
+    type text)."""
+    members: dict[str, tuple[bool, str]] = {}
+    depth, start = 0, 0
+    for index, char in enumerate(body + ";"):
+        if char in "{(<[":
+            depth += 1
+        elif char in "})>]":
+            depth -= 1
+        elif char == ";" and depth == 0:
+            member = body[start:index].strip()
+            start = index + 1
+            match = re.match(r"(?s)^(?:/\*\*.*?\*/\s*)?(\w+)(\??):\s*(.*)$", member)
+            if match:
+                members[match[1]] = (match[2] == "?", match[3].strip())
+    return members
+
+
+def _interface(name: str) -> dict[str, tuple[bool, str]]:
+    match = re.search(rf"export interface {name}\b[^{{]*\{{", DTS)
+    assert match, f"bundle.d.ts has no interface {name}"
+    depth, index = 1, match.end()
+    while depth:
+        depth += {"{": 1, "}": -1}.get(DTS[index], 0)
+        index += 1
+    return _members(DTS[match.end():index - 1])
+
+
+def _inline(type_text: str) -> dict[str, tuple[bool, str]]:
+    assert type_text.startswith("{") and type_text.endswith("}"), type_text
+    return _members(type_text[1:-1])
+
+
+MANIFEST_TS = _interface("Manifest")
+TYPES = {
+    manifest.Manifest: MANIFEST_TS,
+    manifest.Variant: _interface("Variant"),
+    manifest.EPResult: _interface("VerificationResult"),
+    manifest.Tool: _inline(MANIFEST_TS["tool"][1]),
+    manifest.Runtime: _inline(MANIFEST_TS["runtime"][1]),
+    manifest.Source: _inline(MANIFEST_TS["source"][1]),
+    manifest.Selection: _inline(MANIFEST_TS["selection"][1]),
+    manifest.Verification: _inline(MANIFEST_TS["verification"][1]),
+}
+
+
+def _optional(field: dataclasses.Field) -> bool:
+    return field.default is not dataclasses.MISSING or \
+        field.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("record", list(TYPES), ids=lambda record: record.__name__)
+def test_every_field_is_typed_in_bundle_d_ts(record: type) -> None:
+    typed = TYPES[record]
+    fields = {field.name: field for field in dataclasses.fields(record)}
+    assert set(fields) <= set(typed), f"missing in bundle.d.ts: {set(fields) - set(typed)}"
+    extra = set(typed) - set(fields)
+    assert not extra, f"bundle.d.ts types fields bundle.json never has: {extra}"
+    for name, field in fields.items():
+        if _optional(field):
+            assert typed[name][0], f"{record.__name__}.{name} may be left out: mark it ?"
+
+
+def test_every_field_is_documented_in_the_readme() -> None:
+    section = README[README.index("### `bundle.json`"):README.index("### `bundle.mjs`")]
+    for record in TYPES:
+        for field in dataclasses.fields(record):
+            assert re.search(rf'[`".]{field.name}[`"]', section), \
+                f"{record.__name__}.{field.name} is not in the README's bundle.json section"
+
+
+def test_the_json_reader_covers_every_field_type() -> None:
+    # A field type manifest.from_json cannot read would fail only on the bundle that has it.
+    for record in TYPES:
+        for name, kind in typing.get_type_hints(record).items():
+            assert "Callable" not in str(kind), (record.__name__, name)
+    data = manifest.Manifest(
+        name="m", tool=manifest.Tool("onnx-bundler", "0"),
+        runtime=manifest.Runtime("onnxruntime-web", "1", "runtime/",
+                                 {"wasm": manifest.RuntimeBuild("runtime/ort.wasm.min.mjs")}),
+        inputs=[], outputs=[], variants=[], default_variant="fp32",
+        source=manifest.Source("m.onnx", 1), optimization={}, notes=[],
+        verification=manifest.Verification(
+            "failed", dims={"batch": 1},
+            results={"fp32": {"wasm": manifest.EPResult(False, 0.5, 2.0, "x", "runtime")}},
+            fallback=manifest.EPResult(True, None, None), problems=["p"]),
+        selection=manifest.Selection("auto", "cosine>=0.999", "fp32", [{"name": "fp32"}]),
+    ).to_json()
+    assert manifest.from_json(data).to_json() == data
