@@ -24,8 +24,8 @@ Outside `ALL`:
 
     hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names;
                              it tests the demo page, not the runtime)
-    heavy_conv               image f32[1,16,128,128] -> features f32[1,16] (six 3x3 convs:
-                             about 0.45 GFLOP a run, too slow for every EP test)
+    heavy_conv               image f32[1,16,192,192] -> features f32[1,16] (twelve 3x3 convs:
+                             about 2 GFLOP a run, too slow for every EP test)
 """
 
 from __future__ import annotations
@@ -341,9 +341,10 @@ def recurrent_state(directory: Path) -> Path:
 
 
 def heavy_conv(directory: Path) -> Path:
-    """Six 16->16 3x3 Conv + Relu over 128x128, then GlobalAveragePool and Flatten: small weights,
-    much compute (a run takes well over 50 ms in WASM, a long task when it runs on the page)."""
-    layers = 6
+    """Twelve 16->16 3x3 Conv + Relu over 192x192, then GlobalAveragePool and Flatten: small
+    weights, much compute (a run takes well over 50 ms in WASM: a long task when it runs on the
+    page)."""
+    layers = 12
     nodes, current = [], "image"
     for layer in range(layers):
         nodes += [
@@ -357,7 +358,7 @@ def heavy_conv(directory: Path) -> Path:
     shapes = {}
     for layer in range(layers):
         shapes[f"w{layer}"], shapes[f"b{layer}"] = (16, 16, 3, 3), (16,)
-    graph = _graph("heavy_conv", nodes, [_io("image", F32, [1, 16, 128, 128])],
+    graph = _graph("heavy_conv", nodes, [_io("image", F32, [1, 16, 192, 192])],
                    [_io("features", F32, [1, 16])], _weights(7, **shapes))
     return _save(graph, directory)
 

@@ -29,8 +29,8 @@ DIGITS = """async ({ url, options }) => {
 LONG_TASKS = """async ({ url, options, runs }) => {
   const { load } = await import(url);
   const model = await load(options);
-  const size = 16 * 128 * 128;
-  const image = () => ({ dims: [1, 16, 128, 128], data: new Float32Array(size).fill(0.5) });
+  const size = 16 * 192 * 192;
+  const image = () => ({ dims: [1, 16, 192, 192], data: new Float32Array(size).fill(0.5) });
   await model.run({ image: image() });  // warm-up: the first run compiles and allocates
   const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
   await nextTask();
@@ -119,7 +119,7 @@ def test_worker_mode_matches_native_and_transfers_the_inputs(ep, site, webgpu_br
 def test_worker_keeps_the_page_free_of_long_tasks(site, plain_browser, open_bundle,
                                                   browser_settings):
     root, built = site
-    image = np.full((1, 16, 128, 128), 0.5, dtype=np.float32)
+    image = np.full((1, 16, 192, 192), 0.5, dtype=np.float32)
     expected = run_native(root / "heavy" / built["heavy"]["variants"][0]["file"],
                           {"image": image})["features"].reshape(-1)
     measured = {}

@@ -76,18 +76,23 @@ export interface VerificationResult {
   error?: string; unsupported?: 'runtime' | 'device';
 }
 
+/** A runtime build: its ES module, and the glue and wasm it gets as env.wasm.wasmPaths. */
+export interface RuntimeBuild { module: string; mjs: string; wasm: string; }
+
+/** An entry of the manifest's `files`. */
+export interface BundleFile { path: string; bytes: number; sha256: string; }
+
 export interface Manifest {
   schema_version?: number;
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider,
-                                    { module: string; mjs: string; wasm: string }>> };
+             builds: Partial<Record<ExecutionProvider, RuntimeBuild>> };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
   /** Every file of the bundle but bundle.json and bundle.files.mjs. */
-  files?: { path: string; bytes: number; sha256: string }[];
+  files?: BundleFile[];
   default_variant: string | Partial<Record<ExecutionProvider, string>>;
   selection?: { mode: 'auto'; budget: string; chosen: string;
                 candidates: Record<string, unknown>[] };
