@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from bundler.compat import limits_for
 from bundler.modelio import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
 from bundler.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
 
@@ -25,7 +26,6 @@ SCHEMA_VERSION = 1
 PROTOBUF_LIMIT = 2**31 - 1
 # WebGPU's default maxStorageBufferBindingSize: a larger Gather table cannot be bound at once.
 WEBGPU_BINDING_LIMIT = 128 * 2**20
-MAX_WEB_IR_VERSION = 13  # onnxruntime-web 1.31.1 refuses IR 14 (see DESIGN.md)
 MAX_NAMES = 5
 GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
 SHAPE_OPS = {"Shape", "Size"}
@@ -228,12 +228,13 @@ def _warnings(model: onnx.ModelProto, walker: _Walker, info: dict[str, Any],
             f" (up to {newest})",
             f"export with opset_version={newest} or onnx.version_converter.convert_version(model,"
             f" {newest})"))
-    if model.ir_version > MAX_WEB_IR_VERSION:
+    limits = limits_for(support.runtime_version)
+    if limits is not None and model.ir_version > limits.ir_version:
         warnings.append(ModelWarning(
             "ir-version", f"IR version {model.ir_version}: onnxruntime-web"
-            f" {support.runtime_version} accepts up to {MAX_WEB_IR_VERSION}",
-            f"set model.ir_version = {MAX_WEB_IR_VERSION} before saving (or export with an older"
-            " onnx package)"))
+            f" {support.runtime_version} accepts up to {limits.ir_version}",
+            f"bundle build lowers it (set model.ir_version = {limits.ir_version} before saving"
+            " for other tools)"))
     return warnings
 
 

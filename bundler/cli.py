@@ -75,17 +75,22 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
               help="Write the full report (comparisons, console output) as JSON here.")
 @click.option("--fallback/--no-fallback", default=True,
               help="Also check that load() falls back to WASM without WebGPU (default).")
+@_click_option("sample")
+@_click_option("inputs")
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
-         report: Path | None, fallback: bool) -> None:
+         report: Path | None, fallback: bool, sample: str | None,
+         inputs: tuple[str, ...]) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.commands.test import check
     from bundler.options import flag_of, validate
 
-    flags = _given({"execution_providers": execution_providers, "dims": dims})
+    flags = _given({"execution_providers": execution_providers, "dims": dims, "sample": sample,
+                    "inputs": inputs})
     given = validate({key: value for key, value in flags.items() if value is not None}, Path.cwd(),
                      spelling=flag_of)
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
-          dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter())
+          dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
+          sample=given.get("sample"), inputs=given.get("inputs"))
 
 
 @main.command()

@@ -23,13 +23,9 @@ from bundler.errors import first_line
 from bundler.manifest import MANIFEST_FILE, Manifest, Variant
 from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
-from bundler.reference import (
-    NotRunnable,
-    Reference,
-    fingerprint_mismatch,
-    runnable_feeds,
-)
+from bundler.reference import NotRunnable, Reference, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory
+from bundler.user_inputs import InputValue, load_user_inputs, reference_for
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
@@ -201,12 +197,17 @@ def compare(
 ) -> OutputCheck:
     """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
     with `range_fraction`, when |browser - native| <= atol + range_fraction * the native output's
-    range."""
+    range. Integer and boolean outputs must be equal."""
     if browser.shape != native.shape:
         return OutputCheck(name, float("inf"), float("inf"), False,
                            f"shape {list(browser.shape)} != native {list(native.shape)}")
     if browser.size == 0:
         return OutputCheck(name, 0.0, 0.0, True)
+    if not np.issubdtype(native.dtype, np.floating):  # integers and booleans: exactly
+        same = bool(np.array_equal(browser, native))
+        worst = 0.0 if same else float(np.abs(browser.astype(np.float64) - native).max())
+        return OutputCheck(name, worst, 0.0 if same else float("inf"), same,
+                           "" if same else "integer output differs")
     actual = browser.astype(np.float64)
     expected = native.astype(np.float64)
     both_nan = np.isnan(actual) & np.isnan(expected)
@@ -350,12 +351,16 @@ def check_bundle(
     check_fallback: bool = True,
     settings: BrowserSettings | None = None,
     reporter: Reporter | None = None,
+    sample: Path | None = None,
+    inputs: Mapping[str, InputValue] | None = None,
 ) -> ConformanceReport:
-    """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime."""
+    """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime,
+    on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs."""
     reporter = reporter or Reporter()
     settings = settings or load_settings()
     manifest = load_manifest(directory)
-    inputs, outputs = manifest.inputs, manifest.outputs
+    specs, outputs = manifest.inputs, manifest.outputs
+    user = load_user_inputs(sample, inputs or {}, specs)
     report = ConformanceReport(directory=directory)
     report.problems = _integrity_problems(directory, manifest)
     if report.problems:
@@ -371,13 +376,15 @@ def check_bundle(
             recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
-                reference = runnable_feeds(directory / variant.file, inputs,
-                                           dims or (recorded or {}).get("requested_dims", {}))
+                reference = reference_for(directory / variant.file, specs,
+                                          dims or (recorded or {}).get("requested_dims", {}),
+                                          user)
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report
             references[variant.name] = reference
-            if recorded and recorded["dims"] == reference.dims:
+            if recorded and recorded["dims"] == reference.dims and \
+                    recorded.get("inputs") == user.digest:
                 changed = fingerprint_mismatch(recorded, reference,
                                                rtol=2e-2 if _quantized(variant) else 1e-4)
                 if changed:
@@ -395,7 +402,7 @@ def check_bundle(
                 for ep in shipped:
                     for variant in manifest.variants:
                         check = _check(session, ep, variant, [ep], ep,
-                                       references[variant.name], inputs, outputs)
+                                       references[variant.name], specs, outputs)
                         entry = results.get(variant.name, {}).get(ep)
                         check.known = entry is not None and not entry.passed and \
                             not entry.unsupported
@@ -406,7 +413,7 @@ def check_bundle(
                 session = _Session(browser, base_url, settings, report)
                 variant = manifest.default_for("wasm")
                 fallback = _check(session, "fallback", variant, None, "wasm",
-                                  references[variant.name], inputs, outputs)
+                                  references[variant.name], specs, outputs)
                 if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:
                     fallback.error = "fell back to wasm without saying why (fallbackReason empty)"
                 report.checks.append(fallback)

@@ -42,11 +42,20 @@ class RuntimeBuild:
 
 
 @dataclasses.dataclass
+class NativeReference:
+    """The native onnxruntime the browser was checked against."""
+
+    package: str
+    version: str
+
+
+@dataclasses.dataclass
 class Runtime:
     package: str
     version: str
     dir: str
     builds: dict[str, RuntimeBuild]
+    native_reference: NativeReference | None = None
 
 
 @dataclasses.dataclass

@@ -115,11 +115,17 @@ def tensor_spec(value: onnx.ValueInfoProto, role: str) -> TensorSpec:
     return TensorSpec(value.name, TYPE_NAMES[element], tensor_dims(value.type.tensor_type))
 
 
-def signature(model: onnx.ModelProto) -> Signature:
+def input_specs(model: onnx.ModelProto) -> tuple[TensorSpec, ...]:
+    """The graph inputs that are not weights: what a caller feeds (outputs left unchecked, so
+    also for a model whose ZipMap output is not a tensor yet)."""
     initializers = {tensor.name for tensor in model.graph.initializer}
+    return tuple(tensor_spec(value, "input") for value in model.graph.input
+                 if value.name not in initializers)
+
+
+def signature(model: onnx.ModelProto) -> Signature:
     return Signature(
-        inputs=tuple(tensor_spec(value, "input") for value in model.graph.input
-                     if value.name not in initializers),
+        inputs=input_specs(model),
         outputs=tuple(tensor_spec(value, "output") for value in model.graph.output),
     )
 

@@ -157,6 +157,30 @@ def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
     return {ep: str(value[ep]) for ep in EXECUTION_PROVIDERS if ep in value}
 
 
+def _inputs(value: Any, base: Path) -> dict[str, Path | int | float | bool]:
+    """Fixed input values: from flags ["sr=16000", "ids=ids.npy"], or a table
+    { sr = 16000, ids = "ids.npy" } (a string there is always a path)."""
+    from bundler.user_inputs import parse_input_value
+
+    if isinstance(value, list | tuple):
+        pairs = [str(text).split("=", 1) for text in value]
+        if any(len(pair) != 2 or not pair[0].strip() for pair in pairs):
+            raise ValueError("expected NAME=VALUE (a number) or NAME=FILE.npy, e.g. sr=16000")
+        return {name.strip(): parse_input_value(text, base) for name, text in pairs}
+    if not isinstance(value, Mapping):
+        raise ValueError(f'expected a table like {{ sr = 16000, ids = "ids.npy" }}, got {value!r}')
+    inputs: dict[str, Path | int | float | bool] = {}
+    for name, item in value.items():
+        if isinstance(item, str | Path):
+            item = _path(item, base)
+            if not item.is_file():
+                raise ValueError(f"input {name!r}: {item} does not exist")
+        elif not isinstance(item, int | float | bool):
+            raise ValueError(f"input {name!r}: expected a number or an .npy path, got {item!r}")
+        inputs[str(name)] = item
+    return inputs
+
+
 def _budget(value: Any, base: Path) -> str:
     try:
         return str(parse_budget(_string(value, base)))
@@ -234,6 +258,14 @@ class BuildOptions:
                                  default="onnx")
     templates: Path | None = option(_folder, "Folder of your own templates and files for the app"
                                     " (NAME.j2 is rendered to NAME, other files are copied).")
+    sample: Path | None = option(_path, ".npz of real inputs (one array per input, samples on"
+                                 " axis 0) for the browser check and the accuracy measurement.")
+    inputs: dict[str, Path | int | float | bool] = option(
+        _inputs, "Set an input for the checks: NAME=VALUE (a number fills it) or NAME=FILE.npy"
+        " (repeat).", default={}, flag="--input", repeatable=True)
+    strict: bool = option(_bool, "Exit non-zero when an execution provider fails the browser"
+                          " check (for CI; default: exit 0 with a warning).", default=False,
+                          switch=True)
     # On `bundle build` only (bundle serve serves the web app), hence given its flag there.
     target: Target = option(_one_of(TARGETS), "web (default: the browser app) or edge (.ort files"
                             " for native onnxruntime and a reduced-build config, in edge/).",
@@ -325,7 +357,7 @@ def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None 
     given = validate({key: value for key, value in flags.items() if value is not None},
                      (cwd or Path.cwd()).resolve(), spelling=flag_of)
     values = {**config, **given}
-    for key in ("dims", "fix_dims"):
+    for key in ("dims", "fix_dims", "inputs"):
         if key in config and key in given:
             values[key] = {**config[key], **given[key]}
     try:

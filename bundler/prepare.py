@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
+from bundler.compat import Fit, fit_runtime, original_runs, verify_fit
 from bundler.console import Reporter
 from bundler.errors import ModelError
-from bundler.modelio import PROTOBUF_LIMIT, check_model, native_load_error, read_model
+from bundler.modelio import PROTOBUF_LIMIT, check_model, input_specs, native_load_error, read_model
+from bundler.options import DEFAULT_RUNTIME_VERSION
+from bundler.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
@@ -37,20 +41,38 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[str]:
-    """Check `source`, write the browser-ready copy (weights inline) to `destination`.
+CasesFor = Callable[[Path], list[Feeds]]  # the inputs to check a model file on
+
+
+def _verified(unfitted: Path, destination: Path, fit: Fit, cases_for: CasesFor | None,
+              reporter: Reporter) -> str:
+    """The note on how the fitted model was checked against the model before fitting."""
+    if cases_for is None:
+        return "conversion not verified (--no-verify)"
+    try:
+        cases = cases_for(destination)
+    except NotRunnable as error:
+        inputs = input_specs(read_model(unfitted, load_weights=False))
+        seeded = make_feeds(inputs, resolve_shapes(inputs, {}), rules=input_rules(unfitted, inputs))
+        if fit.converted and original_runs(unfitted, fit, seeded):
+            verify_fit(unfitted, destination, fit, [seeded])  # says where the conversion broke
+        reporter.warn(f"the conversion is not verified: {error.reason} (pass {error.hint})")
+        return f"conversion not verified: {error.reason}"
+    return verify_fit(unfitted, destination, fit, cases)
+
+
+def prepare_model(source: Path, destination: Path, reporter: Reporter,
+                  runtime_version: str = DEFAULT_RUNTIME_VERSION,
+                  cases_for: CasesFor | None = None) -> list[str]:
+    """Check `source`, write the browser-ready copy (weights inline) to `destination`, fitted to
+    what onnxruntime-web `runtime_version` loads (see compat) and checked on `cases_for` inputs
+    (None: not checked, as with --no-verify).
 
     Returns notes on what was changed. The onnx checker's complaints are warnings when native
     onnxruntime loads the model anyway (several exporters write models the checker rejects).
     """
     model = read_model(source)
     complaints = check_model(source)
-    load_error = native_load_error(source)
-    if load_error:
-        reason = complaints[0] if complaints else load_error
-        raise ModelError(f"{source}: onnxruntime cannot load this model ({reason})")
-    for complaint in complaints:
-        reporter.warn(f"onnx.checker: {complaint} (onnxruntime loads the model, so going on)")
     notes = _strip_zipmap(model)
     if model.ByteSize() > PROTOBUF_LIMIT:
         raise ModelError(
@@ -58,7 +80,21 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter) -> list[s
             " in one piece (split or quantize it first)"
         )
     destination.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(destination))
-    if notes and (error := native_load_error(destination)):
-        raise ModelError(f"{source}: the browser-ready copy does not load ({error})")
+    unfitted = destination.with_name("unfitted.onnx")
+    onnx.save_model(model, str(unfitted))
+    try:
+        fit = fit_runtime(model, runtime_version)
+    except ModelError as error:
+        raise ModelError(f"{source}: {error.message}") from None
+    onnx.save_model(fit.model, str(destination))
+    if load_error := native_load_error(destination):
+        reason = complaints[0] if complaints else load_error
+        what = "the browser-ready copy does not load" if (notes or fit.changed) and not \
+            native_load_error(source) else "onnxruntime cannot load this model"
+        raise ModelError(f"{source}: {what} ({reason})")
+    for complaint in complaints:
+        reporter.warn(f"onnx.checker: {complaint} (onnxruntime loads the model, so going on)")
+    if fit.changed:
+        notes += [*fit.notes, _verified(unfitted, destination, fit, cases_for, reporter)]
+    unfitted.unlink()
     return notes

@@ -18,6 +18,7 @@ import onnxruntime as ort
 from onnx import numpy_helper
 
 from bundler.errors import first_line
+from bundler.input_values import Rule, derive_rules
 from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
@@ -31,16 +32,20 @@ Feeds = dict[str, np.ndarray]
 class NotRunnable(Exception):
     """Native onnxruntime runs the model at none of the sizes tried."""
 
-    def __init__(self, reason: str, open_dims: Sequence[str]) -> None:
+    def __init__(self, reason: str, open_dims: Sequence[str],
+                 value_inputs: Sequence[str] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.open_dims = tuple(open_dims)
+        self.value_inputs = tuple(value_inputs)  # integer inputs whose values were generated
 
     @property
     def hint(self) -> str:
-        if self.open_dims:
-            return " ".join(f"--dim {name}=VALUE" for name in self.open_dims)
-        return "--dim NAME=VALUE for the model's symbolic dims"
+        flags = [f"--dim {name}=VALUE" for name in self.open_dims]
+        flags += [f"--input {name}=VALUE|FILE.npy" for name in self.value_inputs]
+        if self.value_inputs:
+            flags.append("or --sample data.npz")
+        return " ".join(flags) or "--dim NAME=VALUE for the model's symbolic dims"
 
 
 def _dim_key(spec: TensorSpec, axis: int) -> str:
@@ -75,18 +80,34 @@ def resolve_shapes(
     return shapes
 
 
+def _sizes(inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int]:
+    """Each symbolic dim (by name, and as INPUT:AXIS) with the size the shapes give it."""
+    sizes: dict[str, int] = {}
+    for spec in inputs:
+        for axis, (dim, size) in enumerate(zip(spec.shape or (), shapes[spec.name], strict=False)):
+            sizes[_dim_key(spec, axis)] = size
+            if isinstance(dim, str) and dim != "?":
+                sizes.setdefault(dim, size)
+    return sizes
+
+
 def make_feeds(
-    inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int = DEFAULT_SEED
+    inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], seed: int = DEFAULT_SEED,
+    rules: Mapping[str, Rule] | None = None,
 ) -> Feeds:
-    """Deterministic inputs: floats uniform in [0, 1), integers in INTEGER_RANGE, 0-d scalars 1."""
+    """Deterministic inputs: floats uniform in [0, 1), integers as `rules` (from how the graph
+    uses them, see input_values) say, else in INTEGER_RANGE (0-d scalars 1)."""
     rng = np.random.default_rng(seed)
+    sizes = _sizes(inputs, shapes)
     feeds: Feeds = {}
     for spec in inputs:
         if spec.type not in NUMPY_TYPES:
             raise NotRunnable(f"cannot generate input {spec.name!r} of type {spec.type}", [])
         dtype = NUMPY_TYPES[spec.type]
         shape = shapes[spec.name]
-        if spec.type == "bool":
+        if rules and spec.name in rules:
+            value = rules[spec.name].values(shape, dtype, rng, sizes)
+        elif spec.type == "bool":
             value = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif not shape and np.issubdtype(dtype, np.integer):
             value = np.array(1, dtype=dtype)
@@ -192,16 +213,26 @@ def _size_tries(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[d
     return [{**guess, **dims} for guess in tries]
 
 
+def pin(feeds: Feeds, values: Mapping[str, object]) -> Feeds:
+    """`feeds` with inputs set to `values`: an array as it is, a scalar filling the input."""
+    pinned = dict(feeds)
+    for name, value in values.items():
+        array = np.asarray(value)
+        pinned[name] = (array.astype(feeds[name].dtype) if array.ndim
+                        else np.full_like(feeds[name], array.item()))
+    return pinned
+
+
 def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
-            tries: Sequence[dict[str, int]], seed: int, label: str = "",
-            values: Mapping[str, object] | None = None) -> tuple[dict[str, int], Case]:
+            tries: Sequence[dict[str, int]], seed: int, rules: Mapping[str, Rule],
+            label: str = "", values: Mapping[str, object] | None = None,
+            ) -> tuple[dict[str, int], Case]:
     """The first size at which the model runs with outputs worth comparing (else the first at
     which it runs at all); `values` pins inputs to a value."""
     first_error: Exception | None = None
     runnable = None
     for chosen in tries:
-        feeds = make_feeds(inputs, resolve_shapes(inputs, chosen), seed)
-        feeds.update({name: np.full_like(feeds[name], v) for name, v in (values or {}).items()})
+        feeds = pin(make_feeds(inputs, resolve_shapes(inputs, chosen), seed, rules), values or {})
         try:
             outputs = run_native(runner, feeds)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
@@ -217,29 +248,58 @@ def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
     return runnable
 
 
+def input_rules(model: Path, inputs: Sequence[TensorSpec]) -> dict[str, Rule]:
+    """How the graph's integer inputs must be generated (not read from .ort files)."""
+    if model.suffix == ".ort":
+        return {}
+    return derive_rules(onnx.load(str(model), load_external_data=False), inputs)
+
+
+def implied_dims(inputs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The symbolic dims that given input arrays fix (by name, or INPUT:AXIS when unnamed)."""
+    dims: dict[str, int] = {}
+    for spec in inputs:
+        array = arrays.get(spec.name)
+        if array is None or np.ndim(array) == 0 or spec.shape is None:
+            continue
+        for axis, (dim, size) in enumerate(zip(spec.shape, np.shape(array), strict=False)):
+            if isinstance(dim, str):
+                dims[dim if dim != "?" else _dim_key(spec, axis)] = size
+    return dims
+
+
 def runnable_feeds(
     model: Path,
     inputs: Sequence[TensorSpec],
     dims: Mapping[str, int],
     seed: int = DEFAULT_SEED,
+    fixed: Mapping[str, np.ndarray] | None = None,
 ) -> Reference:
     """Inputs the model accepts and native outputs for them; NotRunnable when no size works.
 
-    Sizes whose outputs are all constant (a detector's empty map at 1x1) are passed over when a
-    larger size gives outputs worth comparing. Each If branch that a graph input steers gets a
-    case of its own, at the first size where that branch runs."""
+    Integer inputs get values the graph accepts (see input_values); `fixed` inputs (the user's
+    --input) are used as given. Sizes whose outputs are all constant (a detector's empty map at
+    1x1) are passed over when a larger size gives outputs worth comparing. Each If branch that a
+    graph input steers gets a case of its own, at the first size where that branch runs."""
+    fixed = fixed or {}
     runner = cpu_session(model)
+    rules = input_rules(model, inputs)
+    dims = {**implied_dims(inputs, fixed), **dims}
     tries = _size_tries(inputs, dims)
     try:
-        chosen, base = _search(runner, inputs, tries, seed)
+        chosen, base = _search(runner, inputs, tries, seed, rules, values=fixed)
     except NotRunnable as error:
-        raise NotRunnable(error.reason, open_dims(inputs, dims)) from None
+        integers = [spec.name for spec in inputs
+                    if spec.type.startswith(("int", "uint")) and spec.name not in fixed]
+        raise NotRunnable(error.reason, open_dims(inputs, dims), integers) from None
     cases = [base]
     for name, value in steering_values(model, [spec.name for spec in inputs]):
-        if np.array_equal(np.full_like(base.feeds[name], value), base.feeds[name]):
+        if name in fixed or np.array_equal(np.full_like(base.feeds[name], value),
+                                           base.feeds[name]):
             continue
         with contextlib.suppress(NotRunnable):  # that branch runs at none of the sizes
-            cases.append(_search(runner, inputs, tries, seed, f"{name}={value}", {name: value})[1])
+            cases.append(_search(runner, inputs, tries, seed, rules, f"{name}={value}",
+                                 {**fixed, name: value})[1])
     return Reference(dims={key: chosen[key] for key in sorted(chosen)}, cases=tuple(cases))
 
 
@@ -247,9 +307,10 @@ FINGERPRINT_SAMPLES = 32
 
 
 def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None,
-                seed: int = DEFAULT_SEED) -> dict:
+                seed: int = DEFAULT_SEED, inputs: str | None = None) -> dict:
     """A compact record of the native outputs (evenly spaced samples and sums), kept in
-    bundle.json so `bundle test` notices a model file whose weights changed after the build."""
+    bundle.json so `bundle test` notices a model file whose weights changed after the build.
+    `inputs` is the digest of the user's inputs it was computed on (None: generated ones)."""
     outputs = {}
     for case in reference.cases:
         for name, value in case.outputs.items():
@@ -261,8 +322,9 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
                 "sum": float(f"{flat.sum():.9g}"),
                 "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
             }
-    return {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
-            "outputs": outputs}
+    record = {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
+              "outputs": outputs}
+    return {**record, "inputs": inputs} if inputs else record
 
 
 def fingerprint_mismatch(recorded: Mapping, reference: Reference, rtol: float = 1e-4) -> str | None:

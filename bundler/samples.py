@@ -6,6 +6,7 @@ feed dict (keeping a batch axis of 1 when the input has one).
 
 from __future__ import annotations
 
+import contextlib
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,17 +14,35 @@ from pathlib import Path
 import numpy as np
 
 from bundler.errors import ConfigError
-from bundler.modelio import NUMPY_TYPES, TensorSpec
-from bundler.reference import Feeds, make_feeds, resolve_shapes
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
+from bundler.reference import (
+    Feeds,
+    input_rules,
+    make_feeds,
+    pin,
+    resolve_shapes,
+    run_native,
+    runnable_feeds,
+)
 
 GENERATED_SAMPLES = 16
 
 
-def _fits(spec: TensorSpec, shape: tuple[int, ...]) -> bool:
+def fits(spec: TensorSpec, shape: tuple[int, ...]) -> bool:
     return spec.shape is None or (
         len(shape) == len(spec.shape)
         and all(isinstance(d, str) or d == n for d, n in zip(spec.shape, shape, strict=True))
     )
+
+
+def dtype_problem(spec: TensorSpec, dtype: np.dtype) -> str | None:
+    """Why values of `dtype` cannot be fed to `spec` (None when they can: integers go to float
+    inputs, any width to any width of the same kind), for one error line."""
+    wanted = np.dtype(NUMPY_TYPES.get(spec.type, object))
+    kinds = {"b": "biu", "i": "iu", "u": "iu", "f": "iuf"}
+    if dtype.kind not in kinds.get(wanted.kind, ""):
+        return f"input {spec.name!r} takes {spec.type}, got {dtype} values"
+    return None
 
 
 def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Feeds]:
@@ -44,12 +63,14 @@ def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Fee
     samples: list[Feeds] = [{} for _ in range(counts.pop())]
     for spec in inputs:
         array = arrays[spec.name]
+        if (problem := dtype_problem(spec, array.dtype)) is not None:
+            raise ConfigError(f"{key} {path}: {problem}")
         if spec.type in NUMPY_TYPES:
             array = array.astype(NUMPY_TYPES[spec.type], copy=False)
         batched = spec.shape is not None and array.ndim == len(spec.shape)
         for index, sample in enumerate(samples):
             sample[spec.name] = array[index:index + 1] if batched else array[index]
-        if not _fits(spec, samples[0][spec.name].shape):
+        if not fits(spec, samples[0][spec.name].shape):
             shape = "unknown rank" if spec.shape is None else list(spec.shape)
             raise ConfigError(f"{key} {path}: samples of {spec.name!r} have shape"
                               f" {list(samples[0][spec.name].shape)}, the model takes {shape}")
@@ -57,7 +78,21 @@ def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Fee
 
 
 def generated_samples(
-    inputs: Sequence[TensorSpec], dims: Mapping[str, int], count: int = GENERATED_SAMPLES
+    model: Path, inputs: Sequence[TensorSpec], dims: Mapping[str, int],
+    fixed: Mapping[str, np.ndarray] | None = None, count: int = GENERATED_SAMPLES,
 ) -> list[Feeds]:
-    shapes = resolve_shapes(inputs, dims)
-    return [make_feeds(inputs, shapes, seed=seed) for seed in range(count)]
+    """Seeded inputs the model accepts (integers as its graph uses them, `fixed` ones as given),
+    at the sizes where it runs: those of `count` seeds on which native onnxruntime runs it.
+    NotRunnable when it runs on none."""
+    fixed = fixed or {}
+    found = runnable_feeds(model, inputs, dims, fixed=fixed)
+    shapes = resolve_shapes(inputs, found.dims)
+    rules = input_rules(model, inputs)
+    runner = cpu_session(model)
+    samples = []
+    for seed in range(count):
+        feeds = pin(make_feeds(inputs, shapes, seed, rules), fixed)
+        with contextlib.suppress(Exception):  # a seed whose values the graph rejects
+            run_native(runner, feeds)
+            samples.append(feeds)
+    return samples or [found.feeds]

@@ -134,10 +134,11 @@ export function planAttempts(manifest, eps, { variant, ignoreVerification } = {}
   });
 }
 
-// onnxruntime's words for "this build has no kernel for an op" (status NOT_IMPLEMENTED = 9): the
-// same on every device, so bundle test records such an EP as unsupported by the runtime.
-const MISSING_KERNEL =
-  /No Op registered|NOT_IMPLEMENTED|ERROR_CODE: 9\b|Could not find an implementation/;
+// onnxruntime's words for "this build cannot run this model" (no kernel for an op: status
+// NOT_IMPLEMENTED = 9; an IR version or opset newer than the build knows): the same on every
+// device, so bundle test records such an EP as unsupported by the runtime.
+const MISSING_KERNEL = new RegExp('No Op registered|NOT_IMPLEMENTED|ERROR_CODE: 9\\b|' +
+  'Could not find an implementation|Unsupported model IR version|official support for domain');
 const SESSION_PREFIX = /^Can't create a session\. ERROR_CODE: \d+, ERROR_MESSAGE: /;
 
 // onnxruntime-web could not start its wasm or backend; "fetching of the wasm failed": the network.

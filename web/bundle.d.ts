@@ -87,7 +87,9 @@ export interface Manifest {
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider, RuntimeBuild>> };
+             builds: Partial<Record<ExecutionProvider, RuntimeBuild>>;
+             /** The native onnxruntime the browser's outputs were checked against. */
+             native_reference?: { package: string; version: string } };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];

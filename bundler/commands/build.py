@@ -17,17 +17,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import onnxruntime as ort
+
 from bundler import __version__
 from bundler import manifest as manifest_file
 from bundler.analysis import model_warnings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
-from bundler.errors import BrowserError, ConfigError
+from bundler.errors import BrowserError, ConfigError, VerificationFailed
 from bundler.files import rename_to_hashed
 from bundler.manifest import (
     TOOL_NAME,
     EPResult,
     Manifest,
+    NativeReference,
     Runtime,
     RuntimeBuild,
     Source,
@@ -35,9 +38,10 @@ from bundler.manifest import (
     Variant,
     Verification,
 )
-from bundler.modelio import model_bytes, read_model
+from bundler.modelio import input_specs, model_bytes, read_model
 from bundler.options import BuildOptions
-from bundler.prepare import prepare_model
+from bundler.prepare import CasesFor, prepare_model
+from bundler.reference import Feeds
 from bundler.resources import example_model
 from bundler.runtime import (
     BUILDS,
@@ -48,9 +52,12 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.site import finish_site, human_bytes, render_site
+from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import make_variants
 from bundler.variants.select import select
 
+# What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
+FITTED_BY_PREPARE = {"opset", "ir-version"}
 RUNTIME_DIR = "runtime/"
 MODELS_DIR = "models/"
 
@@ -135,7 +142,8 @@ def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: 
     manifest_file.dump(staging, manifest)
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
-                              dims=options.dims, reporter=reporter)
+                              dims=options.dims, reporter=reporter, sample=options.sample,
+                              inputs=options.inputs)
     except BrowserError as error:
         reason = f"no browser to verify in ({error})"
         reporter.warn(f"{reason}; the bundle is not verified")
@@ -159,9 +167,11 @@ def build(
     is_example = model is None and options.model is None
     source = Path(model or options.model or example_model())
     output = Path(options.output)
-    read_model(source, load_weights=False)  # fail fast, before any folder is made
+    header = read_model(source, load_weights=False)  # fail fast, before any folder is made
+    user = load_user_inputs(options.sample, options.inputs, input_specs(header))
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
-        reporter.warn(warning.text())
+        if warning.code not in FITTED_BY_PREPARE:
+            reporter.warn(warning.text())
     if options.target == "edge":
         from bundler.edge import build_edge
 
@@ -169,32 +179,35 @@ def build(
     _check_output(output, source, force)
     with _staging(output) as staging:
         work = staging / ".work"
-        with reporter.step(f"Checking {source}"):
-            prepared = work / "source.onnx"
-            notes = prepare_model(source, prepared, reporter)
-        for note in notes:
-            reporter.info(note)
-        variants, optimization, inputs, outputs = make_variants(
-            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
-            is_example=is_example, reporter=reporter,
-        )
-        for variant in variants:
-            hashed = rename_to_hashed(staging / variant.entry["file"])
-            variant.entry["file"] = MODELS_DIR + hashed.name
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
             shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
+        runtime_version = runtime_version_of(dist) or options.runtime_version
+        with reporter.step(f"Checking {source}"):
+            prepared = work / "source.onnx"
+            notes = prepare_model(source, prepared, reporter, runtime_version,
+                                  _cases_for(options, user) if options.verify else None)
+        for note in notes:
+            reporter.info(note)
+        variants, optimization, inputs, outputs = make_variants(
+            prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
+            is_example=is_example, reporter=reporter, user=user,
+        )
+        for variant in variants:
+            hashed = rename_to_hashed(staging / variant.entry["file"])
+            variant.entry["file"] = MODELS_DIR + hashed.name
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),
             runtime=Runtime(
                 package=PACKAGE,
-                version=runtime_version_of(dist) or options.runtime_version,
+                version=runtime_version,
                 dir=RUNTIME_DIR,
                 builds={ep: RuntimeBuild(**{role: RUNTIME_DIR + shipped[name] for role, name
                                             in dataclasses.asdict(BUILDS[ep]).items()})
                         for ep in options.execution_providers},
+                native_reference=NativeReference("onnxruntime", ort.__version__),
             ),
             inputs=list(inputs),
             outputs=list(outputs),
@@ -223,7 +236,34 @@ def build(
         finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
+    if options.strict and (failures := strict_failures(manifest.verification)):
+        raise VerificationFailed(f"--strict: {failures[0]}" + (
+            f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+            + f"; the bundle is in {output}/")
     return manifest
+
+
+def strict_failures(verification: Verification) -> list[str]:
+    """Why a --strict build fails: every requested EP must have passed the browser check."""
+    if verification.status == "not_done":
+        return [f"not verified in the browser ({verification.reason})"]
+    failures = [f"{variant} on {ep} did not pass the browser check"
+                + (f" ({entry.error})" if entry.error else "")
+                for variant, results in (verification.results or {}).items()
+                for ep, entry in results.items() if not entry.passed]
+    if verification.fallback is not None and not verification.fallback.passed:
+        failures.append("the fallback to WASM did not pass the browser check")
+    return failures + list(verification.problems or [])
+
+
+def _cases_for(options: BuildOptions, user: UserInputs) -> CasesFor:
+    """The inputs a model file is checked on: the user's, else generated ones it accepts."""
+
+    def cases(model: Path) -> list[Feeds]:
+        inputs = input_specs(read_model(model, load_weights=False))
+        return [case.feeds for case in reference_for(model, inputs, options.dims, user).cases]
+
+    return cases
 
 
 def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:

@@ -11,6 +11,7 @@ from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BundlerError
 from bundler.options import EXECUTION_PROVIDERS
+from bundler.user_inputs import InputValue
 
 
 def check(
@@ -21,11 +22,15 @@ def check(
     report: Path | None = None,
     check_fallback: bool = True,
     reporter: Reporter | None = None,
+    sample: Path | None = None,
+    inputs: Mapping[str, InputValue] | None = None,
 ) -> ConformanceReport:
-    """Run the check; raise BundlerError (one line) unless it passed."""
+    """Run the check (on the user's `sample` and `inputs` where given); raise BundlerError (one
+    line) unless it passed."""
     reporter = reporter or Reporter()
     result = check_bundle(directory, execution_providers=execution_providers, dims=dims,
-                          check_fallback=check_fallback, reporter=reporter)
+                          check_fallback=check_fallback, reporter=reporter, sample=sample,
+                          inputs=inputs)
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())

@@ -9,6 +9,7 @@ once the browser verification has run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 from collections.abc import Sequence
@@ -20,9 +21,10 @@ from bundler.errors import QuantizeError
 from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.optimize import OptimizeReport, optimize
 from bundler.options import BuildOptions
-from bundler.reference import Feeds, NotRunnable, fingerprint, runnable_feeds
+from bundler.reference import Feeds, NotRunnable, fingerprint
 from bundler.resources import example_calibration
 from bundler.samples import generated_samples, load_samples
+from bundler.user_inputs import UserInputs, reference_for
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import kind_spec, make_variant
@@ -52,21 +54,23 @@ class Variant:
 
 
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
-             is_example: bool, reporter: Reporter) -> Samples:
+             is_example: bool, reporter: Reporter, user: UserInputs) -> Samples:
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
     validation = (load_samples(options.validation, inputs, "--validation")
                   if options.validation else None)
-    if validation or calibration:
-        return Samples(calibration, validation or calibration,
-                       "validation" if validation else "calibration")
+    if validation or user.samples or calibration:
+        source = "validation" if validation else "sample" if user.samples else "calibration"
+        return Samples(calibration or list(user.samples) or None,
+                       validation or list(user.samples) or calibration, source)
+    if options.kinds == ("fp32",) and not options.verify:
+        return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
     try:
-        dims = runnable_feeds(source_model, inputs, options.dims).dims
-    except NotRunnable:
-        return Samples(None, None, "none", "no accuracy measured: native onnxruntime does not"
-                       " run the model on generated inputs; pass --calibration or --dim")
-    generated = generated_samples(inputs, dims)
+        generated = generated_samples(source_model, inputs, options.dims, user.fixed)
+    except NotRunnable as error:
+        return Samples(None, None, "none", f"no accuracy measured: {error.reason}; pass"
+                       f" {error.hint} or --calibration")
     if options.kinds != ("fp32",):
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE)
@@ -122,6 +126,7 @@ def make_variants(
     source_bytes: int,
     is_example: bool,
     reporter: Reporter,
+    user: UserInputs | None = None,
 ) -> tuple[list[Variant], dict[str, Any], tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
@@ -132,7 +137,8 @@ def make_variants(
         optimization = _optimize(source, optimized, options, reporter)
     info = signature(read_model(optimized))
     plan = options.plan
-    samples = _samples(options, source, info.inputs, is_example, reporter)
+    user = user or UserInputs()
+    samples = _samples(options, source, info.inputs, is_example, reporter, user)
     if samples.validation is None and plan.kinds != ("fp32",):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
@@ -160,11 +166,10 @@ def make_variants(
             with reporter.step(f"Measuring {kind} against fp32"):
                 metrics = measure(source, result.path, samples.validation)
                 latency = native_latency_ms(result.path, samples.validation, threads=1)
-        try:
-            reference = fingerprint(runnable_feeds(shipped, info.inputs, options.dims),
-                                    options.dims)
-        except NotRunnable:
-            reference = None
+        reference = None  # a record for bundle test (also with --no-verify); never fails a build
+        with contextlib.suppress(NotRunnable):
+            reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
+                                    options.dims, inputs=user.digest)
         entry: dict[str, Any] = {
             "name": kind,
             "kind": kind,

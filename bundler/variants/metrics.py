@@ -69,7 +69,8 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
     max_abs: worst |a - b|. mean_rel: mean |a - b| relative to the output's range in the
     reference (max - min), worst over outputs. cosine: of each flattened output, worst over
     outputs. top1_agreement: share of rows with the same argmax over the last axis, over the
-    outputs that look like class scores (float, rank 2, last dim >= 2); None if there are none.
+    outputs that look like class scores (float, rank 2, last dim >= 2), together with the share of
+    integer output values that are equal (labels, indices); None if there are neither.
     """
     if not feeds:
         raise QuantizeError("measure needs at least one feed")
@@ -80,18 +81,20 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
             f"{candidate.name} has outputs {cand_names}, but {reference.name} has {names}"
         )
     max_abs, mean_rel, cosine = 0.0, 0.0, 1.0
-    nonfinite, rows, agreeing, compared = 0, 0, 0, 0
+    nonfinite, rows, agreeing = 0, 0, 0
     for index, name in enumerate(names):
         refs = [run[index] for run in ref_runs]
         cands = [run[index] for run in cand_runs]
-        if not np.issubdtype(refs[0].dtype, np.floating):
+        if not np.issubdtype(refs[0].dtype, np.floating):  # integers: the share equal counts
+            rows += sum(r.size for r in refs)           # as agreement, like top-1
+            agreeing += sum(int(np.count_nonzero(np.equal(r, c))) for r, c in
+                            zip(refs, cands, strict=True) if r.shape == c.shape)
             continue
         for a, b in zip(refs, cands, strict=True):
             if a.shape != b.shape:
                 raise QuantizeError(
                     f"output {name!r} of {candidate.name} has shape {b.shape}, not {a.shape}"
                 )
-        compared += 1
         a = np.concatenate([r.ravel() for r in refs]).astype(np.float64)
         b = np.concatenate([c.ravel() for c in cands]).astype(np.float64)
         finite = np.isfinite(a)
@@ -112,10 +115,6 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
             for r, c in zip(refs, cands, strict=True):
                 rows += r.shape[0]
                 agreeing += int(np.count_nonzero(r.argmax(-1) == c.argmax(-1)))
-    if not compared:
-        raise QuantizeError(
-            f"{reference.name} has no float outputs, so there is no error to measure"
-        )
     return Metrics(
         max_abs=max_abs,
         mean_rel=mean_rel,

@@ -137,6 +137,9 @@ describe('why an EP failed', () => {
     const registered = sessionFailure('webgpu', 'No Op registered for LinearClassifier with' +
       ' domain_version of 1');
     assert.equal(registered.code, 'runtime-unsupported');
+    const newer = sessionFailure('wasm', "Can't create a session. ERROR_CODE: 1, ERROR_MESSAGE:" +
+      ' Unsupported model IR version: 14, max supported IR version: 13');
+    assert.equal(newer.code, 'runtime-unsupported');
   });
 
   test('any other session failure is session-failed', () => {
