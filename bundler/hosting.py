@@ -28,6 +28,7 @@ from typing import Any
 import brotli
 
 from bundler.errors import ConfigError
+from bundler.files import FILES_MODULE
 from bundler.hostconfig import (
     CONFIG_FILES,
     DEFAULT_MAX_FILE_SIZE,
@@ -128,7 +129,7 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
     found = []
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory).as_posix()
-        if (not path.is_file() or relative in skip or relative == MANIFEST_FILE
+        if (not path.is_file() or relative in skip or relative in (MANIFEST_FILE, FILES_MODULE)
                 or relative in CONFIG_FILES.values() or path.suffix in ENCODINGS.values()
                 or any(part.startswith(".") for part in path.relative_to(directory).parts)):
             continue

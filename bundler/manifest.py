@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bundler.errors import ModelError
+from bundler.files import FILES_MODULE, files_module
 from bundler.modelio import TensorSpec
 
 SCHEMA_VERSION = 1
@@ -33,8 +34,11 @@ class Tool:
 
 @dataclasses.dataclass
 class RuntimeBuild:
+    """A build's ES module, the glue module it imports and its wasm (env.wasm.wasmPaths)."""
+
     module: str
-    wasm: str | None = None  # the build's .wasm, which bundle.mjs fetches itself
+    mjs: str
+    wasm: str  # bundle.mjs fetches it itself (it may be split into parts)
 
 
 @dataclasses.dataclass
@@ -289,7 +293,10 @@ def dumps(manifest: Manifest) -> str:
 
 
 def dump(directory: Path, manifest: Manifest) -> None:
+    """Write the manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for
+    bundle.mjs: the same content, and the URLs of the model and runtime files)."""
     (directory / MANIFEST_FILE).write_text(dumps(manifest), encoding="utf-8")
+    (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
 
 
 def made_by_us(directory: Path) -> bool:

@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   'input-type', // run(): wrong element type or data
   'input-shape', // run(): dims that do not fit the model or the data
   'released', // run() after release()
+  'worker-failed', // load({ worker: true }): the worker did not start (its script did not load)
+  'unsupported-environment', // load() under Node.js or on the server side of SSR (node.mjs)
 ];
 
 export class BundleError extends Error {
@@ -68,6 +70,10 @@ export function checkOptions(options) {
   }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new BundleError('bad-option', 'onProgress must be a function');
+  }
+  if (options.worker !== undefined && typeof options.worker !== 'boolean') {
+    throw new BundleError('bad-option', `worker must be true or false, got ${
+      JSON.stringify(options.worker)}`);
   }
   return eps;
 }

@@ -8,6 +8,7 @@ the browser, and for `auto`, choose); only a complete build is moved into place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -24,7 +25,8 @@ from bundler.analysis import model_warnings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
-from bundler.hosting import HostingOptions, add_coi_worker, publish, republish
+from bundler.files import rename_to_hashed
+from bundler.hosting import HostingOptions, add_coi_worker, publish
 from bundler.manifest import (
     TOOL_NAME,
     EPResult,
@@ -50,7 +52,7 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.site import human_bytes, render_site
+from bundler.site import finish_site, human_bytes, render_site
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import make_variants
 from bundler.variants.select import select
@@ -182,7 +184,7 @@ def build(
         files = needed_files(options.execution_providers)
         with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
             dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
-            copy_runtime(dist, staging / RUNTIME_DIR, files)
+            shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         runtime_version = runtime_version_of(dist) or options.runtime_version
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
@@ -194,6 +196,9 @@ def build(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
             is_example=is_example, reporter=reporter, user=user,
         )
+        for variant in variants:
+            hashed = rename_to_hashed(staging / variant.entry["file"])
+            variant.entry["file"] = MODELS_DIR + hashed.name
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),
@@ -201,8 +206,8 @@ def build(
                 package=PACKAGE,
                 version=runtime_version,
                 dir=RUNTIME_DIR,
-                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module,
-                                         RUNTIME_DIR + BUILDS[ep].wasm)
+                builds={ep: RuntimeBuild(**{role: RUNTIME_DIR + shipped[name] for role, name
+                                            in dataclasses.asdict(BUILDS[ep]).items()})
                         for ep in options.execution_providers},
                 native_reference=NativeReference("onnxruntime", ort.__version__),
             ),
@@ -233,10 +238,8 @@ def build(
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest.verification = verification_record(report, reason)
-        render_site(staging, manifest, options.templates)
-        republish(staging, manifest)
-        manifest_file.dump(staging, manifest)
         shutil.rmtree(work)
+        finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
     if options.strict and (failures := strict_failures(manifest.verification)):
@@ -277,9 +280,7 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
         add_coi_worker(staging, HostingOptions.from_json(manifest.hosting))
-        render_site(staging, manifest, templates)
-        republish(staging, manifest)
-        manifest_file.dump(staging, manifest)
+        finish_site(staging, manifest, templates)
         _move_into_place(staging, output)
     return manifest
 
