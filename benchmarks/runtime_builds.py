@@ -11,6 +11,7 @@ interleaved rounds. Prints time to first result, median run time and bytes of ea
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 from pathlib import Path
@@ -29,10 +30,10 @@ TIME_BUILDS = """async ({ base, modules, model, feeds, runs }) => {
                   uint8: Uint8Array, bool: Uint8Array, float64: Float64Array };
   const bytes = new Uint8Array(await (await fetch(base + model)).arrayBuffer());
   const sessions = {}; const result = {};
-  for (const [name, module] of Object.entries(modules)) {
+  for (const [name, { module, mjs, wasm }] of Object.entries(modules)) {
     const started = performance.now();
     const ort = await import(base + module);
-    ort.env.wasm.wasmPaths = base + 'runtime/';
+    ort.env.wasm.wasmPaths = { mjs: base + mjs, wasm: base + wasm };
     const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'] });
     const tensors = Object.fromEntries(Object.entries(feeds).map(([k, f]) => [k,
       new ort.Tensor(f.type, new typed[f.type](Uint8Array.from(atob(f.data),
@@ -66,9 +67,9 @@ def main() -> None:
         inputs = manifest.inputs
         model_file = manifest.variants[0].file
         feeds = runnable_feeds(directory / model_file, inputs, options.dims).feeds
-        modules = {ep: manifest.runtime.builds[ep].module for ep in ("wasm", "webgpu")}
-        sizes = {ep: sum((directory / "runtime" / f).stat().st_size
-                         for f in (BUILDS[ep].module, *BUILDS[ep].files)) for ep in modules}
+        modules = {ep: dataclasses.asdict(manifest.runtime.builds[ep]) for ep in ("wasm", "webgpu")}
+        sizes = {ep: sum((directory / path).stat().st_size for path in build.values())
+                 for ep, build in modules.items()}
         settings = load_settings()
         with reporter.step("Timing both builds in Chromium without WebGPU"), \
                 serve_directory(directory) as base_url, playwright_session() as driver, \
@@ -83,8 +84,8 @@ def main() -> None:
     reporter.table(
         f"{manifest.name} on the WASM EP ({args.runs} interleaved runs)",
         ["build", "runtime bytes", "first result ms", "median ms", "median vs wasm build"],
-        [[f"{ep} ({modules[ep]})", sizes[ep], f"{timed[ep]['first']:.0f}", f"{median[ep]:.2f}",
-          f"{median[ep] / median['wasm']:.2f}x"] for ep in modules],
+        [[f"{ep} ({BUILDS[ep].module})", sizes[ep], f"{timed[ep]['first']:.0f}",
+          f"{median[ep]:.2f}", f"{median[ep] / median['wasm']:.2f}x"] for ep in modules],
     )
 
 

@@ -6,6 +6,7 @@ Library use mirrors the CLI:
     manifest = bundler.build("model.onnx", bundler.BuildOptions(output=Path("dist")))
     report = bundler.check_bundle(Path("dist"))
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
+    assert bundler.doctor("https://example.org/app/").ok  # a deployment, over HTTP
     session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
 """
 
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from bundler.commands.build import build
+    from bundler.commands.doctor import doctor
     from bundler.commands.serve import serve
     from bundler.conformance import check_bundle
     from bundler.edge_session import Session
@@ -28,6 +30,7 @@ _LAZY = {
     "build": "bundler.commands.build",
     "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
+    "doctor": "bundler.commands.doctor",
     "Session": "bundler.edge_session",
     "serve": "bundler.commands.serve",
 }
@@ -44,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "doctor", "serve"]

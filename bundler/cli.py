@@ -15,6 +15,7 @@ import click
 
 from bundler import __version__
 from bundler.errors import first_line
+from bundler.hostconfig import HOSTS
 from bundler.options import EXECUTION_PROVIDERS, OPTIONS
 
 # bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
@@ -84,6 +85,8 @@ def main(debug: bool) -> None:
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @_click_option("output")
 @_build_options
+@click.option("--host", "hosts", default=None, type=click.Choice([*HOSTS, "all"]),
+              help=OPTIONS["hosts"].help)
 @_click_option("target")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 def build(model: Path | None, config: Path | None, force: bool, **flags: Any) -> None:
@@ -139,6 +142,42 @@ def serve(source: Path | None, config: Path | None, host: str, port: int, open_b
 
     run_serve(source, flags=_given(flags), config=config, host=host, port=port,
               open_browser=open_browser, reporter=_reporter())
+
+
+@main.command()
+@click.argument("url")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--max-file-size", default="25MiB", show_default=True,
+              help="Largest file the host accepts (Cloudflare Pages: 25MiB).")
+def doctor(url: str, as_json: bool, max_file_size: str) -> None:
+    """Check a deployed bundle at URL over HTTP, as a browser would fetch it: types, bytes,
+    encodings, cache headers, sizes, cross-origin isolation, real 404s. Exits 1 on a problem
+    that breaks loading or makes it download more than it must."""
+    import json
+
+    from bundler.commands.doctor import COLUMNS
+    from bundler.commands.doctor import doctor as run_doctor
+    from bundler.errors import ConfigError
+    from bundler.hostconfig import parse_size
+
+    try:
+        limit = parse_size(max_file_size)
+    except ValueError as error:
+        raise ConfigError(f"--max-file-size: {error}") from None
+    reporter = _reporter()
+    report = run_doctor(url, limit, reporter=None if as_json else reporter)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        reporter.table(f"{report.url} (host: {report.host})", COLUMNS, report.rows)
+        if report.problems:
+            reporter.table("Problems", ("Severity", "Files", "Problem", "Fix"),
+                           report.grouped_problems())
+        errors = sum(problem.severity == "error" for problem in report.problems)
+        reporter.info(f"{errors} error(s), {len(report.problems) - errors} warning(s)"
+                      if report.problems else "No problems found.")
+    if not report.ok:
+        raise SystemExit(1)
 
 
 @main.command("inspect")

@@ -9,6 +9,7 @@ default `load()` falls back to WASM and still computes the right numbers.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,13 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
 from bundler.errors import first_line
+from bundler.hosting import assembled
 from bundler.manifest import MANIFEST_FILE, Manifest, Variant
 from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory
-from bundler.user_inputs import InputValue, load_user_inputs, reference_for
+from bundler.user_inputs import InputValue, UserInputs, load_user_inputs, reference_for
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
@@ -177,10 +179,10 @@ class ConformanceReport:
         return rows
 
 
-def _integrity_problems(directory: Path, manifest: Manifest) -> list[str]:
+def _integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[str]:
     problems = []
     for variant in manifest.variants:
-        path = directory / variant.file
+        path = models[variant.file]
         if not path.is_file():
             problems.append(f"variant {variant.name}: {variant.file} is missing")
         elif sha256_of(path) != variant.sha256:
@@ -356,14 +358,30 @@ def check_bundle(
 ) -> ConformanceReport:
     """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime,
     on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs."""
-    reporter = reporter or Reporter()
-    settings = settings or load_settings()
     manifest = load_manifest(directory)
+    check_dims(manifest.inputs, dims or {})
+    user = load_user_inputs(sample, inputs or {}, manifest.inputs)
+    with contextlib.ExitStack() as stack:
+        models = {variant.file: stack.enter_context(assembled(directory, manifest, variant.file))
+                  for variant in manifest.variants}
+        return _check_bundle(directory, manifest, models, user, execution_providers, dims,
+                             check_fallback, settings or load_settings(), reporter or Reporter())
+
+
+def _check_bundle(
+    directory: Path,
+    manifest: Manifest,
+    models: Mapping[str, Path],  # variant file -> a path of the whole model (parts joined)
+    user: UserInputs,
+    execution_providers: Sequence[str],
+    dims: Mapping[str, int] | None,
+    check_fallback: bool,
+    settings: BrowserSettings,
+    reporter: Reporter,
+) -> ConformanceReport:
     specs, outputs = manifest.inputs, manifest.outputs
-    check_dims(specs, dims or {})
-    user = load_user_inputs(sample, inputs or {}, specs)
     report = ConformanceReport(directory=directory)
-    report.problems = _integrity_problems(directory, manifest)
+    report.problems = _integrity_problems(manifest, models)
     if report.problems:
         return report
     shipped = [ep for ep in execution_providers if ep in manifest.runtime.builds]
@@ -377,7 +395,7 @@ def check_bundle(
             recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
-                reference = reference_for(directory / variant.file, specs,
+                reference = reference_for(models[variant.file], specs,
                                           dims or (recorded or {}).get("requested_dims", {}),
                                           user)
             except NotRunnable as not_runnable:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bundler.errors import ModelError
+from bundler.files import FILES_MODULE, files_module
 from bundler.modelio import TensorSpec
 
 SCHEMA_VERSION = 1
@@ -33,7 +34,38 @@ class Tool:
 
 @dataclasses.dataclass
 class RuntimeBuild:
+    """A build's ES module, the glue module it imports and its wasm (env.wasm.wasmPaths)."""
+
     module: str
+    mjs: str
+    wasm: str  # bundle.mjs fetches it itself (it may be split into parts)
+
+
+@dataclasses.dataclass
+class Encoded:
+    """A precompressed sibling of a file (or part)."""
+
+    path: str
+    bytes: int
+
+
+@dataclasses.dataclass
+class FilePiece:
+    path: str
+    bytes: int
+    sha256: str
+    encodings: dict[str, Encoded] | None = None  # "br", "gzip"
+
+
+@dataclasses.dataclass
+class FileEntry:
+    """One file a browser may fetch; `parts` when it was split for static hosts."""
+
+    path: str
+    bytes: int
+    sha256: str
+    parts: list[FilePiece] | None = None
+    encodings: dict[str, Encoded] | None = None
 
 
 @dataclasses.dataclass
@@ -115,6 +147,8 @@ class Manifest:
     notes: list[str]
     verification: Verification
     selection: Selection | None = None
+    hosting: JSON | None = None  # bundler.hosting.HostingOptions, as JSON
+    files: list[FileEntry] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:
@@ -214,6 +248,18 @@ def _from_json(kind: Any, data: Any, where: str) -> Any:
     raise TypeError(f"no JSON reading for {kind!r}")  # a field type this module forgot
 
 
+def files_from_json(entries: list[JSON]) -> list[FileEntry]:
+    """bundle.json's `files` table, from the plain JSON the hosting stage writes."""
+    try:
+        return _from_json(list[FileEntry], entries, "files")
+    except _Invalid as error:
+        raise ModelError(f"{MANIFEST_FILE}: {error}") from None
+
+
+def files_to_json(entries: list[FileEntry] | None) -> list[JSON]:
+    return _to_json(entries or [])
+
+
 def from_json(data: Any, source: str = MANIFEST_FILE) -> Manifest:
     """Check and convert a parsed bundle.json; ModelError naming the key when it is wrong."""
     if not isinstance(data, dict):
@@ -247,7 +293,10 @@ def dumps(manifest: Manifest) -> str:
 
 
 def dump(directory: Path, manifest: Manifest) -> None:
+    """Write the manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for
+    bundle.mjs: the same content, and the URLs of the model and runtime files)."""
     (directory / MANIFEST_FILE).write_text(dumps(manifest), encoding="utf-8")
+    (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
 
 
 def made_by_us(directory: Path) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,12 +101,34 @@ def tensor_dims(value_type: onnx.TypeProto.Tensor) -> tuple[Dim, ...] | None:
     )
 
 
+_NOT_TENSORS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+                "sparse_tensor_type": "a sparse tensor"}
+
+
+def type_text(value_type: onnx.TypeProto) -> str:
+    """ONNX's notation for a type: tensor(float), seq(tensor(float)), map(int64,tensor(float))."""
+    kind = value_type.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        element = onnx.TensorProto.DataType.Name(getattr(value_type, kind).elem_type).lower()
+        return f"{'sparse_' if kind == 'sparse_tensor_type' else ''}tensor({element})"
+    if kind == "sequence_type":
+        return f"seq({type_text(value_type.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_text(value_type.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(value_type.map_type.key_type).lower()
+        return f"map({key},{type_text(value_type.map_type.value_type)})"
+    return "unknown"
+
+
 def tensor_spec(value: onnx.ValueInfoProto, role: str) -> TensorSpec:
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
+        what = _NOT_TENSORS.get(kind or "", "a value of unknown type")
         raise ModelError(
-            f"{role} {value.name!r} is a {kind or 'value of unknown type'}, not a tensor;"
-            " onnxruntime-web takes and returns tensors only"
+            f"{role} {value.name!r} is {what} ({type_text(value.type)}), not a"
+            " tensor; onnxruntime-web's JavaScript API takes and returns tensors only, so"
+            f" export the model with a tensor {role} (sequences and maps can stay inside)"
         )
     element = value.type.tensor_type.elem_type
     if element not in TYPE_NAMES:
@@ -289,3 +312,20 @@ def native_load_error(path: Path) -> str | None:
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
         return first_line(error)
     return None
+
+
+_MISSING_LOCALE = re.compile(r"Failed to construct locale with name:\s*([\w.@-]+)")
+
+
+def build_machine_limit(load_error: str) -> str | None:
+    """When native onnxruntime cannot load a model because of this machine rather than the
+    model, what is missing and how to add it; None otherwise. (StringNormalizer asks the C
+    library for a locale, en_US.UTF-8 by default, that minimal images lack; the browser's runtime
+    brings its own.)"""
+    missing = _MISSING_LOCALE.search(load_error)
+    if missing is None:
+        return None
+    locale = missing[1]
+    return (f"this machine lacks the locale {locale} that StringNormalizer uses natively (the"
+            f" browser's runtime has its own); install it (locale-gen {locale}) to check the model"
+            " natively")

@@ -22,6 +22,7 @@ from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.modelio import (
+    build_machine_limit,
     copy_model,
     cpu_session,
     model_bytes,
@@ -174,6 +175,10 @@ def optimize(
         try:
             _check_loads(model, workdir)
         except Exception as error:
+            if limit := build_machine_limit(first_line(error)):
+                copy_model(src, dst)  # every step needs native onnxruntime
+                return OptimizeReport([StepResult("load", "fell back", limit)], nodes_before,
+                                      nodes_before, bytes_before, model_bytes(dst))
             raise ModelError(
                 f"{src.name} does not load in onnxruntime ({first_line(error, typed=True)});"
                 " export it again"

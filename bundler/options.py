@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from bundler.errors import ConfigError
+from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, HOSTS, parse_size
 from bundler.variants.budget import parse_budget
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
@@ -181,6 +182,15 @@ def _inputs(value: Any, base: Path) -> dict[str, Path | int | float | bool]:
     return inputs
 
 
+def _hosts(value: Any, base: Path) -> tuple[str, ...]:
+    """One host, "all", or a list of hosts."""
+    return HOSTS if value == "all" else _names(HOSTS)(value, base)
+
+
+def _size(value: Any, base: Path) -> int:
+    return parse_size(value)
+
+
 def _budget(value: Any, base: Path) -> str:
     try:
         return str(parse_budget(_string(value, base)))
@@ -266,6 +276,16 @@ class BuildOptions:
     strict: bool = option(_bool, "Exit non-zero when an execution provider fails the browser"
                           " check (for CI; default: exit 0 with a warning).", default=False,
                           switch=True)
+    max_file_size: int = option(_size, "Split model and .wasm files bigger than this into parts"
+                                " (default 25MiB, Cloudflare Pages' limit).",
+                                default=DEFAULT_MAX_FILE_SIZE)
+    # `bundle serve --host` is the address to listen on, so only `bundle build` offers the flag.
+    hosts: tuple[str, ...] = option(_hosts, "Write the config files of this static host only:"
+                                    f" {', '.join(HOSTS)} or all (default).", default=HOSTS,
+                                    flag="--host", on_command_line=False)
+    coi_worker: bool = option(_bool, "Ship coi-serviceworker.js, which gives threads where the"
+                              " host cannot set COOP/COEP (default on).", default=True,
+                              switch=True)
     # On `bundle build` only (bundle serve serves the web app), hence given its flag there.
     target: Target = option(_one_of(TARGETS), "web (default: the browser app) or edge (.ort files"
                             " for native onnxruntime and a reduced-build config, in edge/).",

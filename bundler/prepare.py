@@ -12,6 +12,7 @@ from bundler.console import Reporter
 from bundler.errors import ModelError
 from bundler.modelio import (
     PROTOBUF_LIMIT,
+    build_machine_limit,
     check_model,
     input_specs,
     model_bytes,
@@ -101,7 +102,7 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
         raise ModelError(f"{source}: {error.message}") from None
     onnx.save_model(fit.model, str(destination))
     if load_error := native_load_error(destination):
-        reason = complaints[0] if complaints else load_error
+        reason = build_machine_limit(load_error) or (complaints[0] if complaints else load_error)
         what = "the browser-ready copy does not load" if (notes or fit.changed) and not \
             native_load_error(source) else "onnxruntime cannot load this model"
         raise ModelError(f"{source}: {what} ({reason})")

@@ -19,37 +19,41 @@ import tempfile
 from pathlib import Path
 
 from bundler.errors import RuntimeFetchError
+from bundler.files import rename_to_hashed
 
 PACKAGE = "onnxruntime-web"
 
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeBuild:
-    """One onnxruntime-web build a page can import: its ES module and the wasm it loads."""
+    """One onnxruntime-web build a page can import: its ES module, the emscripten glue module it
+    imports and the wasm that loads (`env.wasm.wasmPaths = {mjs, wasm}`)."""
 
     module: str
-    files: tuple[str, ...]
+    mjs: str
+    wasm: str
+
+    @property
+    def files(self) -> tuple[str, str, str]:
+        return (self.module, self.mjs, self.wasm)
 
 
 # The plain WASM build is about half the bytes and twice the speed of the WebGPU build on a
 # browser without an adapter, so a page imports the WebGPU build only once it has an adapter.
 BUILDS = {
     "wasm": RuntimeBuild(
-        "ort.wasm.min.mjs", ("ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+        "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"
     ),
     "webgpu": RuntimeBuild(
         "ort.webgpu.min.mjs",
-        ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm"),
+        "ort-wasm-simd-threaded.asyncify.mjs",
+        "ort-wasm-simd-threaded.asyncify.wasm",
     ),
 }
 
 
 def needed_files(execution_providers: tuple[str, ...]) -> list[str]:
-    files: list[str] = []
-    for ep in execution_providers:
-        build = BUILDS[ep]
-        files += [build.module, *build.files]
-    return files
+    return [name for ep in execution_providers for name in BUILDS[ep].files]
 
 
 def cache_root() -> Path:
@@ -187,7 +191,11 @@ def locate_runtime(runtime_dir: Path | None, version: str, files: list[str]) -> 
     return dist
 
 
-def copy_runtime(dist: Path, destination: Path, files: list[str]) -> None:
+def copy_runtime(dist: Path, destination: Path, files: list[str]) -> dict[str, str]:
+    """Copy `files` into `destination` under content-hashed names; returns name -> hashed name."""
     destination.mkdir(parents=True, exist_ok=True)
+    names = {}
     for name in files:
         shutil.copyfile(dist / name, destination / name)
+        names[name] = rename_to_hashed(destination / name).name
+    return names

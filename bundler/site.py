@@ -15,15 +15,28 @@ from typing import Any
 
 import jinja2
 
+from bundler import manifest as manifest_file
 from bundler.errors import ConfigError
+from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, package_json
+from bundler.hosting import COI_WORKER, republish
 from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
 
-WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "app.mjs")
+WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
+             "bundle.worker.mjs", NODE_ENTRY, "app.mjs")
 TEMPLATE_SUFFIX = ".j2"
-RESERVED = {MANIFEST_FILE, "bundle.mjs", "bundle.core.mjs", *DECLARATION_FILES, "runtime",
-            "models"}
+# The demo's app.mjs may be replaced; the rest is the bundle's contract.
+RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
+            COI_WORKER, "runtime", "models"} - {"app.mjs"}
+
+
+def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
+    """Render the pages, list every file a browser may fetch in the manifest (split and
+    compressed for static hosts; see bundler.hosting) and write it."""
+    render_site(directory, manifest, templates)
+    republish(directory, manifest)
+    manifest_file.dump(directory, manifest)
 
 
 def human_bytes(count: int) -> str:
@@ -87,6 +100,8 @@ def render_site(directory: Path, manifest: Manifest, templates: Path | None = No
     types = declarations(manifest)
     for name in DECLARATION_FILES:
         (directory / name).write_text(types, encoding="utf-8")
+    (directory / PACKAGE_JSON).write_text(
+        package_json(manifest.name, manifest.runtime.version), encoding="utf-8")
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:

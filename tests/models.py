@@ -20,9 +20,12 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
     recurrent_state          input f32[batch,samples], state f32[2,batch,8], sr i64[]
                              -> output f32[batch,1], stateN f32[2,batch,8]
 
-Outside `ALL` (it tests the demo page, not the runtime):
+Outside `ALL`:
 
-    hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names)
+    hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names;
+                             it tests the demo page, not the runtime)
+    heavy_conv               image f32[1,16,192,192] -> features f32[1,16] (twelve 3x3 convs:
+                             about 2 GFLOP a run, too slow for every EP test)
 """
 
 from __future__ import annotations
@@ -334,6 +337,41 @@ def recurrent_state(directory: Path) -> Path:
         [_io("output", F32, features), _io("stateN", F32, [2, "batch", 8])],
         [*_weights(7, w_in=(1, 8), w_out=(8, 1), b_out=(1,)), *constants],
     )
+    return _save(graph, directory)
+
+
+def wide_dense(directory: Path) -> Path:
+    """y = tanh(x @ w1) @ w2 with a 5 MB w1: big enough to be split into parts (not in ALL)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["hidden"]),
+        helper.make_node("Tanh", ["hidden"], ["activated"]),
+        helper.make_node("MatMul", ["activated", "w2"], ["y"]),
+    ]
+    graph = _graph("wide_dense", nodes, [_io("x", F32, [1, 256])], [_io("y", F32, [1, 8])],
+                   _weights(11, w1=(256, 5120), w2=(5120, 8)))
+    return _save(graph, directory)
+
+
+def heavy_conv(directory: Path) -> Path:
+    """Twelve 16->16 3x3 Conv + Relu over 192x192, then GlobalAveragePool and Flatten: small
+    weights, much compute (a run takes well over 50 ms in WASM: a long task when it runs on the
+    page)."""
+    layers = 12
+    nodes, current = [], "image"
+    for layer in range(layers):
+        nodes += [
+            helper.make_node("Conv", [current, f"w{layer}", f"b{layer}"], [f"conv{layer}"],
+                             pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", [f"conv{layer}"], [f"relu{layer}"]),
+        ]
+        current = f"relu{layer}"
+    nodes += [helper.make_node("GlobalAveragePool", [current], ["pooled"]),
+              helper.make_node("Flatten", ["pooled"], ["features"])]
+    shapes = {}
+    for layer in range(layers):
+        shapes[f"w{layer}"], shapes[f"b{layer}"] = (16, 16, 3, 3), (16,)
+    graph = _graph("heavy_conv", nodes, [_io("image", F32, [1, 16, 192, 192])],
+                   [_io("features", F32, [1, 16])], _weights(7, **shapes))
     return _save(graph, directory)
 
 

@@ -50,6 +50,7 @@ class Bad:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     verify: bool = False
     runtime_dir: bool = True  # pass the cached runtime (else the build fetches it)
+    url: str | None = None  # for bundle doctor (else the built folder's path, which is no URL)
 
 
 Argv = Callable[[Workspace, Bad], list[str]]
@@ -72,6 +73,7 @@ COMMANDS: dict[str, Argv] = {
     "run": lambda w, bad: ["run", str(bad.model or w.model), *bad.args],
     # the default -o (model.onnx in the working folder) must not be written
     "export": lambda w, bad: ["export", str(bad.model or w.model), "--input", "x=1,4", *bad.args],
+    "doctor": lambda w, bad: ["doctor", bad.url or str(bad.bundle or w.bundle), *bad.args],
 }
 
 
@@ -261,7 +263,8 @@ class Case:
 
 CASES = [
     Case("missing path", _missing, {**dict.fromkeys(ONNX_COMMANDS, "model not found"),
-                                    "test": "nope", "export": "nope.onnx"}),
+                                    "test": "nope", "export": "nope.onnx",
+                                    "doctor": "is not an http(s) URL"}, (*ALL, "doctor")),
     Case("directory", _directory, {"build": "is a directory", "serve": "is not a built bundle",
                                    "test": "has no bundle.json", "inspect": "has no bundle.json",
                                    "run": "has no bundle.json", "export": "give module:factory"}),
@@ -310,6 +313,10 @@ CASES = [
         x=np.zeros((4, 1, 5), np.float32))), "'x'", MODEL_COMMANDS),
     Case("output under a file", _output_under_a_file, "a-file", ("build",)),
     Case("--report under a file", _report_under_a_file, "a-file", ("test",)),
+    Case("URL nothing listens at", lambda w: Bad(url="http://127.0.0.1:9/dist/"), "cannot reach",
+         ("doctor",)),
+    Case("--max-file-size not a size", _flags("--max-file-size", "big"), "--max-file-size",
+         ("doctor",)),
     Case("no Chromium", _no_chromium, "apt-get install", ("build", "test")),
     Case("registry unreachable, nothing cached", _no_registry, "--runtime-dir",
          MODEL_COMMANDS),

@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
+from bundler import manifest as manifest_file
 from bundler.reference import run_native
 from tests import models
 
@@ -26,12 +27,13 @@ def contract_bundles(tmp_path_factory, runtime_dist):
         built[name] = (output, manifest.to_json())
     # As a verified build records it (the WebGPU build has no ai.onnx.ml kernels):
     directory, manifest = built["ml_classifier"]
+    unmeasured = {"max_abs_error": None, "max_normalized_error": None}
     manifest["verification"] = {"status": "passed", "results": {"fp32": {
-        "webgpu": {"passed": False, "unsupported": "runtime",
+        "webgpu": {"passed": False, "unsupported": "runtime", **unmeasured,
                    "error": "webgpu session creation failed: No Op registered for"
                             " LinearClassifier with domain_version of 1"},
-        "wasm": {"passed": True}}}}
-    (directory / "bundle.json").write_text(json.dumps(manifest))
+        "wasm": {"passed": True, **unmeasured}}}}
+    manifest_file.dump(directory, manifest_file.from_json(manifest))  # and bundle.files.mjs
     return root / "site", built
 
 
@@ -161,8 +163,9 @@ def test_load_skips_an_ep_that_failed_verification_unless_forced(tmp_path, contr
     directory = tmp_path / "digits"
     shutil.copytree(built["digits"][0], directory)
     manifest = {**built["digits"][1], "verification": {"status": "failed", "results": {
-        "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5}, "wasm": {"passed": True}}}}}
-    (directory / "bundle.json").write_text(json.dumps(manifest))
+        "fp32": {"webgpu": {"passed": False, "max_abs_error": 0.5, "max_normalized_error": 0.5},
+                 "wasm": {"passed": True, "max_abs_error": 0.0, "max_normalized_error": 0.0}}}}}
+    manifest_file.dump(directory, manifest_file.from_json(manifest))  # and bundle.files.mjs
     with open_bundle(webgpu_browser, directory) as page:
         skipped = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs", "options": {}})
         forced = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs",
@@ -220,9 +223,10 @@ def test_bad_options_and_a_newer_schema_version_reject_with_their_codes(
         url = page.base_url + "bundle.mjs"
         string_ep = page.evaluate(PROBE, {"url": url, "options": {"executionProviders": "wasm"}})
         variant = page.evaluate(PROBE, {"url": url, "options": {"variant": "int4"}})
+        # A bundle.json read from a baseUrl (bundle.mjs's own copy is in bundle.files.mjs)
         (directory / "bundle.json").write_text(
             json.dumps({**built["digits"][1], "schema_version": 2}))
-        newer = page.evaluate(PROBE, {"url": url, "options": {}})
+        newer = page.evaluate(PROBE, {"url": url, "options": {"baseUrl": page.base_url}})
     assert string_ep["code"] == "bad-option", string_ep
     assert "not the string 'wasm': write executionProviders: ['wasm']" in string_ep["error"]
     assert variant["code"] == "bad-option" and "unknown variant 'int4'" in variant["error"]
@@ -240,13 +244,13 @@ RETRY = """async ({ url }) => {
 }"""
 
 
-@pytest.mark.parametrize("missing", ["ort.wasm.min.mjs", "ort-wasm-simd-threaded.wasm"])
+@pytest.mark.parametrize("missing", ["module", "wasm"])  # ort.wasm.min.*.mjs, its .wasm
 def test_load_works_again_once_a_runtime_file_that_failed_to_fetch_is_back(
         tmp_path, contract_bundles, plain_browser, open_bundle, missing):
     _, built = contract_bundles
     directory = tmp_path / "digits"
     shutil.copytree(built["digits"][0], directory)
-    runtime_file = directory / "runtime" / missing
+    runtime_file = directory / built["digits"][1]["runtime"]["builds"]["wasm"][missing]
     with open_bundle(plain_browser, directory) as page:
         url = page.base_url + "bundle.mjs"
         runtime_file.rename(runtime_file.with_suffix(".away"))

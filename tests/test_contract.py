@@ -61,6 +61,10 @@ TYPES = {
     manifest.Source: _inline(MANIFEST_TS["source"][1]),
     manifest.Selection: _inline(MANIFEST_TS["selection"][1]),
     manifest.Verification: _inline(MANIFEST_TS["verification"][1]),
+    manifest.RuntimeBuild: _interface("RuntimeBuild"),
+    manifest.FilePiece: _interface("FilePiece"),
+    manifest.FileEntry: {**_interface("FilePiece"), **_interface("FileEntry")},  # extends it
+    manifest.NativeReference: _inline(_inline(MANIFEST_TS["runtime"][1])["native_reference"][1]),
 }
 
 
@@ -97,7 +101,9 @@ def test_the_json_reader_covers_every_field_type() -> None:
     data = manifest.Manifest(
         name="m", tool=manifest.Tool("onnx-bundler", "0"),
         runtime=manifest.Runtime("onnxruntime-web", "1", "runtime/",
-                                 {"wasm": manifest.RuntimeBuild("runtime/ort.wasm.min.mjs")}),
+                                 {"wasm": manifest.RuntimeBuild("runtime/ort.wasm.min.1.mjs",
+                                                                "runtime/g.2.mjs",
+                                                                "runtime/g.3.wasm")}),
         inputs=[], outputs=[], variants=[], default_variant="fp32",
         source=manifest.Source("m.onnx", 1), optimization={}, notes=[],
         verification=manifest.Verification(
@@ -105,5 +111,10 @@ def test_the_json_reader_covers_every_field_type() -> None:
             results={"fp32": {"wasm": manifest.EPResult(False, 0.5, 2.0, "x", "runtime")}},
             fallback=manifest.EPResult(True, None, None), problems=["p"]),
         selection=manifest.Selection("auto", "cosine>=0.999", "fp32", [{"name": "fp32"}]),
+        files=[manifest.FileEntry("models/m.1.onnx", 2, "0" * 64,
+                                  parts=[manifest.FilePiece("models/m.1.onnx.part0", 2, "1" * 64,
+                                                            {"br": manifest.Encoded("p.br", 1)})],
+                                  encodings={"gzip": manifest.Encoded("m.gz", 1)})],
+        hosting={"max_file_size": 1, "hosts": ["nginx"], "coi_worker": True},
     ).to_json()
     assert manifest.from_json(data).to_json() == data

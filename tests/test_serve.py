@@ -139,13 +139,14 @@ def test_serves_a_built_folder_with_isolation_headers_exact_types_and_real_404s(
     served = serve_cli(folder)
     url = served.url
     model_file = manifest["variants"][0]["file"]
+    wasm_build = manifest["runtime"]["builds"]["wasm"]
     expected = {
         "": "text/html; charset=utf-8",
         "bundle.json": "application/json",
         "bundle.mjs": "text/javascript",
         "app.mjs": "text/javascript",
-        "runtime/ort-wasm-simd-threaded.wasm": "application/wasm",
-        "runtime/ort-wasm-simd-threaded.mjs": "text/javascript",
+        wasm_build["wasm"]: "application/wasm",
+        wasm_build["mjs"]: "text/javascript",
         model_file: "application/octet-stream",
         "extra.ort": "application/octet-stream",
     }

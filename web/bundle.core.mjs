@@ -11,7 +11,7 @@ export const ERROR_CODES = [
   'bad-option', // load() options: wrong type or value
   'schema-version', // bundle.json is newer than this bundle.mjs (or its version is not a number)
   'fetch-failed', // bundle.json, the model or a runtime module could not be fetched
-  'integrity', // reserved: a fetched file does not match its sha256 in bundle.json
+  'integrity', // a fetched file does not match its sha256 in bundle.json
   'not-bundled', // fallback reason: the bundle was built without this EP
   'webgpu-unavailable', // fallback reason: no navigator.gpu, or no adapter
   'verification-failed', // fallback reason: the EP computed wrong numbers at build time
@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   'input-type', // run(): wrong element type or data
   'input-shape', // run(): dims that do not fit the model or the data
   'released', // run() after release()
+  'worker-failed', // load({ worker: true }): the worker did not start (its script did not load)
+  'unsupported-environment', // load() under Node.js or on the server side of SSR (node.mjs)
 ];
 
 export class BundleError extends Error {
@@ -62,8 +64,16 @@ export function checkOptions(options) {
     throw new BundleError('bad-option', `numThreads must be a positive integer, got ${
       JSON.stringify(threads)}`);
   }
+  if (options.cache !== undefined && typeof options.cache !== 'boolean') {
+    throw new BundleError('bad-option', `cache must be true or false, got ${
+      JSON.stringify(options.cache)}`);
+  }
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new BundleError('bad-option', 'onProgress must be a function');
+  }
+  if (options.worker !== undefined && typeof options.worker !== 'boolean') {
+    throw new BundleError('bad-option', `worker must be true or false, got ${
+      JSON.stringify(options.worker)}`);
   }
   return eps;
 }

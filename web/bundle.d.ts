@@ -76,14 +76,28 @@ export interface VerificationResult {
   error?: string; unsupported?: 'runtime' | 'device';
 }
 
+/** A file (or part) a browser may fetch, and its precompressed siblings. */
+export interface FilePiece {
+  path: string; bytes: number; sha256: string;
+  encodings?: Partial<Record<'br' | 'gzip', { path: string; bytes: number }>>;
+}
+/** An entry of bundle.json's files; `parts` when it was split for static hosts. */
+export interface FileEntry extends FilePiece { parts?: FilePiece[]; }
+
+/** A runtime build: its ES module, and the glue and wasm (fetched as wasmBinary). */
+export interface RuntimeBuild { module: string; mjs: string; wasm: string; }
+
 export interface Manifest {
   schema_version?: number;
   name: string;
   tool: { name: string; version: string };
   runtime: { package: string; version: string; dir: string;
-             builds: Partial<Record<ExecutionProvider, { module: string }>>;
+             builds: Partial<Record<ExecutionProvider, RuntimeBuild>>;
              /** The native onnxruntime the browser's outputs were checked against. */
              native_reference?: { package: string; version: string } };
+  /** Every file a browser may fetch (not bundle.json, bundle.files.mjs or host configs). */
+  files?: FileEntry[];
+  hosting?: { max_file_size: number; hosts: string[]; coi_worker: boolean };
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   variants: Variant[];
@@ -108,7 +122,8 @@ export interface Manifest {
 export type ErrorCode =
   | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
   | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'
-  | 'no-execution-provider' | 'input-name' | 'input-type' | 'input-shape' | 'released';
+  | 'no-execution-provider' | 'input-name' | 'input-type' | 'input-shape' | 'released'
+  | 'worker-failed' | 'unsupported-environment';
 
 /** Why load() skipped an EP or fell back from it. */
 export interface FallbackReason { ep: ExecutionProvider; code: ErrorCode; detail: string; }
@@ -134,6 +149,11 @@ export interface LoadOptions<VariantName extends string = string> {
   baseUrl?: string | URL;
   ignoreVerification?: boolean;
   numThreads?: number;
+  /** false: do not read or write Cache Storage (default true). */
+  cache?: boolean;
+  /** Run the session in a dedicated module worker (on WebGPU or WASM); run() then transfers the
+   *  input buffers to it, so they are detached afterwards. */
+  worker?: boolean;
 }
 
 export interface BundleModel<Inputs, Outputs> {
@@ -145,8 +165,15 @@ export interface BundleModel<Inputs, Outputs> {
   readonly outputs: TensorSpec[];
   readonly manifest: Manifest;
   readonly loadMs: number;
+  /** wasm threads the page got: 1 unless it is cross-origin isolated. */
+  readonly threads: number;
+  readonly crossOriginIsolated: boolean;
+  /** true when the session runs in a Web Worker (load({ worker: true })). */
+  readonly worker: boolean;
   run(feeds: Inputs): Promise<Outputs>;
   release(): Promise<void>;
 }
 
+/** Empties the Cache Storage that load() keeps model and .wasm bytes in. */
+export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;

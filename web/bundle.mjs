@@ -4,8 +4,10 @@
 //   const model = await load();                  // WebGPU when the browser has it, else WASM
 //   const out = await model.run({ image: { type: 'float32', dims: [1, 1, 8, 8], data } });
 //
-// Everything comes from this folder (bundle.json, models/, runtime/): nothing is fetched from any
-// other origin. The contract is documented in the README of onnx-bundler.
+// Everything comes from this bundle (models/, runtime/): nothing is fetched from any other origin.
+// Files are found through bundle.files.mjs (URLs that an app's bundler rewrites to where it
+// emitted them), or under load({ baseUrl }). The contract is documented in the README of
+// onnx-bundler.
 
 import {
   BundleError,
@@ -15,49 +17,44 @@ import {
   makeFeeds,
   noExecutionProvider,
   planAttempts,
-  runtimeDidNotStart,
-  serialised,
   sessionFailure,
 } from './bundle.core.mjs';
+import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
+import { fetchJson, openSession } from './bundle.session.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
+export { clearCache } from './bundle.fetch.mjs';
 
 const MODULE_URL = import.meta.url;
 
-const runtimes = new Map(); // EP -> Promise of the imported onnxruntime-web build
-const restarts = new Map(); // EP -> how often its build was dropped because its wasm did not start
-
 function folderUrl(baseUrl) {
-  const base = baseUrl === undefined
-    ? new URL('./', MODULE_URL)
-    : new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
+  const base = new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
   if (!base.pathname.endsWith('/')) base.pathname += '/';
   return base;
 }
 
-export async function loadManifest(baseUrl) {
-  const url = new URL('bundle.json', folderUrl(baseUrl));
-  const response = await fetchOk(url);
-  try {
-    return checkSchemaVersion(await response.json());
-  } catch (error) {
-    if (error instanceof BundleError) throw error;
-    throw new BundleError('fetch-failed', `${url} is not valid JSON (${error.message})`);
-  }
+// A bundle file's URL: where the app's bundler put it, or under baseUrl when one is given.
+function fileUrl(path, base) {
+  if (base) return new URL(path, base).href;
+  const url = FILE_URLS[path];
+  if (!url) throw new BundleError('fetch-failed', `${path} is not a file of this bundle`);
+  // Absolute, also where a bundler's stand-in for URL gives a path (Turbopack: /_next/static/…).
+  return new URL(url.href, globalThis.location?.href ?? MODULE_URL).href;
 }
 
-async function fetchOk(url) {
-  let response;
-  try {
-    response = await fetch(url);
-  } catch (error) {
-    throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
-      { cause: error });
-  }
-  if (!response.ok) {
-    throw new BundleError('fetch-failed', `cannot fetch ${url}: HTTP ${response.status}`);
-  }
-  return response;
+// A file as bundle.session.mjs fetches it: its entry of bundle.json's `files` (bytes, sha256,
+// the parts a static host needed it split into) and the URL of each piece.
+function fileRequest(manifest, path, base) {
+  const entry = manifest.files?.find((file) => file.path === path) ?? { path };
+  const pieces = entry.parts ?? [entry];
+  return { entry, urls: Object.fromEntries(pieces.map((piece) => [piece.path,
+    fileUrl(piece.path, base)])) };
+}
+
+// bundle.json: the copy built into bundle.files.mjs, or the one under baseUrl.
+export async function loadManifest(baseUrl) {
+  if (baseUrl === undefined) return checkSchemaVersion(structuredClone(MANIFEST));
+  return checkSchemaVersion(await fetchJson(new URL('bundle.json', folderUrl(baseUrl))));
 }
 
 async function webgpuMissing() {
@@ -73,76 +70,117 @@ async function webgpuMissing() {
   return null;
 }
 
-function importRuntime(manifest, base, ep, numThreads) {
-  if (!runtimes.has(ep)) {
-    const url = new URL(manifest.runtime.builds[ep].module, base);
-    if (restarts.has(ep)) url.searchParams.set('restart', restarts.get(ep)); // a new instance
-    runtimes.set(ep, import(url.href).then((ort) => {
-      ort.env.wasm.wasmPaths = new URL(manifest.runtime.dir, base).href;
-      ort.env.wasm.proxy = false;
-      // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated pages.
-      ort.env.wasm.numThreads = globalThis.crossOriginIsolated
-        ? (numThreads ?? Math.max(1, Math.min(4, (navigator.hardwareConcurrency ?? 2) >> 1)))
-        : 1;
-      return ort;
-    }).catch((error) => {
-      runtimes.delete(ep); // a later load() tries again (after a network error, say)
-      throw error;
-    }));
+// Feeds are checked here and handed on as plain tensors; the session (on this page or in the
+// worker) makes its own runtime's tensors of them.
+class PlainTensor {
+  constructor(type, data, dims) {
+    this.type = type;
+    this.data = data;
+    this.dims = [...dims];
   }
-  return runtimes.get(ep);
 }
 
-// onnxruntime-web remembers a failed start of its wasm (a failed fetch of the .wasm, say) for the
-// life of the module, so the next load() imports a new instance of it.
-function dropRuntime(ep) {
-  runtimes.delete(ep);
-  restarts.set(ep, (restarts.get(ep) ?? 0) + 1);
+// load({ worker: true }): the session lives in a dedicated module worker, one per model. The
+// worker is created with a literal relative URL on import.meta.url, the form bundlers recognise,
+// so they emit bundle.worker.mjs as a chunk of its own.
+function startWorker() {
+  try {
+    return [new Worker(new URL('./bundle.worker.mjs', import.meta.url), { type: 'module' }), null];
+  } catch (error) {
+    if (error?.name !== 'SecurityError') throw error;
+  }
+  // A worker's script must be same-origin: imported from another origin, start the worker from a
+  // blob: module that imports bundle.worker.mjs (so the bundle's host must send CORS headers).
+  const source = `import ${JSON.stringify(new URL('./bundle.worker.mjs', MODULE_URL).href)};`;
+  const blobUrl = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
+  return [new Worker(blobUrl, { type: 'module' }), blobUrl];
 }
 
-async function fetchBytes(url, expected, onProgress, stage) {
-  const response = await fetchOk(url);
-  const total = Number(response.headers.get('content-length')) || expected || 0;
-  if (!response.body) {
-    const buffer = new Uint8Array(await response.arrayBuffer());
-    onProgress?.({ stage, loaded: buffer.byteLength, total: buffer.byteLength });
-    return buffer;
+function transferables(tensors) {
+  const buffers = new Set();
+  for (const { data } of Object.values(tensors)) {
+    if (ArrayBuffer.isView(data) && data.buffer instanceof ArrayBuffer) buffers.add(data.buffer);
   }
-  const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
-  onProgress?.({ stage, loaded, total });
-  for (;;) {
-    let next;
-    try {
-      next = await reader.read();
-    } catch (error) {
-      throw new BundleError('fetch-failed', `fetching ${url} failed after ${loaded} bytes:` +
-        ` ${error.message ?? error}`, { cause: error });
+  return [...buffers];
+}
+
+// An error as bundle.worker.mjs sends it ({ name, message, code, stage }) made an Error again.
+function revived({ name, message, code, stage }) {
+  const error = code ? new BundleError(code, message) : new Error(message);
+  if (!code && name) error.name = name;
+  if (stage) error.stage = stage;
+  return error;
+}
+
+// The page's side of bundle.worker.mjs: the same open/run/release as bundle.session.mjs.
+class WorkerSession {
+  constructor() {
+    [this._worker, this._blobUrl] = startWorker();
+    this._calls = new Map(); // id -> { resolve, reject, onProgress }
+    this._nextId = 0;
+    this._worker.onmessage = ({ data }) => {
+      const call = this._calls.get(data.id);
+      if (!call) return;
+      if (data.progress) {
+        call.onProgress?.(data.progress);
+        return;
+      }
+      this._calls.delete(data.id);
+      if (data.error) call.reject(revived(data.error));
+      else call.resolve(data.result);
+    };
+    this._worker.onerror = (event) => {
+      event.preventDefault();
+      this._fail(new BundleError('worker-failed', `the model's worker failed: ${
+        event.message || 'its script did not load'}`));
+    };
+  }
+
+  _fail(error) {
+    for (const call of this._calls.values()) call.reject(error);
+    this._calls.clear();
+  }
+
+  _call(type, message = {}, { transfer = [], onProgress } = {}) {
+    const id = this._nextId++;
+    return new Promise((resolve, reject) => {
+      this._calls.set(id, { resolve, reject, onProgress });
+      this._worker.postMessage({ ...message, id, type }, transfer);
+    });
+  }
+
+  async open(options, onProgress) {
+    this.opened = await this._call('open', { options }, { onProgress });
+    return this;
+  }
+
+  // Input buffers are transferred to the worker (detached here afterwards) and outputs come back
+  // the same way: nothing is copied.
+  run(tensors) {
+    const plain = {};
+    for (const [name, tensor] of Object.entries(tensors)) {
+      plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
     }
-    if (next.done) break;
-    chunks.push(next.value);
-    loaded += next.value.byteLength;
-    onProgress?.({ stage, loaded, total });
+    return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
   }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
-}
 
-function createSession(ort, bytes, ep) {
-  return serialised(ort, () => ort.InferenceSession.create(bytes, {
-    executionProviders: [ep],
-    graphOptimizationLevel: 'all',
-  }));
+  async release() {
+    try {
+      await this._call('release');
+    } finally {
+      this.terminate();
+    }
+  }
+
+  terminate() {
+    this._worker.terminate();
+    if (this._blobUrl) URL.revokeObjectURL(this._blobUrl);
+    this._fail(new BundleError('released', 'this model was released; load() it again'));
+  }
 }
 
 class Model {
-  constructor({ ort, session, ep, fallbackReasons, variant, manifest, loadMs }) {
+  constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
@@ -153,85 +191,82 @@ class Model {
     this.inputs = manifest.inputs;
     this.outputs = manifest.outputs;
     this.loadMs = loadMs;
-    this._ort = ort;
+    this.worker = worker;
+    this.threads = opened.threads; // wasm threads: more than 1 only when cross-origin isolated
+    this.crossOriginIsolated = opened.crossOriginIsolated;
     this._session = session;
   }
 
-  run(feeds) {
-    let tensors;
-    try {
-      if (!this._session) {
-        throw new BundleError('released', 'this model was released; load() it again');
-      }
-      tensors = makeFeeds(this._ort.Tensor, this.inputs, feeds);
-    } catch (error) {
-      return Promise.reject(error);
+  async run(feeds) {
+    if (!this._session) {
+      throw new BundleError('released', 'this model was released; load() it again');
     }
-    const session = this._session;
-    return serialised(this._ort, async () => {
-      const outputs = await session.run(tensors);
-      const plain = {};
-      for (const spec of this.outputs) {
-        const tensor = outputs[spec.name];
-        plain[spec.name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
-      }
-      return plain;
-    });
+    const outputs = await this._session.run(makeFeeds(PlainTensor, this.inputs, feeds));
+    const plain = {};
+    for (const spec of this.outputs) plain[spec.name] = outputs[spec.name];
+    return plain;
   }
 
   async release() {
     const session = this._session;
     this._session = null;
-    if (session) await serialised(this._ort, () => session.release());
+    await session?.release();
   }
 }
 
 export async function load(options = {}) {
   const started = performance.now();
   const eps = checkOptions(options);
-  const base = folderUrl(options.baseUrl);
+  const base = options.baseUrl === undefined ? null : folderUrl(options.baseUrl);
   const onProgress = options.onProgress;
   onProgress?.({ stage: 'manifest', loaded: 0, total: 1 });
-  const manifest = await loadManifest(base.href);
+  const manifest = await loadManifest(base?.href);
   onProgress?.({ stage: 'manifest', loaded: 1, total: 1 });
 
   const reasons = [];
-  const modelBytes = new Map();
-  for (const attempt of planAttempts(manifest, eps, options)) {
-    const { ep, variant } = attempt;
-    const skipped = attempt.reason ?? (ep === 'webgpu' ? await webgpuMissing() : null);
-    if (skipped) {
-      reasons.push(skipped);
-      continue;
+  const models = new Map(); // model bytes by URL, fetched once across the EPs tried
+  const worker = options.worker ? new WorkerSession() : null;
+  try {
+    for (const attempt of planAttempts(manifest, eps, options)) {
+      const { ep, variant } = attempt;
+      const skipped = attempt.reason ?? (ep === 'webgpu' ? await webgpuMissing() : null);
+      if (skipped) {
+        reasons.push(skipped);
+        continue;
+      }
+      const build = manifest.runtime.builds[ep];
+      const request = {
+        runtime: { module: fileUrl(build.module, base), mjs: fileUrl(build.mjs, base),
+                   wasm: fileRequest(manifest, build.wasm, base) },
+        model: fileRequest(manifest, variant.file, base),
+        ep,
+        numThreads: options.numThreads,
+        cache: options.cache !== false,
+      };
+      let session;
+      try {
+        session = worker
+          ? await worker.open(request, onProgress)
+          : await openSession({ ...request, onProgress, models });
+      } catch (error) {
+        // A runtime that does not import or a session that is not created: the next EP. A model
+        // that cannot be fetched fails on every EP, and bytes that fail their sha256 are never
+        // swapped for other ones: load() rejects.
+        if (error?.code === 'integrity') throw error;
+        if (error?.stage === 'runtime') reasons.push(importFailure(ep, error));
+        else if (error?.stage === 'session') reasons.push(sessionFailure(ep, error));
+        else throw error;
+        continue;
+      }
+      return new Model({
+        session, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
+        opened: session.opened, loadMs: performance.now() - started,
+      });
     }
-    let ort;
-    try {
-      onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-      ort = await importRuntime(manifest, base, ep, options.numThreads);
-      onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
-    } catch (error) {
-      reasons.push(importFailure(ep, error));
-      continue;
-    }
-    // A model that cannot be fetched fails on every EP: load() rejects with fetch-failed.
-    if (!modelBytes.has(variant.name)) {
-      const url = new URL(variant.file, base);
-      modelBytes.set(variant.name, await fetchBytes(url, variant.bytes, onProgress, 'model'));
-    }
-    let session;
-    try {
-      onProgress?.({ stage: 'session', loaded: 0, total: 1 });
-      session = await createSession(ort, modelBytes.get(variant.name), ep);
-      onProgress?.({ stage: 'session', loaded: 1, total: 1 });
-    } catch (error) {
-      if (runtimeDidNotStart(error)) dropRuntime(ep);
-      reasons.push(sessionFailure(ep, error));
-      continue;
-    }
-    return new Model({
-      ort, session, ep, variant, manifest, fallbackReasons: reasons,
-      loadMs: performance.now() - started,
-    });
+  } catch (error) {
+    worker?.terminate();
+    throw error;
   }
+  worker?.terminate();
   throw noExecutionProvider(reasons);
 }

@@ -9,6 +9,7 @@ and for `auto`, choose -> render the site); only a complete build is moved into 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -26,6 +27,8 @@ from bundler.browser import chromium_executable, load_settings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
+from bundler.files import rename_to_hashed
+from bundler.hosting import HostingOptions, add_coi_worker, publish
 from bundler.interrupts import signals_held
 from bundler.manifest import (
     TOOL_NAME,
@@ -53,7 +56,7 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.samples import load_samples
-from bundler.site import human_bytes, render_site
+from bundler.site import finish_site, human_bytes, render_site
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import make_variants
 from bundler.variants.select import select
@@ -201,7 +204,8 @@ def build(
     runtime_version = runtime_version_of(dist) or options.runtime_version
     with _staging(output) as staging:
         work = staging / ".work"
-        copy_runtime(dist, staging / RUNTIME_DIR, files)
+        hosting = HostingOptions(options.max_file_size, options.hosts, options.coi_worker)
+        shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
             notes = prepare_model(source, prepared, reporter, runtime_version,
@@ -212,6 +216,9 @@ def build(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
             is_example=is_example, reporter=reporter, user=user,
         )
+        for variant in variants:
+            hashed = rename_to_hashed(staging / variant.entry["file"])
+            variant.entry["file"] = MODELS_DIR + hashed.name
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),
@@ -219,7 +226,8 @@ def build(
                 package=PACKAGE,
                 version=runtime_version,
                 dir=RUNTIME_DIR,
-                builds={ep: RuntimeBuild(RUNTIME_DIR + BUILDS[ep].module)
+                builds={ep: RuntimeBuild(**{role: RUNTIME_DIR + shipped[name] for role, name
+                                            in dataclasses.asdict(BUILDS[ep]).items()})
                         for ep in options.execution_providers},
                 native_reference=NativeReference("onnxruntime", ort.__version__),
             ),
@@ -232,6 +240,7 @@ def build(
             optimization=optimization,
             notes=notes,
             verification=verification_record(None, ""),
+            hosting=hosting.to_json(),
         )
         if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
@@ -243,12 +252,14 @@ def build(
             manifest.default_variant = choice.chosen
             manifest.selection = choice.selection
             reporter.info(f"auto: shipping {choice.chosen}")
+        add_coi_worker(staging, hosting)
+        with reporter.step("Splitting and compressing for static hosts"):
+            publish(staging, manifest, hosting)
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
         manifest.verification = verification_record(report, reason)
-        render_site(staging, manifest, options.templates)
-        manifest_file.dump(staging, manifest)
         shutil.rmtree(work)
+        finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
     if options.strict and (failures := strict_failures(manifest.verification)):
@@ -288,8 +299,8 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     with _staging(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
-        render_site(staging, manifest, templates)
-        manifest_file.dump(staging, manifest)
+        add_coi_worker(staging, HostingOptions.from_json(manifest.hosting))
+        finish_site(staging, manifest, templates)
         _move_into_place(staging, output)
     return manifest
 

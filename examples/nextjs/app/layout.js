@@ -1,0 +1,9 @@
+export const metadata = { title: 'digits in a Next.js app' };
+
+export default function RootLayout({ children }) {
+  return (
+    <html lang="en">
+      <body>{children}</body>
+    </html>
+  );
+}

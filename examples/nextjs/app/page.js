@@ -1,0 +1,5 @@
+import Digits from './digits';
+
+export default function Page() {
+  return <Digits />;
+}

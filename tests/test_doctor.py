@@ -1,0 +1,157 @@
+"""`bundle doctor` against 127.0.0.1 hosts: a correct one passes; each planted misconfiguration
+is found, named by file, with a fix."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from bundler.commands.build import build
+from bundler.commands.doctor import DoctorReport, detect_host, doctor
+from bundler.errors import BundlerError
+from bundler.hostconfig import MIB
+from bundler.options import BuildOptions
+from tests.conftest import run_cli
+from tests.hostsim import Host, hosting
+
+WASM = "runtime/ort-wasm-simd-threaded.wasm"
+MODEL = "models/fp32.onnx"
+
+
+def _build(root: Path, runtime_dist: Path, **options: object) -> Path:
+    build(None, BuildOptions(output=root, runtime_dir=runtime_dist, verify=False,
+                             execution_providers=("wasm",), **options))
+    return root
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> Path:
+    return _build(tmp_path_factory.mktemp("doctor") / "dist", runtime_dist)
+
+
+def _doctor(host: Host, **options: object) -> DoctorReport:
+    with hosting(host) as url:
+        return doctor(url, **options)
+
+
+def _errors(report: DoctorReport) -> set[tuple[str, str]]:
+    return {(p.kind, p.path) for p in report.problems if p.severity == "error"}
+
+
+def test_a_correct_deployment_passes_from_the_command_line(bundle):
+    with hosting(Host(bundle, prefix="/some/sub/path/", negotiate=True)) as url:
+        result = run_cli("doctor", url, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["problems"] == []
+    rows = {row["file"]: row for row in report["files"]}
+    assert rows[WASM]["content_type"] == "application/wasm"
+    assert rows[WASM]["encoding"] == "br"  # the sibling, checked against the real sha256
+    assert int(rows[WASM]["sent"]) < 0.3 * (bundle / WASM).stat().st_size
+
+
+def test_a_plain_host_with_the_worker_only_warns(bundle):
+    report = _doctor(Host(bundle, isolation=False))
+    assert report.ok, report.problems
+    kinds = {p.kind for p in report.problems}
+    assert kinds == {"worker-only", "uncompressed"}
+
+
+def test_wrong_types_are_errors_with_the_hosts_fix(bundle):
+    report = _doctor(Host(bundle, types={".wasm": "application/octet-stream",
+                                         ".mjs": "text/plain"}))
+    assert {("content-type", WASM), ("content-type", "bundle.mjs")} <= _errors(report)
+    assert not report.ok
+    problem = next(p for p in report.problems if p.path == WASM)
+    assert "application/wasm" in problem.message and "application/wasm" in problem.fix
+
+
+def test_spa_fallback_for_a_missing_wasm_fails_naming_it(bundle):
+    with hosting(Host(bundle, spa_fallback=True, hidden={WASM})) as url:
+        result = run_cli("doctor", url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert WASM in result.stdout and "HTML page" in result.stdout
+    report = _doctor(Host(bundle, spa_fallback=True, hidden={WASM}))
+    assert {("html-instead", WASM), ("spa-fallback", "__bundle_doctor_missing__.wasm")
+            } <= _errors(report)
+
+
+def test_an_error_page_in_place_of_a_later_part_is_named(tmp_path, runtime_dist):
+    root = _build(tmp_path / "dist", runtime_dist, max_file_size="8MiB")
+    part = "runtime/ort-wasm-simd-threaded.wasm.part1"
+    report = _doctor(Host(root, spa_fallback=True, hidden={part}))
+    assert ("html-instead", part) in _errors(report)
+
+
+def test_missing_file_is_a_real_404_error(bundle):
+    report = _doctor(Host(bundle, hidden={MODEL}))
+    assert _errors(report) == {("missing", MODEL)}
+
+
+def test_no_isolation_and_no_worker_fails(tmp_path, runtime_dist):
+    root = _build(tmp_path / "dist", runtime_dist, coi_worker=False)
+    assert not (root / "coi-serviceworker.js").exists()
+    assert "coi-serviceworker" not in (root / "index.html").read_text()
+    report = _doctor(Host(root, isolation=False))
+    assert _errors(report) == {("no-isolation", "index.html")}
+    assert _doctor(Host(root)).ok
+
+
+def test_stale_bytes_and_oversized_files(bundle):
+    stale = bytearray((bundle / MODEL).read_bytes())
+    stale[-1] ^= 0xFF
+    report = _doctor(Host(bundle, replace={MODEL: bytes(stale)}), max_file_size=10 * MIB)
+    assert _errors(report) == {("stale", MODEL), ("too-big", WASM)}
+    fix = next(p.fix for p in report.problems if p.kind == "too-big")
+    assert "--max-file-size" in fix
+
+
+def test_wrong_encodings(bundle):
+    gzipped = (bundle / (MODEL + ".gz")).read_bytes()
+    brotli_bytes = (bundle / "bundle.mjs.br").read_bytes()
+    report = _doctor(Host(bundle, replace={MODEL: gzipped, "bundle.mjs": brotli_bytes,
+                                           "app.mjs": (bundle / "app.mjs").read_bytes()},
+                          encoding={"app.mjs": "br"}))
+    assert _errors(report) == {("unencoded", MODEL), ("unencoded", "bundle.mjs"),
+                               ("wrong-encoding", "app.mjs")}
+    assert gzip.decompress(gzipped) == (bundle / MODEL).read_bytes()
+
+
+def test_cache_headers(bundle):
+    report = _doctor(Host(bundle, cache=lambda path: "public, max-age=31536000"))
+    assert ("cache-stable", "bundle.json") in _errors(report)
+    report = _doctor(Host(bundle, cache=lambda path: "max-age=600"))  # GitHub Pages
+    assert report.ok
+    assert {p.kind for p in report.problems} == {"cache-stable", "uncompressed"}
+
+
+def test_hosts_are_told_apart_by_their_headers():
+    assert detect_host({"server": "Netlify", "x-nf-request-id": "1"}) == "netlify"
+    assert detect_host({"server": "cloudflare", "cf-ray": "1"}) == "cloudflare"
+    assert detect_host({"server": "Vercel", "x-vercel-id": "1"}) == "vercel"
+    assert detect_host({"server": "GitHub.com", "x-github-request-id": "1"}) == "github-pages"
+    assert detect_host({"server": "AmazonS3", "x-amz-cf-id": "1"}) == "s3"
+    assert detect_host({"server": "nginx/1.25.3"}) == "nginx"
+    assert detect_host({"server": "SimpleHTTP/0.6"}) == "unknown"
+
+
+def test_a_folder_that_is_no_bundle_is_one_clear_error(tmp_path):
+    (tmp_path / "index.html").write_text("<!doctype html><p>hello")
+    with hosting(Host(tmp_path, spa_fallback=True)) as url:
+        with pytest.raises(BundlerError, match="bundle.json is not a bundle's manifest"):
+            doctor(url)
+        result = run_cli("doctor", url)
+    assert result.returncode == 2 and result.stderr.startswith("Error: ")
+
+
+def test_a_bundle_json_without_a_files_table_is_checked_from_its_variants(bundle):
+    legacy = json.loads((bundle / "bundle.json").read_text())
+    del legacy["files"]
+    report = _doctor(Host(bundle, replace={"bundle.json": json.dumps(legacy).encode()},
+                          types={".wasm": "text/html"}))
+    assert _errors(report) == {("content-type", WASM)}  # no sha256 to check without files
+    checked = {row[0] for row in report.rows}
+    assert {MODEL, WASM, "runtime/ort.wasm.min.mjs", "index.html", "bundle.mjs"} <= checked

@@ -1,0 +1,142 @@
+// bundle.session.mjs: imports an onnxruntime-web build and runs one model on one execution
+// provider. bundle.mjs uses it on the page, bundle.worker.mjs inside a Web Worker. It knows no file
+// names: every URL comes resolved from bundle.mjs. A failure to import the runtime or to create
+// the session carries `stage` ('runtime' or 'session'): load() then tries the next EP, while a
+// model that cannot be fetched (BundleError 'fetch-failed') fails on every EP.
+
+import { BundleError, runtimeDidNotStart, serialised } from './bundle.core.mjs';
+import { fetchFile } from './bundle.fetch.mjs';
+
+const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
+const restarts = new Map(); // module URL -> how often it was dropped: its wasm did not start
+
+function threadCount(requested) {
+  // Threads need SharedArrayBuffer, which browsers give only to cross-origin isolated contexts.
+  if (!globalThis.crossOriginIsolated) return 1;
+  return requested ?? Math.max(1, Math.min(4, (navigator.hardwareConcurrency ?? 2) >> 1));
+}
+
+// One import per runtime build per page (or worker), however many models load it. The module is
+// imported from its URL, which bundlers emit as an asset: they must not bundle onnxruntime-web
+// themselves (it locates its glue through the explicit wasmPaths below). The wasm is fetched
+// here (in parts where a static host needed them, checked against its sha256, from Cache
+// Storage on a later visit) and handed over as wasmBinary.
+function importRuntime({ module, mjs, wasm }, numThreads, fetching) {
+  if (!runtimes.has(module)) {
+    const url = new URL(module);
+    if (restarts.has(module)) url.searchParams.set('restart', restarts.get(module)); // anew
+    const binary = fetchFile(wasm.entry, wasm.urls, fetching.onProgress,
+      { stage: 'runtime', cache: fetching.cache });
+    const imported = Promise.all([
+      import(/* webpackIgnore: true */ /* @vite-ignore */ url.href), binary,
+    ]).then(([ort, wasmBinary]) => {
+      ort.env.wasm.wasmPaths = { mjs };
+      ort.env.wasm.wasmBinary = wasmBinary;
+      ort.env.wasm.proxy = false;
+      ort.env.wasm.numThreads = threadCount(numThreads);
+      return ort;
+    });
+    imported.catch(() => runtimes.delete(module)); // a failed import may be tried again
+    runtimes.set(module, imported);
+  }
+  return runtimes.get(module);
+}
+
+// onnxruntime-web remembers a failed start of its wasm (a failed fetch of the .wasm, say) for the
+// life of the module, so the next load() imports a new instance of it.
+function dropRuntime(module) {
+  runtimes.delete(module);
+  restarts.set(module, (restarts.get(module) ?? 0) + 1);
+}
+
+async function fetchOk(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
+      { cause: error });
+  }
+  if (!response.ok) {
+    throw new BundleError('fetch-failed', `cannot fetch ${url}: HTTP ${response.status}`);
+  }
+  return response;
+}
+
+export async function fetchJson(url) {
+  const response = await fetchOk(url);
+  try {
+    return await response.json();
+  } catch (error) {
+    throw new BundleError('fetch-failed', `${url} is not valid JSON (${error.message})`);
+  }
+}
+
+// A session of one model on one EP. run() takes tensors as plain { type, dims, data } (or an
+// ort.Tensor) and gives plain { type, dims, data } with typed-array data. Calls go through the
+// runtime module's queue (see serialised in bundle.core.mjs).
+class Session {
+  constructor(ort, session) {
+    this._ort = ort;
+    this._session = session;
+    this.opened = { threads: ort.env.wasm.numThreads,
+                    crossOriginIsolated: globalThis.crossOriginIsolated === true };
+  }
+
+  run(feeds) {
+    const { Tensor } = this._ort;
+    const tensors = {};
+    for (const [name, value] of Object.entries(feeds)) {
+      tensors[name] = value instanceof Tensor
+        ? value
+        : new Tensor(value.type, value.data, value.dims);
+    }
+    const session = this._session;
+    return serialised(this._ort, async () => {
+      const outputs = await session.run(tensors);
+      const plain = {};
+      for (const [name, tensor] of Object.entries(outputs)) {
+        plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+      }
+      return plain;
+    });
+  }
+
+  async release() {
+    const session = this._session;
+    this._session = null;
+    if (session) await serialised(this._ort, () => session.release());
+  }
+}
+
+function atStage(stage, error) {
+  return Object.assign(error instanceof Error ? error : new Error(String(error)), { stage });
+}
+
+// runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
+// bundle.mjs). `models` caches fetched model bytes by path across the EPs one load() tries.
+export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models }) {
+  let ort;
+  try {
+    onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
+    ort = await importRuntime(runtime, numThreads, { onProgress, cache });
+    onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+  } catch (error) {
+    throw atStage('runtime', error);
+  }
+  const path = model.entry.path;
+  if (!models.has(path)) {
+    models.set(path, await fetchFile(model.entry, model.urls, onProgress,
+      { stage: 'model', cache }));
+  }
+  try {
+    onProgress?.({ stage: 'session', loaded: 0, total: 1 });
+    const session = await serialised(ort, () => ort.InferenceSession.create(
+      models.get(path), { executionProviders: [ep], graphOptimizationLevel: 'all' }));
+    onProgress?.({ stage: 'session', loaded: 1, total: 1 });
+    return new Session(ort, session);
+  } catch (error) {
+    if (runtimeDidNotStart(error)) dropRuntime(runtime.module);
+    throw atStage('session', error);
+  }
+}
