@@ -185,7 +185,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
         # Sizes the model runs at: those the reference search found (a detector fails at 1x1).
         recorded = variants[0].entry["reference"]
         dims = recorded["dims"] if recorded else options.dims
-        samples = generated_samples(inputs, dims, count=CHECK_SAMPLES)
+        samples = generated_samples(prepared, inputs, dims, count=CHECK_SAMPLES)
         (staging / "models").mkdir()
         for variant in variants:
             with reporter.step(f"Converting {variant.entry['name']} to ORT format and checking"

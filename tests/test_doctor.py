@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,16 @@ from tests.hostsim import Host, hosting
 
 WASM = "runtime/ort-wasm-simd-threaded.wasm"
 MODEL = "models/fp32.onnx"
+RUNTIME_MODULE = "runtime/ort.wasm.min.mjs"
+
+
+def named(root: Path, name: str) -> str:
+    """The content-hashed path the bundle in `root` gives `name` (models/fp32.onnx ->
+    models/fp32.3b765687.onnx)."""
+    stem, suffix = name.rsplit(".", 1)
+    pattern = re.compile(rf"^{re.escape(stem)}\.[0-9a-f]{{8}}\.{suffix}$")
+    files = json.loads((root / "bundle.json").read_text())["files"]
+    return next(entry["path"] for entry in files if pattern.match(entry["path"]))
 
 
 def _build(root: Path, runtime_dist: Path, **options: object) -> Path:
@@ -42,15 +53,16 @@ def _errors(report: DoctorReport) -> set[tuple[str, str]]:
 
 
 def test_a_correct_deployment_passes_from_the_command_line(bundle):
+    wasm_file = named(bundle, WASM)
     with hosting(Host(bundle, prefix="/some/sub/path/", negotiate=True)) as url:
         result = run_cli("doctor", url, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["problems"] == []
     rows = {row["file"]: row for row in report["files"]}
-    assert rows[WASM]["content_type"] == "application/wasm"
-    assert rows[WASM]["encoding"] == "br"  # the sibling, checked against the real sha256
-    assert int(rows[WASM]["sent"]) < 0.3 * (bundle / WASM).stat().st_size
+    assert rows[wasm_file]["content_type"] == "application/wasm"
+    assert rows[wasm_file]["encoding"] == "br"  # the sibling, checked against the real sha256
+    assert int(rows[wasm_file]["sent"]) < 0.3 * (bundle / wasm_file).stat().st_size
 
 
 def test_a_plain_host_with_the_worker_only_warns(bundle):
@@ -61,34 +73,37 @@ def test_a_plain_host_with_the_worker_only_warns(bundle):
 
 
 def test_wrong_types_are_errors_with_the_hosts_fix(bundle):
+    wasm_file = named(bundle, WASM)
     report = _doctor(Host(bundle, types={".wasm": "application/octet-stream",
                                          ".mjs": "text/plain"}))
-    assert {("content-type", WASM), ("content-type", "bundle.mjs")} <= _errors(report)
+    assert {("content-type", wasm_file), ("content-type", "bundle.mjs")} <= _errors(report)
     assert not report.ok
-    problem = next(p for p in report.problems if p.path == WASM)
+    problem = next(p for p in report.problems if p.path == wasm_file)
     assert "application/wasm" in problem.message and "application/wasm" in problem.fix
 
 
 def test_spa_fallback_for_a_missing_wasm_fails_naming_it(bundle):
-    with hosting(Host(bundle, spa_fallback=True, hidden={WASM})) as url:
+    wasm_file = named(bundle, WASM)
+    with hosting(Host(bundle, spa_fallback=True, hidden={wasm_file})) as url:
         result = run_cli("doctor", url)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert WASM in result.stdout and "HTML page" in result.stdout
-    report = _doctor(Host(bundle, spa_fallback=True, hidden={WASM}))
-    assert {("html-instead", WASM), ("spa-fallback", "__bundle_doctor_missing__.wasm")
+    assert wasm_file in result.stdout and "HTML page" in result.stdout
+    report = _doctor(Host(bundle, spa_fallback=True, hidden={wasm_file}))
+    assert {("html-instead", wasm_file), ("spa-fallback", "__bundle_doctor_missing__.wasm")
             } <= _errors(report)
 
 
 def test_an_error_page_in_place_of_a_later_part_is_named(tmp_path, runtime_dist):
     root = _build(tmp_path / "dist", runtime_dist, max_file_size="8MiB")
-    part = "runtime/ort-wasm-simd-threaded.wasm.part1"
+    part = named(root, WASM) + ".part1"
     report = _doctor(Host(root, spa_fallback=True, hidden={part}))
     assert ("html-instead", part) in _errors(report)
 
 
 def test_missing_file_is_a_real_404_error(bundle):
-    report = _doctor(Host(bundle, hidden={MODEL}))
-    assert _errors(report) == {("missing", MODEL)}
+    model_file = named(bundle, MODEL)
+    report = _doctor(Host(bundle, hidden={model_file}))
+    assert _errors(report) == {("missing", model_file)}
 
 
 def test_no_isolation_and_no_worker_fails(tmp_path, runtime_dist):
@@ -101,23 +116,25 @@ def test_no_isolation_and_no_worker_fails(tmp_path, runtime_dist):
 
 
 def test_stale_bytes_and_oversized_files(bundle):
-    stale = bytearray((bundle / MODEL).read_bytes())
+    model_file, wasm_file = named(bundle, MODEL), named(bundle, WASM)
+    stale = bytearray((bundle / model_file).read_bytes())
     stale[-1] ^= 0xFF
-    report = _doctor(Host(bundle, replace={MODEL: bytes(stale)}), max_file_size=10 * MIB)
-    assert _errors(report) == {("stale", MODEL), ("too-big", WASM)}
+    report = _doctor(Host(bundle, replace={model_file: bytes(stale)}), max_file_size=10 * MIB)
+    assert _errors(report) == {("stale", model_file), ("too-big", wasm_file)}
     fix = next(p.fix for p in report.problems if p.kind == "too-big")
     assert "--max-file-size" in fix
 
 
 def test_wrong_encodings(bundle):
-    gzipped = (bundle / (MODEL + ".gz")).read_bytes()
+    model_file = named(bundle, MODEL)
+    gzipped = (bundle / (model_file + ".gz")).read_bytes()
     brotli_bytes = (bundle / "bundle.mjs.br").read_bytes()
-    report = _doctor(Host(bundle, replace={MODEL: gzipped, "bundle.mjs": brotli_bytes,
+    report = _doctor(Host(bundle, replace={model_file: gzipped, "bundle.mjs": brotli_bytes,
                                            "app.mjs": (bundle / "app.mjs").read_bytes()},
                           encoding={"app.mjs": "br"}))
-    assert _errors(report) == {("unencoded", MODEL), ("unencoded", "bundle.mjs"),
+    assert _errors(report) == {("unencoded", model_file), ("unencoded", "bundle.mjs"),
                                ("wrong-encoding", "app.mjs")}
-    assert gzip.decompress(gzipped) == (bundle / MODEL).read_bytes()
+    assert gzip.decompress(gzipped) == (bundle / model_file).read_bytes()
 
 
 def test_cache_headers(bundle):
@@ -125,7 +142,8 @@ def test_cache_headers(bundle):
     assert ("cache-stable", "bundle.json") in _errors(report)
     report = _doctor(Host(bundle, cache=lambda path: "max-age=600"))  # GitHub Pages
     assert report.ok
-    assert {p.kind for p in report.problems} == {"cache-stable", "uncompressed"}
+    # hashed names not cached as immutable, stable ones not revalidated: warnings, not errors
+    assert {p.kind for p in report.problems} == {"cache-stable", "cache-hashed", "uncompressed"}
 
 
 def test_hosts_are_told_apart_by_their_headers():
@@ -148,10 +166,13 @@ def test_a_folder_that_is_no_bundle_is_one_clear_error(tmp_path):
 
 
 def test_a_bundle_json_without_a_files_table_is_checked_from_its_variants(bundle):
+    wasm_file = named(bundle, WASM)
+    model_file = named(bundle, MODEL)
     legacy = json.loads((bundle / "bundle.json").read_text())
     del legacy["files"]
     report = _doctor(Host(bundle, replace={"bundle.json": json.dumps(legacy).encode()},
                           types={".wasm": "text/html"}))
-    assert _errors(report) == {("content-type", WASM)}  # no sha256 to check without files
+    assert _errors(report) == {("content-type", wasm_file)}  # no sha256 to check without files
     checked = {row[0] for row in report.rows}
-    assert {MODEL, WASM, "runtime/ort.wasm.min.mjs", "index.html", "bundle.mjs"} <= checked
+    assert {model_file, wasm_file, named(bundle, RUNTIME_MODULE), "index.html",
+            "bundle.mjs"} <= checked

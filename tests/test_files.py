@@ -9,6 +9,8 @@ import subprocess
 import pytest
 
 from bundler.files import hashed_name, npm_name
+from bundler.hostconfig import CONFIG_FILES
+from bundler.hosting import owned_paths
 from bundler.npmtools import node_executable
 from bundler.runtime import node_and_npm
 
@@ -31,11 +33,13 @@ def test_model_and_runtime_files_are_named_by_their_content(digits_bundle):
     directory, manifest = digits_bundle
     shipped = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
     assert shipped >= STABLE
-    assets = {path for path in shipped if path.split("/")[0] in ("models", "runtime")}
+    assets = {entry["path"]: entry for entry in manifest["files"]
+              if entry["path"].split("/")[0] in ("models", "runtime")}
     assert len(assets) == 2 + 6 and all(HASHED.match(path) for path in assets)
-    for path in assets:
-        digest = hashlib.sha256((directory / path).read_bytes()).hexdigest()
-        assert path.rsplit(".", 2)[1] == digest[:8], path
+    for path, entry in assets.items():
+        pieces = [part["path"] for part in entry.get("parts", [])] or [path]
+        data = b"".join((directory / piece).read_bytes() for piece in pieces)
+        assert path.rsplit(".", 2)[1] == hashlib.sha256(data).hexdigest()[:8], path
     assert {v["file"] for v in manifest["variants"]} == {p for p in assets if "models/" in p}
     assert manifest["runtime"]["builds"]["wasm"]["module"].startswith("runtime/ort.wasm.min.")
     assert set(manifest["runtime"]["builds"]["webgpu"]) == {"module", "mjs", "wasm"}
@@ -45,10 +49,15 @@ def test_model_and_runtime_files_are_named_by_their_content(digits_bundle):
 def test_bundle_json_lists_every_other_file_with_bytes_and_sha256(digits_bundle):
     directory, manifest = digits_bundle
     listed = {entry["path"]: entry for entry in manifest["files"]}
-    on_disk = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
-    assert set(listed) == on_disk - {"bundle.json", "bundle.files.mjs"}
+    on_disk = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()
+               and not p.name.startswith(".")}
+    host_configs = set(CONFIG_FILES.values())
+    split = {path for path, entry in listed.items() if entry.get("parts")}  # only parts on disk
+    assert owned_paths(manifest["files"]) - split == on_disk - {"bundle.json", "bundle.files.mjs",
+                                                                *host_configs}
     for path, entry in listed.items():
-        data = (directory / path).read_bytes()
+        pieces = [part["path"] for part in entry.get("parts", [])] or [path]
+        data = b"".join((directory / piece).read_bytes() for piece in pieces)
         assert entry["bytes"] == len(data)
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
 
@@ -58,8 +67,12 @@ def test_files_module_holds_the_manifest_and_one_literal_url_per_model_and_runti
     directory, manifest = digits_bundle
     text = (directory / "bundle.files.mjs").read_text()
     literal = re.findall(r'new URL\("\./([^"]+)", import\.meta\.url\)', text)
-    expected = {v["file"] for v in manifest["variants"]} | {
+    split = {entry["path"]: [part["path"] for part in entry["parts"]]
+             for entry in manifest["files"] if entry.get("parts")}
+    assert split, "the 28.7 MB asyncify wasm is over the 25 MiB default: the table lists parts"
+    logical = {v["file"] for v in manifest["variants"]} | {
         path for build in manifest["runtime"]["builds"].values() for path in build.values()}
+    expected = {piece for path in logical for piece in split.get(path, [path])}
     assert sorted(literal) == sorted(expected)
     script = ("import('./bundle.files.mjs').then(({ manifest, urls }) => console.log("
               "JSON.stringify({ manifest, urls: Object.keys(urls) })))")
@@ -99,7 +112,8 @@ def test_npm_install_of_dist_gives_a_package_whose_node_entry_rejects_clearly(
     assert not (installed / "index.html").exists()  # the demo page is not part of the package
     for entry in manifest["files"]:
         if entry["path"].startswith(("models/", "runtime/")):
-            assert (installed / entry["path"]).stat().st_size == entry["bytes"]
+            for piece in entry.get("parts") or [entry]:
+                assert (installed / piece["path"]).stat().st_size == piece["bytes"]
     script = """import('digits').then(async (bundle) => {
       try { await bundle.load(); console.log('loaded'); }
       catch (error) { console.log(JSON.stringify({ name: error.name, code: error.code,

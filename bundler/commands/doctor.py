@@ -163,6 +163,9 @@ def expected_files(manifest: dict[str, Any]) -> list[Expected]:
     runtime = manifest["runtime"]
     paths = ["index.html", "bundle.mjs", *(variant["file"] for variant in manifest["variants"])]
     for build in runtime["builds"].values():
+        if "wasm" in build:  # {module, mjs, wasm}, hashed names
+            paths += build.values()
+            continue
         shipped = next((b for b in BUILDS.values() if runtime["dir"] + b.module == build["module"]),
                        None)
         paths += [build["module"], *(runtime["dir"] + name for name in
@@ -271,12 +274,18 @@ def _check_content(fetched: Fetched, expected: Expected, limit: int,
                                 f" {'/'.join(expected.encodings)} siblings", ""))
 
 
+_LOOKS_HASHED = re.compile(r"\.[0-9a-f]{8}\.[a-z]+(\.part\d+)?$")
+
+
 def _check_cache(fetched: Fetched, expected: Expected, problems: list[Problem]) -> None:
     control = fetched.header("cache-control").lower()
     match = _MAX_AGE.search(control)
     max_age = int(match[1]) if match else None
     revalidated = "no-cache" in control or "no-store" in control or max_age == 0
-    if expected.name_hash and is_hashed(expected.path, expected.name_hash):
+    # without a sha256 (a bundle.json with no files table), a name that looks hashed counts
+    hashed = (is_hashed(expected.path, expected.name_hash) if expected.name_hash
+              else _LOOKS_HASHED.search(expected.path) is not None)
+    if hashed:
         if "immutable" not in control and (max_age or 0) < DAY:
             problems.append(Problem("warning", expected.path, "cache-hashed",
                                     "a content-hashed name that is not cached as immutable"
