@@ -276,7 +276,7 @@ CASES = [
     Case("PNG image", _replacing_model(lambda good: PNG), _changed("is not an ONNX model")),
     Case("missing external data", _missing_external_data, "external data file",
          ONNX_COMMANDS),
-    Case("bundle lacks its model file", _missing_model_file, "fp32.onnx", ("test",)),
+    Case("bundle lacks its model file", _missing_model_file, "is missing", ("test",)),
     # (the build fits a newer opset to onnxruntime-web's newest, see compat)
     Case("opset newer than onnxruntime", _with_model(_newer_opset, "opset30"), "Opset 30",
          ("run",)),
