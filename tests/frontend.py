@@ -95,11 +95,13 @@ def _identity(path: Path) -> str | frozenset[str]:
 
 
 def copies_in_output(bundle: Path, manifest: dict, output: Path) -> dict[str, int]:
-    """For each runtime and model file of the bundle: how many files of `output` are it."""
+    """For each runtime and model file (or part) of the bundle: how many files of `output` are
+    it."""
     built = [path for path in output.rglob("*") if path.is_file()]
     found = [_identity(path) for path in built]
-    shipped = [entry["path"] for entry in manifest["files"]
-               if entry["path"].startswith(("runtime/", "models/"))]
+    shipped = [piece["path"] for entry in manifest["files"]  # a split file: each of its parts
+               if entry["path"].startswith(("runtime/", "models/"))
+               for piece in entry.get("parts") or [entry]]
     return {path: found.count(_identity(bundle / path)) for path in shipped}
 
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from bundler import manifest as bundle_manifest
 from tests import compat_models
 from tests.conftest import run_cli
 
@@ -28,12 +29,15 @@ def test_current_onnx_model_with_shape_and_index_inputs_passes_strictly_on_both_
     assert any("conversion verified" in note for note in manifest["notes"])
 
     # The same folder shipping the original IR-14 file: the runtime cannot load it.
-    variant = manifest["variants"][0]
-    model_file = directory / variant["file"]
+    shipped = bundle_manifest.load(directory)
+    variant = shipped.variants[0]
+    model_file = directory / variant.file
     model_file.write_bytes(source.read_bytes())
-    variant["sha256"] = hashlib.sha256(model_file.read_bytes()).hexdigest()
-    variant["bytes"] = model_file.stat().st_size
-    (directory / "bundle.json").write_text(json.dumps(manifest))
+    entry = next(entry for entry in shipped.files or [] if entry.path == variant.file)
+    variant.sha256 = entry.sha256 = hashlib.sha256(model_file.read_bytes()).hexdigest()
+    variant.bytes = entry.bytes = model_file.stat().st_size
+    entry.encodings = None  # the precompressed siblings are of the old file
+    bundle_manifest.dump(directory, shipped)  # bundle.json and bundle.files.mjs
     report = tmp_path / "report.json"
     failed = run_cli("test", directory, "--no-fallback", "--report", report)
     assert failed.returncode != 0

@@ -27,9 +27,9 @@ pytestmark = pytest.mark.browser
 TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int32): "int32",
          np.dtype(np.int64): "int64", np.dtype(np.bool_): "bool"}
 
-RUN_ALL = """async ({ module, wasmDir, ep, cases }) => {
+RUN_ALL = """async ({ module, wasmPaths, ep, cases }) => {
   const ort = await import(module);
-  ort.env.wasm.wasmPaths = wasmDir;
+  ort.env.wasm.wasmPaths = wasmPaths;
   ort.env.wasm.proxy = false;
   ort.env.wasm.numThreads = 1;
   const typed = (f) => f.type === 'float32' ? Float32Array.from(f.data)
@@ -71,8 +71,9 @@ RUN_ALL = """async ({ module, wasmDir, ep, cases }) => {
 @pytest.fixture(scope="module")
 def op_site(tmp_path_factory, runtime_dist) -> tuple[Path, dict]:
     site = tmp_path_factory.mktemp("ops") / "site"
-    manifest = build(None, BuildOptions(output=site, verify=False, runtime_dir=runtime_dist)
-                     ).to_json()
+    # unsplit files: the page below loads the runtime by hand, without bundle.mjs's part fetching
+    manifest = build(None, BuildOptions(output=site, verify=False, runtime_dir=runtime_dist,
+                                        max_file_size="64MiB")).to_json()
     for case in CASES:
         case.save(site / "ops")
     return site, manifest
@@ -99,7 +100,8 @@ def _run_in_browser(browser, open_bundle, site: Path, manifest: dict, ep: str) -
     with open_bundle(browser, site) as page:
         return page.evaluate(RUN_ALL, {
             "module": page.base_url + manifest["runtime"]["builds"][ep]["module"],
-            "wasmDir": page.base_url + manifest["runtime"]["dir"],
+            "wasmPaths": {role: page.base_url + manifest["runtime"]["builds"][ep][role]
+                          for role in ("mjs", "wasm")},
             "ep": ep,
             "cases": [{**c, "url": page.base_url + c["url"]} for c in cases]})
 

@@ -118,9 +118,7 @@ function atStage(stage, error) {
 export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models }) {
   let ort;
   try {
-    onProgress?.({ stage: 'runtime', loaded: 0, total: 1 });
-    ort = await importRuntime(runtime, numThreads, { onProgress, cache });
-    onProgress?.({ stage: 'runtime', loaded: 1, total: 1 });
+    ort = await importRuntime(runtime, numThreads, { onProgress, cache }); // progress: its wasm
   } catch (error) {
     throw atStage('runtime', error);
   }
