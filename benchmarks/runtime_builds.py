@@ -21,7 +21,7 @@ from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
 from bundler.options import merge
-from bundler.reference import runnable_feeds
+from bundler.reference import native_reference
 from bundler.runtime import BUILDS
 from bundler.server import HARNESS_PATH, serve_directory
 
@@ -66,7 +66,7 @@ def main() -> None:
         manifest = build(args.model, options, reporter=reporter)
         inputs = manifest.inputs
         model_file = manifest.variants[0].file
-        feeds = runnable_feeds(directory / model_file, inputs, options.dims).feeds
+        feeds = native_reference(directory / model_file, inputs, options.dims).feeds
         modules = {ep: dataclasses.asdict(manifest.runtime.builds[ep]) for ep in ("wasm", "webgpu")}
         sizes = {ep: sum((directory / path).stat().st_size for path in build.values())
                  for ep, build in modules.items()}

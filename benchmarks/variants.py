@@ -23,7 +23,7 @@ from bundler.console import TerminalReporter
 from bundler.manifest import Manifest
 from bundler.modelio import cpu_session
 from bundler.options import merge
-from bundler.reference import runnable_feeds
+from bundler.reference import native_reference
 from bundler.server import HARNESS_PATH, serve_directory
 
 TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
@@ -83,7 +83,7 @@ def main() -> None:
         manifest = build(args.model, options, reporter=reporter)
         inputs = manifest.inputs
         fp32 = directory / manifest.variants[0].file
-        feeds = runnable_feeds(fp32, inputs, options.dims).feeds
+        feeds = native_reference(fp32, inputs, options.dims).feeds
         names = [v.name for v in manifest.variants]
         settings = load_settings()
         with reporter.step(f"Timing {len(names)} variants in Chromium ({args.ep})"), \

@@ -35,15 +35,10 @@ REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
 # Runs in the page: import bundle.mjs, load, run once on the given inputs, return the outputs.
 _HARNESS_JS = """
 async ({ moduleUrl, options, cases }) => {
-  const typed = {
-    float32: Float32Array, float64: Float64Array, float16: globalThis.Float16Array ?? Uint16Array,
-    int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
-    int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
-    bool: Uint8Array,
-  };
+  const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', moduleUrl).href);
   const decode = (text, type) => {
     const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-    return new typed[type](bytes.buffer);
+    return new TYPED_ARRAYS[type](bytes.buffer);
   };
   const encode = (array) => {
     const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);

@@ -37,7 +37,7 @@ from bundler.manifest import TOOL_NAME
 from bundler.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
 from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, fingerprint, runnable_feeds
+from bundler.reference import NotRunnable, fingerprint, native_reference
 from bundler.samples import generated_samples
 from bundler.variants.make import make_variants
 from bundler.variants.ort_format import save_ort
@@ -74,7 +74,7 @@ def to_edge_ort(model: Path, destination: Path) -> None:
 def _fingerprint(model: Path, inputs: tuple[TensorSpec, ...], dims: dict[str, int]
                  ) -> dict[str, Any] | None:
     try:
-        return fingerprint(runnable_feeds(model, inputs, dims), dims)
+        return fingerprint(native_reference(model, inputs, dims), dims)
     except NotRunnable:
         return None
 

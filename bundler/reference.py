@@ -1,7 +1,7 @@
 """Seeded inputs and native onnxruntime outputs: the reference the browser is compared with.
 
 Symbolic dims come from the user (`NAME=VALUE` or `INPUT:AXIS=VALUE`), else 1. When a model does
-not run at those sizes (a detector with symbolic height and width fails at 1x1), `runnable_feeds`
+not run at those sizes (a detector with symbolic height and width fails at 1x1), `native_reference`
 tries common sizes for the dims the user left open before giving up with the reason.
 """
 
@@ -283,7 +283,7 @@ def implied_dims(inputs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray])
     return dims
 
 
-def runnable_feeds(
+def native_reference(
     model: Path,
     inputs: Sequence[TensorSpec],
     dims: Mapping[str, int],

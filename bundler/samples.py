@@ -19,10 +19,10 @@ from bundler.reference import (
     Feeds,
     input_rules,
     make_feeds,
+    native_reference,
     pin,
     resolve_shapes,
     run_native,
-    runnable_feeds,
 )
 
 GENERATED_SAMPLES = 16
@@ -85,7 +85,7 @@ def generated_samples(
     at the sizes where it runs: those of `count` seeds on which native onnxruntime runs it.
     NotRunnable when it runs on none."""
     fixed = fixed or {}
-    found = runnable_feeds(model, inputs, dims, fixed=fixed)
+    found = native_reference(model, inputs, dims, fixed=fixed)
     shapes = resolve_shapes(inputs, found.dims)
     rules = input_rules(model, inputs)
     runner = cpu_session(model)

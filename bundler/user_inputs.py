@@ -23,9 +23,9 @@ from bundler.reference import (
     Feeds,
     Reference,
     implied_dims,
+    native_reference,
     pin,
     run_native,
-    runnable_feeds,
 )
 from bundler.samples import dtype_problem, fits, load_samples
 
@@ -124,4 +124,4 @@ def reference_for(model: Path, inputs: Sequence[TensorSpec], dims: Mapping[str, 
     user's --input values)."""
     if user and user.samples:
         return sample_reference(model, inputs, user.samples)
-    return runnable_feeds(model, inputs, dims, fixed=user.fixed if user else None)
+    return native_reference(model, inputs, dims, fixed=user.fixed if user else None)

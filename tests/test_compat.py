@@ -17,7 +17,7 @@ from bundler.modelio import input_specs, read_model
 from bundler.opsupport import load_support
 from bundler.options import BuildOptions, load_config
 from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, make_feeds, resolve_shapes, run_native, runnable_feeds
+from bundler.reference import NotRunnable, make_feeds, native_reference, resolve_shapes, run_native
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.metrics import measure
 from tests import compat_models
@@ -143,13 +143,13 @@ def test_integer_inputs_get_values_their_operators_accept(tmp_path):
     random = make_feeds(inputs, resolve_shapes(inputs, {}), seed=0)  # no rules: [0, 8)
     with pytest.raises(Exception, match="Expand|Reshape|Tile"):
         run_native(shapes_model, random)
-    feeds = runnable_feeds(shapes_model, inputs, {}).feeds
+    feeds = native_reference(shapes_model, inputs, {}).feeds
     assert feeds["shape"].tolist() == [1, 1] and feeds["repeats"].tolist() == [1, 1]
     assert feeds["new_shape"].tolist() == [-1, 1] and feeds["dims"].tolist() == [2, 2]
 
     index_model = compat_models.index_inputs(tmp_path)
     inputs = input_specs(read_model(index_model))
-    reference = runnable_feeds(index_model, inputs, {"seq": 64})
+    reference = native_reference(index_model, inputs, {"seq": 64})
     feeds, outputs = reference.feeds, reference.cases[0].outputs
     assert feeds["ids"].shape == (1, 64) and feeds["ids"].min() >= 0 and feeds["ids"].max() < 5
     assert 1 <= feeds["k"].item() <= 6 and feeds["depth"] == 8 and feeds["hot"].max() < 8
@@ -158,7 +158,7 @@ def test_integer_inputs_get_values_their_operators_accept(tmp_path):
 
     element_model = compat_models.element_indices(tmp_path)
     inputs = input_specs(read_model(element_model))
-    feeds = runnable_feeds(element_model, inputs, {}).feeds
+    feeds = native_reference(element_model, inputs, {}).feeds
     assert feeds["picks"].max() < 3 and feeds["rows"].max() < 3
     assert (feeds["start"], feeds["limit"], feeds["delta"]) == (0, 8, 1)
     assert feeds["axes"].tolist() == [0]

@@ -10,8 +10,8 @@ from bundler.reference import (
     fingerprint,
     fingerprint_mismatch,
     make_feeds,
+    native_reference,
     resolve_shapes,
-    runnable_feeds,
 )
 from tests import models
 
@@ -41,7 +41,7 @@ def test_dims_by_input_axis_win_over_dims_by_name():
 
 def test_symbolic_height_and_width_that_fail_at_one_find_a_size_that_runs(tmp_path):
     path = models.ALL["symbolic_hw"](tmp_path)
-    reference = runnable_feeds(path, specs(path), {})
+    reference = native_reference(path, specs(path), {})
     assert reference.dims["height"] >= 3 and reference.dims["width"] >= 3
     assert reference.cases[0].outputs["features"].shape[:2] == (1, 2)
 
@@ -49,16 +49,16 @@ def test_symbolic_height_and_width_that_fail_at_one_find_a_size_that_runs(tmp_pa
 def test_sizes_the_user_fixed_are_kept_and_failure_names_the_flags(tmp_path):
     path = models.ALL["symbolic_hw"](tmp_path)
     with pytest.raises(NotRunnable) as raised:
-        runnable_feeds(path, specs(path), {"height": 1, "width": 1})
+        native_reference(path, specs(path), {"height": 1, "width": 1})
     assert "native onnxruntime fails" in raised.value.reason
     with pytest.raises(NotRunnable) as raised:
-        runnable_feeds(path, specs(path), {"height": 2})
+        native_reference(path, specs(path), {"height": 2})
     assert raised.value.hint == "--dim width=VALUE"
 
 
 def test_fingerprint_notices_changed_outputs(tmp_path):
     path = models.ALL["conv_stack"](tmp_path)
-    reference = runnable_feeds(path, specs(path), {})
+    reference = native_reference(path, specs(path), {})
     recorded = fingerprint(reference)
     assert fingerprint_mismatch(recorded, reference) is None
     (case,) = reference.cases
@@ -69,17 +69,17 @@ def test_fingerprint_notices_changed_outputs(tmp_path):
 
 def test_if_conditions_on_inputs_get_a_case_for_each_branch(tmp_path):
     path = models.ALL["recurrent_state"](tmp_path)
-    reference = runnable_feeds(path, specs(path), {})
+    reference = native_reference(path, specs(path), {})
     assert [case.label for case in reference.cases] == ["", "sr=16000"]
     default, steered = reference.cases
     assert steered.feeds["sr"] == 16000 and default.feeds["sr"] == 1
     assert not np.allclose(default.outputs["output"], steered.outputs["output"])
     flag = models.ALL["if_subgraph"](tmp_path)
-    cases = runnable_feeds(flag, specs(flag), {}).cases
+    cases = native_reference(flag, specs(flag), {}).cases
     assert {bool(case.feeds["flag"]) for case in cases} == {True, False}
 
 
 def test_sizes_with_constant_outputs_are_passed_over(tmp_path):
     path = models.ALL["symbolic_hw"](tmp_path)
-    reference = runnable_feeds(path, specs(path), {})
+    reference = native_reference(path, specs(path), {})
     assert np.ptp(reference.cases[0].outputs["features"]) > 0

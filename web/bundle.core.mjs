@@ -183,7 +183,8 @@ export function serialised(runtime, task) {
 
 // --- feeds ------------------------------------------------------------------------------------
 
-const TYPED_ARRAYS = {
+// The typed array of each element type (also what the bundle test harness decodes with).
+export const TYPED_ARRAYS = {
   float32: Float32Array,
   float64: Float64Array,
   float16: globalThis.Float16Array ?? Uint16Array,

@@ -27,8 +27,8 @@ from bundler.reference import (
     check_dims,
     fingerprint_mismatch,
     make_feeds,
+    native_reference,
     resolve_shapes,
-    runnable_feeds,
 )
 
 MAX_JSON_VALUES = 10000
@@ -95,7 +95,7 @@ def _reference_check(session: Session, variant: dict[str, Any], specs: list[Tens
     if not recorded:
         return {"compared": False, "detail": "bundle.json has no reference for this variant"}
     try:
-        reference = runnable_feeds(session.model, specs, recorded.get("requested_dims", {}),
+        reference = native_reference(session.model, specs, recorded.get("requested_dims", {}),
                                    recorded.get("seed", 0))
     except NotRunnable as error:
         return {"compared": False, "detail": error.reason}
