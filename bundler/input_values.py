@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import onnx
@@ -20,6 +21,7 @@ from onnx import numpy_helper
 
 from bundler.modelio import TensorSpec, walk_nodes
 
+T = TypeVar("T")
 Size = int | str | None  # a fixed size, a symbolic dim name, or unknown
 DEFAULT_DEPTH = 8  # OneHot depth and Range limit fed to the graph: small and valid
 
@@ -32,8 +34,9 @@ _REDUCTIONS = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """`kind`: "index" (values in [0, size)), "count" (1 <= value <= size), "fill" (every
-    element `value`), "ones", "reshape" (-1 then ones: multiplies out to any element count) or
-    "axes" (0, 1, ... distinct and in range). `why` names the operator that needs it."""
+    element `value`), "ones", "reshape" (-1 then ones: multiplies out to any element count),
+    "axes" (0, 1, ... distinct and in range) or, for a float input, "signed" (uniform in
+    [-1, 1)). `why` names the operator that needs it."""
 
     kind: str
     why: str
@@ -53,6 +56,8 @@ class Rule:
             return flat.reshape(shape)
         if self.kind == "axes":
             return np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+        if self.kind == "signed":
+            return (rng.random(size=shape, dtype=np.float64) * 2 - 1).astype(dtype)
         return np.full(shape, 1 if self.kind == "ones" else self.value, dtype=dtype)
 
 
@@ -152,30 +157,50 @@ def _combine(rules: list[Rule]) -> Rule | None:
     return min(known, key=lambda rule: rule.size) if known else rules[0]  # type: ignore[arg-type]
 
 
+# Float inputs of these operators at these positions get negative values too: the seeded [0, 1)
+# never reaches a negative base of Pow, whose NaN a runtime can get wrong (onnxruntime-web
+# 1.31.1's WebGPU Pow returns a number there).
+_SIGNED_USES = {("Pow", 0)}
+
+Consumers = Mapping[str, list[tuple[onnx.NodeProto, int]]]
+
+
+def _reached(name: str, consumers: Consumers,
+             use: Callable[[onnx.NodeProto, int], T | None]) -> list[T]:
+    """What `use` says of each operator that reads input `name`, followed through pass-through
+    operators (where `use` says nothing)."""
+    found: list[T] = []
+    frontier, seen = [name], {name}
+    while frontier:
+        tensor = frontier.pop()
+        for node, position in consumers.get(tensor, []):
+            if (said := use(node, position)) is not None:
+                found.append(said)
+            elif node.op_type in _PASS_THROUGH and position == 0:
+                fresh = [out for out in node.output if out not in seen]
+                seen.update(fresh)
+                frontier += fresh
+    return found
+
+
 def derive_rules(model: onnx.ModelProto, inputs: Sequence[TensorSpec]) -> dict[str, Rule]:
-    """A Rule for each integer graph input whose use constrains its values."""
+    """A Rule for each graph input whose use constrains its values (integers), or whose sign
+    matters (floats)."""
     integer = {spec.name for spec in inputs if spec.type.startswith(("int", "uint"))}
-    if not integer:
-        return {}
+    floats = {spec.name for spec in inputs if spec.type.startswith("float")}
     consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in walk_nodes(model.graph):
         for position, name in enumerate(node.input):
             consumers.setdefault(name, []).append((node, position))
-    shapes = _Shapes(model)
     rules: dict[str, Rule] = {}
+    for name in sorted(floats):
+        signed = _reached(name, consumers, lambda node, position: node.op_type
+                          if (node.op_type, position) in _SIGNED_USES else None)
+        if signed:
+            rules[name] = Rule("signed", f"{signed[0]} (its result for negative values)")
+    shapes = _Shapes(model) if integer else None
     for name in sorted(integer):
-        found: list[Rule] = []
-        frontier, seen = [name], {name}
-        while frontier:
-            tensor = frontier.pop()
-            for node, position in consumers.get(tensor, []):
-                rule = _rule(node, position, shapes)
-                if rule is not None:
-                    found.append(rule)
-                elif node.op_type in _PASS_THROUGH and position == 0:
-                    fresh = [out for out in node.output if out not in seen]
-                    seen.update(fresh)
-                    frontier += fresh
+        found = _reached(name, consumers, lambda node, position: _rule(node, position, shapes))
         if (combined := _combine(found)) is not None:
             rules[name] = combined
     return rules

@@ -264,7 +264,7 @@ def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
 
 
 def input_rules(model: Path, inputs: Sequence[TensorSpec]) -> dict[str, Rule]:
-    """How the graph's integer inputs must be generated (not read from .ort files)."""
+    """How the graph's inputs must be generated where their use says (not read from .ort files)."""
     if model.suffix == ".ort":
         return {}
     return derive_rules(onnx.load(str(model), load_external_data=False), inputs)
@@ -331,11 +331,15 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
         for name, value in case.outputs.items():
             flat = np.asarray(value, dtype=np.float64).ravel()
             picks = np.linspace(0, flat.size - 1, min(FINGERPRINT_SAMPLES, flat.size)).astype(int)
+            finite = flat[np.isfinite(flat)]
+            # JSON has no NaN or Infinity (browsers refuse them): non-finite samples are null,
+            # sums are over the finite values, and the non-finite ones are counted
             outputs[f"{case.label}/{name}" if case.label else name] = {
                 "dims": list(np.shape(value)),
-                "sample": [float(f"{v:.9g}") for v in flat[picks]],
-                "sum": float(f"{flat.sum():.9g}"),
-                "abs_sum": float(f"{np.abs(flat).sum():.9g}"),
+                "sample": [float(f"{v:.9g}") if np.isfinite(v) else None for v in flat[picks]],
+                "sum": float(f"{finite.sum():.9g}"),
+                "abs_sum": float(f"{np.abs(finite).sum():.9g}"),
+                "nonfinite": int(flat.size - finite.size),
             }
     record = {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
               "outputs": outputs}
@@ -354,11 +358,14 @@ def fingerprint_mismatch(recorded: Mapping, reference: Reference, rtol: float = 
         got = current.get(name)
         if got is None or got["dims"] != expected["dims"]:
             return f"output {name!r} has shape {got and got['dims']}, recorded {expected['dims']}"
-        scale = max(np.abs(expected["sample"]).max(initial=0.0), 1e-30)
+        wanted = np.array(expected["sample"], dtype=np.float64)  # null -> nan
+        sample = np.array(got["sample"], dtype=np.float64)
+        scale = max(np.nan_to_num(np.abs(wanted)).max(initial=0.0), 1e-30)
         atol = max(1e-7, rtol / 10) * scale
-        close = np.allclose(got["sample"], expected["sample"], atol=atol, rtol=rtol) and abs(
-            got["sum"] - expected["sum"]
-        ) <= rtol * expected["abs_sum"] + atol * len(expected["sample"])
+        close = (np.allclose(sample, wanted, atol=atol, rtol=rtol, equal_nan=True)
+                 and got["nonfinite"] == expected.get("nonfinite", 0)
+                 and abs(got["sum"] - expected["sum"])
+                 <= rtol * expected["abs_sum"] + atol * len(expected["sample"]))
         if not close:
             return f"output {name!r}"
     return None

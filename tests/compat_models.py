@@ -183,3 +183,14 @@ def old_prelu(directory: Path) -> Path:
     path = directory / "old_prelu.onnx"
     onnx.save_model(model, path)
     return path
+
+
+def fractional_power(directory: Path) -> Path:
+    """y = Pow(x, 0.5): NaN for a negative x, which the seeded [0, 1) inputs never reach."""
+    graph = _graph(
+        "fractional_power",
+        [helper.make_node("Identity", ["x"], ["base"]),
+         helper.make_node("Pow", ["base", "half"], ["y"])],
+        [_io("x", F32, [1, 64])], [_io("y", F32, [1, 64])], [_const("half", 0.5)],
+    )
+    return _save(graph, directory)

@@ -164,6 +164,15 @@ def test_integer_inputs_get_values_their_operators_accept(tmp_path):
     assert feeds["axes"].tolist() == [0]
 
 
+def test_a_float_input_that_is_a_power_base_gets_negative_values_too(tmp_path):
+    model = compat_models.fractional_power(tmp_path)
+    inputs = input_specs(read_model(model))
+    reference = native_reference(model, inputs, {})
+    x, y = reference.feeds["x"], reference.cases[0].outputs["y"]
+    assert x.min() < 0 <= x.max() < 1 and x.min() >= -1
+    assert np.isnan(y[x < 0]).all() and np.isfinite(y[x >= 0]).all()
+
+
 def test_models_with_shape_index_and_integer_only_outputs_build(tmp_path):
     for builder in (compat_models.shape_inputs, compat_models.index_inputs,
                     compat_models.integer_outputs):

@@ -70,3 +70,23 @@ def test_given_inputs_reach_the_browser_check_and_bundle_test(tmp_path, runtime_
     untested = run_cli("test", directory, "--ep", "wasm", "--no-fallback")
     assert untested.returncode != 0
     assert "--input n=VALUE|FILE.npy" in untested.stderr.strip().splitlines()[-1]
+
+
+def test_a_wrong_webgpu_pow_on_negative_bases_is_caught_and_skipped(tmp_path, runtime_dist):
+    # Pow(x, 0.5) is NaN for x < 0; onnxruntime-web 1.31.1's WebGPU EP returns numbers there.
+    # The check feeds the base negative values too, so the build records WebGPU as failed and
+    # load() runs the model on WASM, which computes the NaNs native onnxruntime does.
+    source = compat_models.fractional_power(tmp_path)
+    directory = tmp_path / "dist"
+    result = run_cli("build", source, "-o", directory, "--runtime-dir", runtime_dist)
+    assert result.returncode == 0, result.stderr
+    text = (directory / "bundle.json").read_text()
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in bundle.json"))
+    verification = json.loads(text)["verification"]
+    assert verification["results"]["fp32"]["wasm"]["passed"]
+    assert verification["fallback"]["passed"]
+    webgpu = verification["results"]["fp32"]["webgpu"]
+    assert not webgpu["passed"] and "unsupported" not in webgpu
+    assert "NaN or infinity" in result.stderr
+    checked = run_cli("test", directory)  # a failure known at build time: load() skips it
+    assert checked.returncode == 0, checked.stdout + checked.stderr

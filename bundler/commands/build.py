@@ -331,7 +331,9 @@ def _summarise(manifest: Manifest, output: Path, reporter: Reporter,
         for variant, results in (verification.results or {}).items():
             for ep, entry in results.items():
                 if not entry.passed:
-                    why = entry.error or f"worst abs error {entry.max_abs_error}"
+                    why = entry.error or (f"worst abs error {entry.max_abs_error}"
+                                          if entry.max_abs_error is not None else
+                                          "NaN or infinity where native onnxruntime differs")
                     reporter.warn(f"{variant} on {ep} failed browser verification ({why});"
                                   " load() skips it unless told ignoreVerification: true")
         for problem in verification.problems or []:
