@@ -44,15 +44,27 @@ def rename_to_hashed(path: Path) -> Path:
     return target
 
 
+def fetched_path(piece: dict[str, Any]) -> str:
+    """The path bundle.mjs fetches a file (or part) from: its gzip sibling where the build wrote
+    one, else itself (`fetchedPath` in bundle.fetch.mjs). So a static host that compresses
+    nothing still sends gzip's bytes, which the browser decompresses (DecompressionStream)."""
+    gzip = (piece.get("encodings") or {}).get("gzip")
+    return gzip["path"] if gzip else piece["path"]
+
+
 def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
-    """The files bundle.mjs fetches: every variant's model and every runtime build's files, or,
-    for a file split for static hosts, its parts."""
-    paths = {variant["file"] for variant in manifest["variants"]}
-    for build in manifest["runtime"]["builds"].values():
-        paths.update(build.values())
-    parts = {entry["path"]: [part["path"] for part in entry["parts"]]
-             for entry in manifest.get("files") or [] if entry.get("parts")}
-    return sorted(piece for path in paths for piece in parts.get(path, [path]))
+    """The files bundle.mjs fetches or imports: the runtime builds' ES modules as they are, and,
+    for every model and `.wasm` (fetched through bundle.fetch.mjs), each piece (the file, or the
+    parts it was split into for static hosts) as fetched_path."""
+    builds = manifest["runtime"]["builds"].values()
+    imported = {path for build in builds for key, path in build.items() if key != "wasm"}
+    fetched = {variant["file"] for variant in manifest["variants"]}
+    fetched |= {build["wasm"] for build in builds}
+    entries = {entry["path"]: entry for entry in manifest.get("files") or []}
+    pieces = [piece for path in fetched
+              for piece in entries.get(path, {}).get("parts") or [entries.get(path) or
+                                                                  {"path": path}]]
+    return sorted(imported | {fetched_path(piece) for piece in pieces})
 
 
 def files_module(manifest: dict[str, Any]) -> str:

@@ -133,7 +133,8 @@ def _nginx_conf(entries: list[dict[str, Any]]) -> str:
 def _s3_script(entries: list[dict[str, Any]]) -> str:
     """An upload with the right types and cache headers; where a .gz sibling exists it is
     uploaded under the file's own name with Content-Encoding: gzip (S3 cannot negotiate, and
-    every client accepts gzip)."""
+    every client accepts gzip), and under its own name as it is (bundle.mjs fetches a model's
+    or a .wasm's sibling and decompresses it)."""
     lines = ["#!/bin/sh",
              "# Upload this folder to S3 (and so CloudFront): sh s3-upload.sh s3://BUCKET/PREFIX",
              "# COOP/COEP need a CloudFront response headers policy; without one, the page's",
@@ -149,6 +150,11 @@ def _s3_script(entries: list[dict[str, Any]]) -> str:
                 f"aws s3 cp {shlex.quote(source)} \"$target\"/{shlex.quote(path)}"
                 f" --content-type {shlex.quote(_type_of(path))}"
                 f" --cache-control {shlex.quote(cache_control(path, entry['sha256']))}{extra}")
+            if gzip:
+                lines.append(
+                    f"aws s3 cp {shlex.quote(gzip['path'])} \"$target\"/{shlex.quote(gzip['path'])}"
+                    " --content-type application/gzip"
+                    f" --cache-control {shlex.quote(cache_control(path, entry['sha256']))}")
     lines.append(f'aws s3 cp {MANIFEST_FILE} "$target"/{MANIFEST_FILE} --content-type'
                  f" application/json --cache-control {REVALIDATE}")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bundler.files import asset_paths
 from bundler.npmtools import node_executable, npm_tool
 from bundler.reference import run_native
 from bundler.runtime import node_and_npm
@@ -95,14 +96,11 @@ def _identity(path: Path) -> str | frozenset[str]:
 
 
 def copies_in_output(bundle: Path, manifest: dict, output: Path) -> dict[str, int]:
-    """For each runtime and model file (or part) of the bundle: how many files of `output` are
-    it."""
+    """For each runtime and model file the page loads (each part of a split file, the gzip
+    sibling of one fetched as bytes): how many files of `output` are it."""
     built = [path for path in output.rglob("*") if path.is_file()]
     found = [_identity(path) for path in built]
-    shipped = [piece["path"] for entry in manifest["files"]  # a split file: each of its parts
-               if entry["path"].startswith(("runtime/", "models/"))
-               for piece in entry.get("parts") or [entry]]
-    return {path: found.count(_identity(bundle / path)) for path in shipped}
+    return {path: found.count(_identity(bundle / path)) for path in asset_paths(manifest)}
 
 
 def native_probabilities(bundle: Path, manifest: dict) -> np.ndarray:

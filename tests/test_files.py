@@ -70,17 +70,23 @@ def test_files_module_holds_the_manifest_and_one_literal_url_per_model_and_runti
     split = {entry["path"]: [part["path"] for part in entry["parts"]]
              for entry in manifest["files"] if entry.get("parts")}
     assert split, "the 28.7 MB asyncify wasm is over the 25 MiB default: the table lists parts"
-    logical = {v["file"] for v in manifest["variants"]} | {
-        path for build in manifest["runtime"]["builds"].values() for path in build.values()}
-    expected = {piece for path in logical for piece in split.get(path, [path])}
-    assert sorted(literal) == sorted(expected)
+    builds = manifest["runtime"]["builds"].values()
+    imported = {build[key] for build in builds for key in ("module", "mjs")}
+    fetched = {v["file"] for v in manifest["variants"]} | {build["wasm"] for build in builds}
+    gzip_of = {piece["path"]: piece["encodings"]["gzip"]["path"]
+               for entry in manifest["files"] for piece in entry.get("parts") or [entry]
+               if "gzip" in piece.get("encodings", {})}
+    pieces = {piece for path in fetched for piece in split.get(path, [path])}
+    assert pieces <= gzip_of.keys(), "models and .wasm compress: each has a gzip sibling"
+    # imported modules by their own name; fetched bytes by their gzip sibling (DecompressionStream)
+    assert sorted(literal) == sorted(imported | {gzip_of[piece] for piece in pieces})
     script = ("import('./bundle.files.mjs').then(({ manifest, urls }) => console.log("
               "JSON.stringify({ manifest, urls: Object.keys(urls) })))")
     result = subprocess.run([str(node_executable()), "--input-type=module", "-e", script],
                             cwd=directory, capture_output=True, text=True, check=True)
     loaded = json.loads(result.stdout)
     assert loaded["manifest"] == json.loads((directory / "bundle.json").read_text()) == manifest
-    assert sorted(loaded["urls"]) == sorted(expected)
+    assert sorted(loaded["urls"]) == sorted(literal)
 
 
 @pytest.mark.parametrize(("name", "expected"), [

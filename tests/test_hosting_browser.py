@@ -4,6 +4,8 @@ and a runtime split into parts, the persistent cache, and integrity."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import onnxruntime
 import pytest
 
 from bundler.commands.build import build
+from bundler.files import asset_paths, fetched_path
 from bundler.hostconfig import MIB
 from bundler.options import BuildOptions
 from tests import models
@@ -96,6 +99,13 @@ def test_plain_host_under_a_sub_path_with_the_coi_worker_and_the_cache(
         assert (first["threads"], first["isolated"]) == (1, False)
         _check_progress(first, "model", model["bytes"])
         _check_progress(first, "runtime", wasm["bytes"])
+        # A host that compresses nothing still sends gzip's bytes: the gzip siblings, as they are.
+        gzipped = {fetched_path(piece) for entry in (model, wasm) for piece in entry["parts"]}
+        fetched = {path: sent for path, sent in _heavy(host.sent).items()
+                   if not path.endswith(".mjs")}  # the runtime's ES modules are imported
+        assert fetched == {path: (root / path).stat().st_size for path in gzipped}
+        assert gzipped <= set(asset_paths(json.loads((root / "bundle.json").read_text())))
+        assert sum(fetched.values()) < 0.5 * wasm["bytes"] + model["bytes"]
         assert page.evaluate("navigator.serviceWorker.ready.then(() => true)")
         host.sent.clear()
         host.requested.clear()
@@ -126,9 +136,11 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
         assert sum(sent.values()) < 0.5 * sum(p["bytes"] for p in model["parts"]) + sum(
             p["bytes"] for p in _entry(root, "runtime/ort-wasm-simd-threaded.", ".wasm")["parts"])
         part = model["parts"][1]["path"]
-        tampered = bytearray((root / part).read_bytes())
+        fetched = fetched_path(model["parts"][1])  # its gzip sibling: sent as it is
+        assert fetched == part + ".gz"
+        tampered = bytearray(gzip.decompress((root / fetched).read_bytes()))
         tampered[len(tampered) // 2] ^= 0x01
-        host.replace[part] = bytes(tampered)
+        host.replace[fetched] = gzip.compress(bytes(tampered))
         _matches_native(page.evaluate(LOAD, {"options": {}}), expected)  # checked bytes, cached
         context.close()
         # A visitor with nothing cached (no Cache Storage, no HTTP cache of the immutable names)
@@ -143,7 +155,7 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
                                 .href)).clearCache()""")  # the runtime's wasm was stored
         assert page.evaluate(LOAD, {"options": {"cache": False}})["code"] == "integrity"
         context.close()
-        del host.replace[part]
+        del host.replace[fetched]
         context = plain_browser.new_context()  # a full quota: memory only, with a warning
         page = context.new_page()
         page.set_default_timeout(browser_settings.timeouts_ms["load"])

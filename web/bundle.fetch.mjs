@@ -3,6 +3,9 @@
 //   const bytes = await fetchFile(entry, (path) => url, onProgress, { stage: 'model' });
 //
 // - A file split into parts (entry.parts) is fetched part by part and put back together.
+// - A file (or part) with a gzip sibling is fetched as that sibling and decompressed here
+//   (DecompressionStream), so a static host that compresses nothing still sends gzip's bytes; a
+//   host that adds Content-Encoding to the sibling is fine too (the bytes are then plain).
 // - Progress counts the file's real bytes (entry.bytes) across all parts, also when the server
 //   sends a compressed body (its Content-Length is then the compressed size, not the total).
 // - Every part and the whole are checked against their sha256; a mismatch is fetched once more
@@ -45,21 +48,46 @@ async function openCache(wanted) {
   }
 }
 
-async function readBody(response, onBytes) {
+// The path a piece of a file is fetched from: its gzip sibling where the build wrote one, else
+// the piece itself. bundle.files.mjs lists the same paths (asset_paths in bundler/files.py).
+export function fetchedPath(piece) {
+  return piece.encodings?.gzip?.path ?? piece.path;
+}
+
+const isGzip = (bytes) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
+
+async function gunzip(bytes) {
+  if (typeof DecompressionStream !== 'function') {
+    throw new BundleError('unsupported-environment', 'this browser has no DecompressionStream,'
+      + ' which the bundle needs for its compressed model and runtime files');
+  }
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  try {
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  } catch {
+    return null; // not valid gzip: the sha256 check refuses it
+  }
+}
+
+// The body's bytes; `onBytes` gets the count of the file's real bytes so far, so that for a
+// gzip body (whose first bytes say so) the compressed count is scaled by `realPerSent`.
+async function readBody(response, onBytes, realPerSent) {
   if (!response.body) {
     const bytes = new Uint8Array(await response.arrayBuffer());
-    onBytes(bytes.byteLength);
+    onBytes(bytes.byteLength * (isGzip(bytes) ? realPerSent : 1));
     return bytes;
   }
   const reader = response.body.getReader();
   const chunks = [];
   let loaded = 0;
+  let scale = 1;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
+    if (!chunks.length && isGzip(value)) scale = realPerSent;
     chunks.push(value);
     loaded += value.byteLength;
-    onBytes(loaded);
+    onBytes(Math.round(loaded * scale));
   }
   return concat(chunks, loaded);
 }
@@ -76,17 +104,21 @@ function concat(chunks, length) {
 }
 
 async function fetchPiece(piece, url, onBytes) {
+  const sibling = piece.encodings?.gzip;
+  const realPerSent = sibling ? piece.bytes / sibling.bytes : 1;
+  const report = (loaded) => onBytes(Math.min(loaded, piece.bytes ?? loaded));
   for (const mode of ['default', 'reload']) {
     let bytes;
     try {
       const response = await fetch(url, { cache: mode });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      bytes = await readBody(response, onBytes);
+      bytes = await readBody(response, report, realPerSent);
     } catch (error) {
       throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
         { cause: error });
     }
-    if (await matches(bytes, piece.sha256)) return bytes;
+    if (sibling && isGzip(bytes)) bytes = await gunzip(bytes);
+    if (bytes && await matches(bytes, piece.sha256)) return bytes;
   }
   throw new BundleError('integrity', `${piece.path}: the bytes served at ${url} do not match the` +
     ' sha256 in bundle.json (a corrupted or stale copy); refusing to use them');
@@ -122,7 +154,8 @@ export async function fetchFile(entry, urls, onProgress, { stage, cache = true }
   let done = 0;
   report(0);
   for (const piece of pieces) {
-    const bytes = await fetchPiece(piece, urlOf(piece.path), (loaded) => report(done + loaded));
+    const bytes = await fetchPiece(piece, urlOf(fetchedPath(piece)),
+      (loaded) => report(done + loaded));
     buffers.push(bytes);
     done += bytes.byteLength;
   }

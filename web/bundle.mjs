@@ -20,6 +20,7 @@ import {
   sessionFailure,
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
+import { fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
@@ -47,8 +48,8 @@ function fileUrl(path, base) {
 function fileRequest(manifest, path, base) {
   const entry = manifest.files?.find((file) => file.path === path) ?? { path };
   const pieces = entry.parts ?? [entry];
-  return { entry, urls: Object.fromEntries(pieces.map((piece) => [piece.path,
-    fileUrl(piece.path, base)])) };
+  return { entry, urls: Object.fromEntries(pieces.map((piece) => [fetchedPath(piece),
+    fileUrl(fetchedPath(piece), base)])) };
 }
 
 // bundle.json: the copy built into bundle.files.mjs, or the one under baseUrl.

@@ -25,6 +25,7 @@ import brotli
 from bundler.commands.fixes import fix_for
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
+from bundler.files import fetched_path
 from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, is_hashed
 from bundler.hosting import COI_WORKER
 from bundler.runtime import BUILDS
@@ -78,6 +79,7 @@ class Expected:
     whole: bool = True  # not a part (parts are fetched as bytes, so their type matters less)
     encodings: tuple[str, ...] = ()
     kind: str = ""  # the original file's suffix
+    gzip_sibling: bool = False  # the .gz that bundle.mjs fetches in place of the file (or part)
 
 
 @dataclasses.dataclass
@@ -159,6 +161,10 @@ def expected_files(manifest: dict[str, Any]) -> list[Expected]:
                 found.append(Expected(piece["path"], piece["bytes"], piece["sha256"],
                                       entry["sha256"], index == 0, "parts" not in entry,
                                       tuple(piece.get("encodings", {})), suffix))
+                if fetched_path(piece) != piece["path"]:
+                    found.append(dataclasses.replace(found[-1], path=fetched_path(piece),
+                                                     whole=False, encodings=(),
+                                                     gzip_sibling=True))
         return found
     runtime = manifest["runtime"]
     paths = ["index.html", "bundle.mjs", *(variant["file"] for variant in manifest["variants"])]
@@ -192,6 +198,16 @@ def _decoded(fetched: Fetched, path: str, problems: list[Problem]) -> bytes | No
     problems.append(Problem("error", path, "wrong-encoding",
                             f"unknown Content-Encoding: {encoding}", ""))
     return None
+
+
+def _gunzipped(body: bytes, path: str, problems: list[Problem]) -> bytes | None:
+    """A gzip sibling's bytes as bundle.mjs decompresses them."""
+    try:
+        return gzip.decompress(body)
+    except (OSError, EOFError, zlib.error):
+        problems.append(Problem("error", path, "wrong-encoding", "starts like gzip but does not"
+                                " decompress", ""))
+        return None
 
 
 def _hidden_encoding(body: bytes, expected: Expected) -> str | None:
@@ -239,6 +255,8 @@ _MAGIC_TEXT = {
 def _check_content(fetched: Fetched, expected: Expected, limit: int,
                    problems: list[Problem]) -> None:
     body = _decoded(fetched, expected.path, problems)
+    if body is not None and expected.gzip_sibling and body[:2] == b"\x1f\x8b":
+        body = _gunzipped(body, expected.path, problems)
     if body is None:
         return
     allowed = EXPECTED_TYPES.get(expected.kind)
@@ -264,16 +282,22 @@ def _check_content(fetched: Fetched, expected: Expected, limit: int,
         problems.append(Problem("error", expected.path, "stale",
                                 f"sha256 differs from bundle.json ({len(body)} bytes, bundle.json"
                                 f" says {expected.bytes}): a stale or partial copy", ""))
-    if len(body) > limit:
+    stored = len(fetched.body) if expected.gzip_sibling else len(body)  # as the host keeps it
+    if stored > limit:
         problems.append(Problem("error", expected.path, "too-big",
-                                f"{len(body)} bytes, over the {limit}-byte limit of static"
+                                f"{stored} bytes, over the {limit}-byte limit of static"
                                 " hosts", ""))
-    if expected.encodings and not fetched.header("content-encoding") and len(body) > 1024:
+    fetched_as_gzip = "gzip" in expected.encodings and expected.kind in FETCHED_AS_BYTES
+    if (expected.encodings and not fetched_as_gzip and not fetched.header("content-encoding")
+            and len(body) > 1024):
         problems.append(Problem("warning", expected.path, "uncompressed",
                                 f"sent uncompressed though bundle.json lists"
                                 f" {'/'.join(expected.encodings)} siblings", ""))
 
 
+# Files bundle.mjs fetches as bytes, from their gzip sibling where there is one: sent plain under
+# their own name, they cost nothing extra.
+FETCHED_AS_BYTES = {".wasm", ".onnx", ".ort"}
 _LOOKS_HASHED = re.compile(r"\.[0-9a-f]{8}\.[a-z]+(\.part\d+)?$")
 
 
