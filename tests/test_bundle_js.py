@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bundler import manifest as manifest_file
+from bundler.files import fetched_path
 from bundler.reference import run_native
 from tests import models
 
@@ -250,7 +251,11 @@ def test_load_works_again_once_a_runtime_file_that_failed_to_fetch_is_back(
     _, built = contract_bundles
     directory = tmp_path / "digits"
     shutil.copytree(built["digits"][0], directory)
-    runtime_file = directory / built["digits"][1]["runtime"]["builds"]["wasm"][missing]
+    manifest = built["digits"][1]
+    path = manifest["runtime"]["builds"]["wasm"][missing]
+    entry = next(entry for entry in manifest["files"] if entry["path"] == path)
+    # the module is imported by its name, the .wasm fetched as its gzip sibling
+    runtime_file = directory / (fetched_path(entry) if missing == "wasm" else path)
     with open_bundle(plain_browser, directory) as page:
         url = page.base_url + "bundle.mjs"
         runtime_file.rename(runtime_file.with_suffix(".away"))
