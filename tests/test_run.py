@@ -16,7 +16,7 @@ from bundler.edge_session import EP_PRIORITY, PROVIDERS, parse_eps
 from bundler.errors import ConfigError, ModelError
 from bundler.reference import make_feeds, run_native
 from bundler.resources import example_model
-from tests import models
+from tests import compat_models, models
 from tests.conftest import run_cli
 
 # This machine's onnxruntime is the CPU package: the accelerators are not compiled in.
@@ -130,3 +130,12 @@ def test_generated_inputs_follow_dims(tmp_path):
     model = models.multi_io(tmp_path)
     result = run_cli("run", model, "--dim", "batch=3", "--json")
     assert json.loads(result.stdout)["outputs"]["y"]["shape"] == [3, 2]
+
+
+@pytest.mark.parametrize("make", [compat_models.shape_inputs, compat_models.index_inputs])
+def test_generated_integer_inputs_are_ones_the_graph_accepts(tmp_path, make):
+    """A shape for Expand/Reshape, indices within the gathered table: as the build's check makes
+    them (random integers would fail in onnxruntime)."""
+    result = run_cli("run", make(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ep"] == "cpu"

@@ -26,6 +26,7 @@ from bundler.reference import (
     Reference,
     check_dims,
     fingerprint_mismatch,
+    input_rules,
     make_feeds,
     native_reference,
     resolve_shapes,
@@ -71,10 +72,12 @@ def parse_input(text: str, specs: Sequence[TensorSpec]) -> tuple[TensorSpec, np.
     return spec, array if dtype is None else array.astype(dtype)
 
 
-def _feeds(specs: Sequence[TensorSpec], given: Sequence[tuple[TensorSpec, np.ndarray]],
-           dims: dict[str, int]) -> dict[str, np.ndarray]:
-    """The given arrays, numbers filled to their input's shape, and seeded inputs for the rest;
-    symbolic dims not set by --dim take their size from the arrays given."""
+def _feeds(model: Path, specs: Sequence[TensorSpec],
+           given: Sequence[tuple[TensorSpec, np.ndarray]], dims: dict[str, int],
+           ) -> dict[str, np.ndarray]:
+    """The given arrays, numbers filled to their input's shape, and seeded inputs for the rest
+    (integers as the graph uses them, as the build's check makes them); symbolic dims not set by
+    --dim take their size from the arrays given."""
     dims = dict(dims)
     for spec, array in given:
         if array.ndim and spec.shape and array.ndim == len(spec.shape):
@@ -82,7 +85,8 @@ def _feeds(specs: Sequence[TensorSpec], given: Sequence[tuple[TensorSpec, np.nda
                 if isinstance(dim, str) and dim != "?":
                     dims.setdefault(dim, size)
     shapes = resolve_shapes(specs, dims)
-    feeds = make_feeds([s for s in specs if s.name not in {g.name for g, _ in given}], shapes)
+    feeds = make_feeds([s for s in specs if s.name not in {g.name for g, _ in given}], shapes,
+                       rules=input_rules(model, specs))
     for spec, array in given:
         filled = array.ndim == 0 and spec.shape
         feeds[spec.name] = np.full(shapes[spec.name], array) if filled else array
@@ -130,7 +134,7 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
              else _specs_of(session))
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
-    feeds = _feeds(specs, given, dims or {})
+    feeds = _feeds(model, specs, given, dims or {})
     outputs = session.run(feeds)
     check = (_reference_check(session, entry, specs) if entry is not None and not given
              else {"compared": False, "detail": "inputs given with --input" if given
