@@ -139,3 +139,12 @@ def test_generated_integer_inputs_are_ones_the_graph_accepts(tmp_path, make):
     result = run_cli("run", make(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["ep"] == "cpu"
+
+
+def test_generated_inputs_the_model_rejects_say_which_flag_to_use(tmp_path):
+    model = compat_models.needs_input(tmp_path)  # only n = 16 runs; nothing in the graph says so
+    result = run_cli("run", model)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert "inputs n, x were generated: give values the model accepts with --input" in result.stderr
+    assert run_cli("run", model, "--input", "n=16").returncode == 0

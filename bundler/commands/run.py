@@ -18,7 +18,7 @@ import numpy as np
 from bundler.bundle_dir import model_or_bundle
 from bundler.console import Reporter
 from bundler.edge_session import EP_PRIORITY, Session
-from bundler.errors import BundlerError, ConfigError
+from bundler.errors import BundlerError, ConfigError, ModelError
 from bundler.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.reference import (
     Case,
@@ -135,7 +135,14 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
     feeds = _feeds(model, specs, given, dims or {})
-    outputs = session.run(feeds)
+    try:
+        outputs = session.run(feeds)
+    except ModelError as error:
+        generated = sorted(set(feeds) - {spec.name for spec, _ in given})
+        if not generated:
+            raise
+        raise ModelError(f"{error} (inputs {', '.join(generated)} were generated: give values"
+                         " the model accepts with --input NAME=VALUE or NAME=FILE.npy)") from None
     check = (_reference_check(session, entry, specs) if entry is not None and not given
              else {"compared": False, "detail": "inputs given with --input" if given
                    else "a model file has no recorded reference (give a bundle folder)"})
