@@ -21,7 +21,13 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.browser import (
+    BrowserSettings,
+    chromium_executable,
+    launch,
+    load_settings,
+    playwright_session,
+)
 from bundler.conformance import _integrity_problems, encode_feeds
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
@@ -187,6 +193,7 @@ def bench(
     check_dims(manifest.inputs, requested)
     reporter = reporter or Reporter()
     settings = settings or load_settings()
+    chromium_executable(settings)  # a Chromium named but missing: before any work
     with contextlib.ExitStack() as stack:
         models = {name: stack.enter_context(assembled(directory, manifest,
                                                       manifest.variant(name).file))

@@ -9,6 +9,7 @@ WebAssembly's compile and instantiate calls; the bytes are the page's resource t
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ _DECODE = """
   }));
 """
 
+# Started by an init script as the harness page begins to load (so navigation -> ready has no
+# Playwright round trip in it); the page's evaluate then awaits globalThis.__benchLoad.
 _LOAD_JS = """
 async ({ base, ep, variant, threads, feeds }) => {
   const compile = { ms: 0, calls: 0 };
@@ -200,10 +203,13 @@ def measure_page(browser: Any, base_url: str, ep: str, variant: str, feeds: dict
     try:
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
-        page.goto(base_url + HARNESS_PATH.lstrip("/"))
+        arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
+                     "feeds": feeds}
+        page.add_init_script(f"if (location.href.startsWith({json.dumps(base_url)}))"
+                             f" globalThis.__benchLoad = ({_LOAD_JS})({json.dumps(arguments)});")
         progress("loading")
-        loaded = page.evaluate(_LOAD_JS, {"base": base_url, "ep": ep, "variant": variant,
-                                          "threads": threads, "feeds": feeds})
+        page.goto(base_url + HARNESS_PATH.lstrip("/"))
+        loaded = page.evaluate("() => globalThis.__benchLoad")
         if "error" in loaded:
             result.error = loaded["error"]
             return result
