@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,8 +21,9 @@ from bundler.server import HARNESS_PATH
 RUN_BATCH = 5  # runs per page call, so progress shows between them
 PROFILE_END = "onnx-bundler: profile end"
 
-# Shared by the pages below: the bundle's typed-array table decodes base64 feeds.
-_DECODE = """
+# Shared by the pages below (and benchmarks/): the bundle's typed-array table decodes base64
+# feeds; WebAssembly's compile and instantiate calls are timed.
+DECODE_JS = """
   const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', base).href);
   const decode = (feeds) => Object.fromEntries(Object.entries(feeds).map(([name, feed]) => {
     const bytes = Uint8Array.from(atob(feed.data), (c) => c.charCodeAt(0));
@@ -32,8 +34,7 @@ _DECODE = """
 
 # Started by an init script as the harness page begins to load (so navigation -> ready has no
 # Playwright round trip in it); the page's evaluate then awaits globalThis.__benchLoad.
-_LOAD_JS = """
-async ({ base, ep, variant, threads, feeds }) => {
+WASM_TIMING_JS = """
   const compile = { ms: 0, calls: 0 };
   for (const name of ['compile', 'compileStreaming', 'instantiate', 'instantiateStreaming']) {
     const original = WebAssembly[name];
@@ -45,6 +46,19 @@ async ({ base, ep, variant, threads, feeds }) => {
       }
     };
   }
+"""
+
+# The resource timing entries up to `ready`, as _cold reads them.
+RESOURCES_JS = """
+  const resources = performance.getEntriesByType('resource')
+    .filter((entry) => entry.startTime <= ready)
+    .map((entry) => ({ name: entry.name, start: entry.startTime, end: entry.responseEnd,
+                       bytes: entry.encodedBodySize, transfer: entry.transferSize }));
+"""
+
+_LOAD_JS = """
+async ({ base, ep, variant, threads, feeds }) => {
+  """ + WASM_TIMING_JS + """
   const stages = {};
   const onProgress = ({ stage }) => {
     const now = performance.now();
@@ -53,7 +67,9 @@ async ({ base, ep, variant, threads, feeds }) => {
   };
   const started = performance.now();
   const { load } = await import(new URL('bundle.mjs', base).href);
-  const options = { executionProviders: [ep], variant, ignoreVerification: true, onProgress };
+  const options = { onProgress }; // no ep or variant: what load() picks by default
+  if (ep !== null) Object.assign(options, { executionProviders: [ep], ignoreVerification: true });
+  if (variant !== null) Object.assign(options, { variant, ignoreVerification: true });
   if (threads !== null) options.numThreads = threads;
   let model;
   try {
@@ -62,16 +78,13 @@ async ({ base, ep, variant, threads, feeds }) => {
     return { error: String(error?.message ?? error) };
   }
   const ready = performance.now();
-  """ + _DECODE + """
+  """ + DECODE_JS + """
   const inputs = decode(feeds);
   const runStarted = performance.now();
   await model.run(inputs);
   const firstRun = performance.now() - runStarted;
   globalThis.__bench = { model, inputs };
-  const resources = performance.getEntriesByType('resource')
-    .filter((entry) => entry.startTime <= ready)
-    .map((entry) => ({ name: entry.name, start: entry.startTime, end: entry.responseEnd,
-                       bytes: entry.encodedBodySize, transfer: entry.transferSize }));
+  """ + RESOURCES_JS + """
   return { ep: model.ep, variant: model.variant, threads: model.threads,
            crossOriginIsolated: model.crossOriginIsolated, started, ready, firstRun,
            stages, compile, resources };
@@ -106,7 +119,7 @@ async () => {
 _PROFILE_JS = """
 async ({ base, build, wasm, model, ep, threads, feeds, runs }) => {
   const { fetchFile } = await import(new URL('bundle.fetch.mjs', base).href);
-  """ + _DECODE + """
+  """ + DECODE_JS + """
   const urls = (entry) => Object.fromEntries((entry.parts ?? [entry]).map((piece) => [
     piece.path, new URL(piece.path, base).href]));
   const ort = await import(new URL(build.module, base).href);
@@ -194,26 +207,38 @@ def _memory(context: Any, page: Any) -> dict[str, int] | None:
     return {names[key]: int(value) for key, value in usage.items() if key in names}
 
 
-def measure_page(browser: Any, base_url: str, ep: str, variant: str, feeds: dict[str, Any],
-                 runs: int, threads: int | None, timeout_ms: int,
+def measure_page(browser: Any, base_url: str, ep: str | None, variant: str | None,
+                 feeds: dict[str, Any], runs: int, threads: int | None, timeout_ms: int,
                  progress: Callable[[str], None]) -> PageResult:
-    """Cold load, first run and `runs` runs in all of `ep` × `variant` in a fresh context."""
-    result = PageResult(ep=ep, variant=variant)
+    """Cold load, first run and `runs` runs in all of `ep` × `variant` through bundle.mjs in a
+    fresh context (None: what load() picks by default)."""
+    arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
+                 "feeds": feeds}
+    return measure_loaded(browser, base_url, _LOAD_JS, arguments, runs, timeout_ms, progress,
+                          PageResult(ep=ep or "default", variant=variant or "default"))
+
+
+def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping[str, Any],
+                   runs: int, timeout_ms: int, progress: Callable[[str], None],
+                   result: PageResult) -> PageResult:
+    """The measurement of `load_js` (an async function of `arguments`, started as the harness
+    page navigates) in a fresh context: it returns what _LOAD_JS returns and leaves
+    globalThis.__bench = { model: { run(inputs) }, inputs } for the runs."""
     context = browser.new_context()
     try:
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
-        arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
-                     "feeds": feeds}
-        page.add_init_script(f"if (location.href.startsWith({json.dumps(base_url)}))"
-                             f" globalThis.__benchLoad = ({_LOAD_JS})({json.dumps(arguments)});")
+        harness = urllib.parse.urljoin(base_url, HARNESS_PATH)
+        page.add_init_script(f"if (location.href === {json.dumps(harness)})"
+                             f" globalThis.__benchLoad = ({load_js})({json.dumps(arguments)});")
         progress("loading")
-        page.goto(base_url + HARNESS_PATH.lstrip("/"))
+        page.goto(harness)
         loaded = page.evaluate("() => globalThis.__benchLoad")
         if "error" in loaded:
             result.error = loaded["error"]
             return result
         result.ran_on, result.threads = loaded["ep"], loaded["threads"]
+        result.variant = loaded.get("variant") or result.variant
         result.cross_origin_isolated = loaded["crossOriginIsolated"]
         result.cold = _cold(loaded)
         times = [loaded["firstRun"]]
@@ -222,7 +247,7 @@ def measure_page(browser: Any, base_url: str, ep: str, variant: str, feeds: dict
             times += page.evaluate(_RUNS_JS, min(RUN_BATCH, runs - len(times)))
         result.latency = summarise(times)
         result.memory = _memory(context, page)
-        if ep == "webgpu":
+        if result.ran_on == "webgpu":
             result.adapter = page.evaluate(_ADAPTER_JS)
     except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
         result.error = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
@@ -241,7 +266,7 @@ def profile_page(browser: Any, base_url: str, request: Mapping[str, Any], ep: st
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
         page.on("console", lambda message: lines.append(message.text))
-        page.goto(base_url + HARNESS_PATH.lstrip("/"))
+        page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
         with page.expect_console_message(lambda message: message.text == PROFILE_END):
             page.evaluate(_PROFILE_JS, {**request, "base": base_url, "ep": ep, "runs": runs})
     finally:
