@@ -193,8 +193,9 @@ def main() -> None:
 
 def _raw(browser, base: str, module: str, eps: list[str], feeds, runs: int,
          timeout: int) -> PageResult:
-    arguments = {"base": base + "raw/", "module": module, "model": "detector.onnx", "eps": eps,
-                 "feeds": feeds}
+    # base: the bundle's folder, whose bundle.core.mjs decodes the inputs (after `ready`)
+    arguments = {"base": base + "dist/", "module": f"../raw/{module}",
+                 "model": "../raw/detector.onnx", "eps": eps, "feeds": feeds}
     return measure_loaded(browser, base, RAW_PAGE_JS, arguments, runs, timeout,
                           lambda what: None, PageResult(ep="+".join(eps), variant="fp32"))
 

@@ -1,13 +1,16 @@
 """How fast each candidate of `--quantize auto` runs in the browser, for select.py.
 
-Short on purpose (it runs during the build): each candidate is loaded on the WASM EP in a fresh
-context of one headless Chromium and run SPEED_RUNS times; its speed is the median of the runs
-after the first half (the JIT's warm-up). WebGPU is not timed: the build's Chromium has only
-SwiftShader, whose figures are not GPU figures, so WebGPU gets the WASM choice.
+Short on purpose (it runs during the build): one headless Chromium page loads every candidate on
+the WASM EP through bundle.mjs, runs each WARMUP_RUNS times (the JIT's warm-up), then times them
+in SPEED_ROUNDS interleaved rounds, so that machine noise hits them all alike; a candidate's speed
+is the median of its rounds. WebGPU is not timed: the build's Chromium has only SwiftShader, whose
+figures are not GPU figures, so WebGPU gets the WASM choice.
 """
 
 from __future__ import annotations
 
+import statistics
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,14 +18,47 @@ from typing import Any
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.conformance import encode_feeds
 from bundler.console import Reporter
+from bundler.errors import first_line
 from bundler.manifest import Manifest
-from bundler.perf.page import measure_page
+from bundler.perf.page import DECODE_JS
 from bundler.reference import Feeds
-from bundler.server import serve_directory
+from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
 
-SPEED_RUNS = 10
+WARMUP_RUNS = 5
+SPEED_ROUNDS = 9
 SPEED_EP = "wasm"
+
+_INTERLEAVED_JS = """
+async ({ base, names, feeds, warmup, rounds }) => {
+  """ + DECODE_JS + """
+  const { load } = await import(new URL('bundle.mjs', base).href);
+  const inputs = decode(feeds);
+  const models = {};
+  const errors = {};
+  for (const name of names) {
+    try {
+      models[name] = await load({ variant: name, executionProviders: ['wasm'],
+                                  ignoreVerification: true });
+      for (let i = 0; i < warmup; i++) await models[name].run(inputs);
+    } catch (error) {
+      errors[name] = String(error?.message ?? error);
+      delete models[name];
+    }
+  }
+  const times = Object.fromEntries(Object.keys(models).map((name) => [name, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, model] of Object.entries(models)) {
+      const started = performance.now();
+      await model.run(inputs);
+      times[name].push(performance.now() - started);
+    }
+  }
+  const threads = Object.values(models)[0]?.threads ?? null;
+  for (const model of Object.values(models)) await model.release();
+  return { times, errors, threads };
+}
+"""
 
 
 def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
@@ -33,24 +69,27 @@ def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], fe
     settings = settings or load_settings()
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     encoded = encode_feeds(feeds, manifest.inputs)
-    speeds: dict[str, float] = {}
-    threads: set[int] = set()
     with serve_directory(directory) as base_url, playwright_session() as playwright, \
-            launch(playwright, settings, webgpu=False) as browser:
-        for name in names:
-            with reporter.step(f"auto: timing {name} on {SPEED_EP} in Chromium"):
-                result = measure_page(browser, base_url, SPEED_EP, name, encoded, SPEED_RUNS,
-                                      None, timeout, lambda what: None)
-            if result.latency is None:
-                reporter.warn(f"auto: {name} could not be timed ({result.error})")
-                continue
-            speeds[name] = round(result.latency.steady_median_ms, 2)
-            threads |= {result.threads} if result.threads else set()
+            launch(playwright, settings, webgpu=False) as browser, \
+            reporter.step(f"auto: timing {', '.join(names)} on {SPEED_EP} in Chromium"):
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.set_default_timeout(timeout * len(names))
+            page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
+            timed = page.evaluate(_INTERLEAVED_JS, {
+                "base": base_url, "names": list(names), "feeds": encoded,
+                "warmup": WARMUP_RUNS, "rounds": SPEED_ROUNDS})
+        finally:
+            context.close()
         version = browser.version
+    for name, error in timed["errors"].items():
+        reporter.warn(f"auto: {name} could not be timed ({first_line(error)})")
+    speeds = {name: round(statistics.median(times), 2) for name, times in timed["times"].items()}
     return {SPEED_EP: speeds}, speed_record(
-        f"steady-state median ms per run on {SPEED_EP} (runs {SPEED_RUNS // 2 + 1}-{SPEED_RUNS}"
-        f" of {SPEED_RUNS}) in Chromium {version}, {', '.join(map(str, sorted(threads)))}"
-        " thread(s)")
+        f"median ms per run on {SPEED_EP} of {SPEED_ROUNDS} interleaved rounds after"
+        f" {WARMUP_RUNS} warm-up runs each, in one page of Chromium {version},"
+        f" {timed['threads']} thread(s)")
 
 
 def speed_record(measured: str | None, reason: str | None = None) -> dict[str, Any]:
