@@ -126,7 +126,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
 
 @main.command()
 @click.argument("directory", type=click.Path(path_type=Path))
-@_click_option("execution_providers")
+@click.option("--ep", "execution_providers", multiple=True,
+              help="Execution provider to measure (repeat; default: every one the bundle ships).")
 @click.option("--variant", "variants", multiple=True,
               help="Variant to measure (repeat; default: every variant the bundle ships).")
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 10_000),
@@ -151,8 +152,7 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
     flags = _given({"execution_providers": execution_providers, "dims": dims})
     given = validate({key: value for key, value in flags.items() if value is not None},
                      Path.cwd(), spelling=flag_of)
-    run_bench(directory, execution_providers=given.get("execution_providers",
-                                                        EXECUTION_PROVIDERS),
+    run_bench(directory, execution_providers=given.get("execution_providers"),
               variants=variants or None, runs=runs, threads=threads, dims=given.get("dims"),
               json_path=json_path, plot_path=plot_path, profile=profile, reporter=_reporter())
 

@@ -167,7 +167,7 @@ def _chosen(manifest: Manifest, execution_providers: Sequence[str],
 def bench(
     directory: Path,
     *,
-    execution_providers: Sequence[str] = EXECUTION_PROVIDERS,
+    execution_providers: Sequence[str] | None = None,
     variants: Sequence[str] | None = None,
     runs: int = DEFAULT_RUNS,
     threads: int | None = None,
@@ -178,7 +178,8 @@ def bench(
     reporter: Reporter | None = None,
     settings: BrowserSettings | None = None,
 ) -> BenchReport:
-    """Measure the bundle in `directory`; write the JSON and the plot where asked."""
+    """Measure the bundle in `directory` (on `execution_providers`, default: every EP it ships;
+    `variants`, default: all); write the JSON and the plot where asked."""
     if runs < 1:
         raise ConfigError(f"--runs: expected at least 1, got {runs}")
     if threads is not None and threads < 1:
@@ -188,7 +189,8 @@ def bench(
     if plot_path is not None:
         require_matplotlib()
     manifest = load_manifest(directory)
-    eps, names = _chosen(manifest, execution_providers, variants)
+    eps, names = _chosen(manifest, execution_providers or list(manifest.runtime.builds),
+                         variants)
     requested = dict(dims or (manifest.verification.dims or {}))
     check_dims(manifest.inputs, requested)
     reporter = reporter or Reporter()
