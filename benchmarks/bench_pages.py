@@ -14,8 +14,10 @@ context and in alternating rounds:
   fp32 model and executionProviders ['wasm'].
 
 Prints cold start (navigation -> session ready), time to first result, warm-up mean (first 10
-runs), steady-state median (runs 16 on), bytes, and their ratios; then `bundle bench` over every
-variant of a second build (each against fp32, and browser against native onnxruntime).
+runs), steady-state median (runs 16 on), bytes, and their ratios, and the steady state once more
+with the three in one page, interleaved run by run (the figure to trust on a busy machine); then
+`bundle bench` over every variant of a second build (each against fp32, and browser against
+native onnxruntime).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import shutil
 import statistics
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +50,7 @@ from bundler.perf.page import (
 from bundler.perf.stats import ratio, total_runs
 from bundler.reference import native_reference
 from bundler.runtime import fetch_runtime
-from bundler.server import serve_directory
+from bundler.server import HARNESS_PATH, serve_directory
 
 RAW_PAGE_JS = """
 async ({ base, module, model, eps, feeds }) => {
@@ -69,6 +72,38 @@ async ({ base, module, model, eps, feeds }) => {
            crossOriginIsolated, started, ready, firstRun, stages: {}, compile, resources };
 }
 """
+# Steady state, interleaved: the three in one page (their own runtime instances), warmed up, then
+# run in turn, round after round, so that machine noise hits all alike.
+INTERLEAVED_JS = """
+async ({ base, feeds, warmup, rounds }) => {
+  """ + DECODE_JS + """
+  const inputs = decode(feeds);
+  const { load } = await import(new URL('bundle.mjs', base).href);
+  const bundle = await load();
+  const raw = async (module, eps) => {
+    const ort = await import(new URL(module, base).href);
+    const session = await ort.InferenceSession.create(
+      new URL('../raw/detector.onnx', base).href, { executionProviders: eps });
+    const tensors = Object.fromEntries(Object.entries(inputs).map(([name, feed]) => [
+      name, new ort.Tensor(feed.type, feed.data, feed.dims)]));
+    return () => session.run(tensors);
+  };
+  const pages = { 'bundle': () => bundle.run(inputs),
+                  'docs page': await raw('../raw/ort.webgpu.min.mjs', ['webgpu', 'wasm']),
+                  'wasm page': await raw('../raw/ort.wasm.min.mjs', ['wasm']) };
+  const times = Object.fromEntries(Object.keys(pages).map((name) => [name, []]));
+  for (const run of Object.values(pages)) for (let i = 0; i < warmup; i++) await run();
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, run] of Object.entries(pages)) {
+      const started = performance.now();
+      await run();
+      times[name].push(performance.now() - started);
+    }
+  }
+  return times;
+}
+"""
+INTERLEAVED = "steady median ms, interleaved in one page"
 RAW_FILES = ("ort.webgpu.min.mjs", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs",
              "ort-wasm-simd-threaded.wasm", "ort-wasm-simd-threaded.asyncify.mjs",
              "ort-wasm-simd-threaded.asyncify.wasm")
@@ -179,15 +214,24 @@ def main() -> None:
                 if result.error:
                     reporter.warn(f"{name}: {result.error}")
                 results[name].append(result)
+        with reporter.step("Steady state, interleaved in one page"):
+            page = browser.new_page()
+            page.set_default_timeout(timeout * 3)
+            page.goto(urllib.parse.urljoin(base, HARNESS_PATH))
+            interleaved = page.evaluate(INTERLEAVED_JS, {
+                "base": base + "dist/", "feeds": feeds, "warmup": 15, "rounds": args.runs})
+            page.close()
     medians = {name: {figure: _median(found, read) for figure, read in FIGURES.items()}
                for name, found in results.items()}
+    for name, times in interleaved.items():
+        medians[name][INTERLEAVED] = statistics.median(times)
     reporter.table(f"{manifest.name}: shipped default {manifest.default_variant} vs pages written"
                    f" by hand (median of {args.rounds} fresh loads each)",
                    ("figure", *pages, "bundle / docs", "bundle / wasm page"),
                    [[figure, *(_number(medians[name][figure]) for name in pages),
                      _times(ratio(medians["bundle"][figure], medians["docs page"][figure])),
                      _times(ratio(medians["bundle"][figure], medians["wasm page"][figure]))]
-                    for figure in FIGURES])
+                    for figure in [*FIGURES, INTERLEAVED]])
     _variants(work, model, dist, reporter, args.runs)
 
 
