@@ -57,7 +57,7 @@ RESOURCES_JS = """
 """
 
 _LOAD_JS = """
-async ({ base, ep, variant, threads, feeds }) => {
+async ({ base, ep, variant, threads, feeds, cache }) => {
   """ + WASM_TIMING_JS + """
   const stages = {};
   const onProgress = ({ stage }) => {
@@ -71,6 +71,7 @@ async ({ base, ep, variant, threads, feeds }) => {
   if (ep !== null) Object.assign(options, { executionProviders: [ep], ignoreVerification: true });
   if (variant !== null) Object.assign(options, { variant, ignoreVerification: true });
   if (threads !== null) options.numThreads = threads;
+  if (cache === false) options.cache = false;
   let model;
   try {
     model = await load(options);
@@ -209,11 +210,11 @@ def _memory(context: Any, page: Any) -> dict[str, int] | None:
 
 def measure_page(browser: Any, base_url: str, ep: str | None, variant: str | None,
                  feeds: dict[str, Any], runs: int, threads: int | None, timeout_ms: int,
-                 progress: Callable[[str], None]) -> PageResult:
+                 progress: Callable[[str], None], cache: bool = True) -> PageResult:
     """Cold load, first run and `runs` runs in all of `ep` × `variant` through bundle.mjs in a
-    fresh context (None: what load() picks by default)."""
+    fresh context (None: what load() picks by default; `cache` False: load({ cache: false }))."""
     arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
-                 "feeds": feeds}
+                 "feeds": feeds, "cache": cache}
     return measure_loaded(browser, base_url, _LOAD_JS, arguments, runs, timeout_ms, progress,
                           PageResult(ep=ep or "default", variant=variant or "default"))
 
