@@ -13,7 +13,7 @@ from bundler.perf.profile import aggregate, native_profile
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, percentile, summarise, total_runs
 from bundler.reference import native_reference
 from tests import models
-from tests.conftest import BuildBundle
+from tests.conftest import BuildBundle, run_cli
 
 LATENCY_FIELDS = ("first_run_ms", "warmup_mean_ms", "steady_median_ms", "steady_p90_ms")
 
@@ -105,3 +105,18 @@ def test_bench_in_chromium_reports_every_figure(build_bundle: BuildBundle,
     assert native["profile"]["by_op_type"] and result["profile"]["by_op_type"]
     assert result["profile"]["source"] == "browser" and result["profile"]["fallback_nodes"] == []
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_bench_cli_on_webgpu_says_swiftshader_is_not_a_gpu(build_bundle: BuildBundle,
+                                                             tmp_path: Path) -> None:
+    bundle, _ = build_bundle(models.conv_stack(tmp_path))
+    out = tmp_path / "webgpu.json"
+    result = run_cli("bench", bundle, "--ep", "webgpu", "--runs", "1", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "steady median ms" in result.stdout
+    report = json.loads(out.read_text())
+    (webgpu,) = report["results"]
+    assert webgpu["error"] is None and webgpu["ran_on"] == "webgpu", webgpu
+    assert "swiftshader" in json.dumps(webgpu["adapter"]).lower()
+    assert any("not GPU figures" in note for note in report["notes"])
+    assert "not GPU figures" in result.stderr
