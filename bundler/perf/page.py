@@ -121,14 +121,13 @@ _PROFILE_JS = """
 async ({ base, build, wasm, model, ep, threads, feeds, runs }) => {
   const { fetchFile } = await import(new URL('bundle.fetch.mjs', base).href);
   """ + DECODE_JS + """
-  const urls = (entry) => Object.fromEntries((entry.parts ?? [entry]).map((piece) => [
-    piece.path, new URL(piece.path, base).href]));
+  const urls = (path) => new URL(path, base).href; // whichever piece (or sibling) it fetches
   const ort = await import(new URL(build.module, base).href);
   ort.env.wasm.wasmPaths = { mjs: new URL(build.mjs, base).href };
-  ort.env.wasm.wasmBinary = await fetchFile(wasm, urls(wasm), null, { stage: 'runtime' });
+  ort.env.wasm.wasmBinary = await fetchFile(wasm, urls, null, { stage: 'runtime' });
   ort.env.wasm.proxy = false;
   if (threads !== null) ort.env.wasm.numThreads = threads;
-  const bytes = await fetchFile(model, urls(model), null, { stage: 'model' });
+  const bytes = await fetchFile(model, urls, null, { stage: 'model' });
   const session = await ort.InferenceSession.create(bytes, {
     executionProviders: [ep], graphOptimizationLevel: 'all', enableProfiling: true });
   const tensors = Object.fromEntries(Object.entries(decode(feeds)).map(([name, feed]) => [
