@@ -8,6 +8,7 @@ Library use mirrors the CLI:
     bundler.serve(Path("model.onnx"), port=8000)  # until Ctrl-C
     assert bundler.doctor("https://example.org/app/").ok  # a deployment, over HTTP
     session = bundler.Session("dist/models/fp32.onnx", eps=["cuda", "cpu"])  # native, edge apps
+    figures = bundler.bench(Path("dist"), execution_providers=["wasm"]).to_json()  # speed
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from bundler.commands.bench import bench
     from bundler.commands.build import build
     from bundler.commands.doctor import doctor
     from bundler.commands.serve import serve
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
 # importing a module never replaces a function here.
 _LAZY = {
+    "bench": "bundler.commands.bench",
     "build": "bundler.commands.build",
     "BuildOptions": "bundler.options",
     "check_bundle": "bundler.conformance",
@@ -47,4 +50,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bundler' has no attribute {name!r}")
 
 
-__all__ = ["BuildOptions", "Session", "__version__", "build", "check_bundle", "doctor", "serve"]
+__all__ = ["BuildOptions", "Session", "__version__", "bench", "build", "check_bundle", "doctor",
+           "serve"]

@@ -125,6 +125,39 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
 
 
 @main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--ep", "execution_providers", multiple=True,
+              help="Execution provider to measure (repeat; default: every one the bundle ships).")
+@click.option("--variant", "variants", multiple=True,
+              help="Variant to measure (repeat; default: every variant the bundle ships).")
+@click.option("--runs", default=20, show_default=True, type=click.IntRange(1, 10_000),
+              help="Steady-state runs per EP and variant, after 15 warm-up runs.")
+@click.option("--threads", default=None, type=click.IntRange(1, 64),
+              help="WASM threads in the browser (default: what load() chooses).")
+@_click_option("dims")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Write every figure (and each run's time) as JSON here.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Write a PNG of latency and size per variant (needs onnx-bundler[plot]).")
+@click.option("--profile", is_flag=True,
+              help="Also time each operator, in the browser and natively (top 10).")
+def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple[str, ...],
+          runs: int, threads: int | None, dims: tuple[str, ...], json_path: Path | None,
+          plot_path: Path | None, profile: bool) -> None:
+    """Measure DIRECTORY's bundle in headless Chromium per EP and variant (cold load, first run,
+    warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs."""
+    from bundler.commands.bench import bench as run_bench
+    from bundler.options import flag_of, validate
+
+    flags = _given({"execution_providers": execution_providers, "dims": dims})
+    given = validate({key: value for key, value in flags.items() if value is not None},
+                     Path.cwd(), spelling=flag_of)
+    run_bench(directory, execution_providers=given.get("execution_providers"),
+              variants=variants or None, runs=runs, threads=threads, dims=given.get("dims"),
+              json_path=json_path, plot_path=plot_path, profile=profile, reporter=_reporter())
+
+
+@main.command()
 @click.argument("source", metavar="[MODEL | DIR]", required=False,
                 type=click.Path(path_type=Path))
 @_build_options

@@ -129,8 +129,10 @@ class Verification:
 class Selection:
     mode: str
     budget: str
-    chosen: str
+    chosen: str  # the default (the WASM one when default_variant is a map per EP)
     candidates: list[JSON]
+    objective: str | None = None  # "balanced", "speed" or "size"
+    speed: JSON | None = None  # how the candidates' speeds were measured, or why they were not
 
 
 @dataclasses.dataclass

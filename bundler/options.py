@@ -27,9 +27,11 @@ from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, HOSTS, parse_size
 from bundler.variants.budget import parse_budget
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
+    OBJECTIVES,
     QUANTIZE_CHOICES,
     VARIANT_KINDS,
     CalibrationMethod,
+    Objective,
     QuantizeChoice,
     VariantKind,
 )
@@ -264,6 +266,10 @@ class BuildOptions:
                                      " calibration data).")
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99.")
+    objective: Objective = option(_one_of(OBJECTIVES), "What auto ships: balanced (default: the"
+                                  " fastest in the browser within --max-error, unless another is"
+                                  " 30% smaller and at most 10% slower), speed or size.",
+                                  default="balanced")
     format: ModelFormat = option(_one_of(FORMATS), "onnx (default) or ort (ORT format).",
                                  default="onnx")
     templates: Path | None = option(_folder, "Folder of your own templates and files for the app"

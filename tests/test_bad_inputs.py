@@ -69,6 +69,8 @@ COMMANDS: dict[str, Argv] = {
         "serve", str(bad.model or w.model), "--port", "0", *_runtime(w, bad), *bad.args,
     ],
     "test": lambda w, bad: ["test", str(bad.bundle or w.bundle), *bad.args],
+    "bench": lambda w, bad: ["bench", str(bad.bundle or w.bundle), "--ep", "wasm", "--runs", "1",
+                             *bad.args],
     "inspect": lambda w, bad: ["inspect", str(bad.model or w.model), *bad.args],
     "run": lambda w, bad: ["run", str(bad.model or w.model), *bad.args],
     # the default -o (model.onnx in the working folder) must not be written
@@ -219,10 +221,13 @@ def _output_under_a_file(w: Workspace) -> Bad:
     return Bad(output=blocker / "dist")
 
 
-def _report_under_a_file(w: Workspace) -> Bad:
-    blocker = w.root / "a-file"
-    blocker.write_text("not a folder\n")
-    return Bad(args=("--report", str(blocker / "report.json")))
+def _under_a_file(flag: str, name: str) -> Callable[[Workspace], Bad]:
+    def make(w: Workspace) -> Bad:
+        blocker = w.root / "a-file"
+        blocker.write_text("not a folder\n")
+        return Bad(args=(flag, str(blocker / name)))
+
+    return make
 
 
 def _no_chromium(w: Workspace) -> Bad:
@@ -240,14 +245,16 @@ def _no_registry(w: Workspace) -> Bad:
 def _changed(fragment: str) -> dict[str, str]:
     """The fragment for a bad model file, or (bundle test) for a bundle's model file replaced;
     export reads a PyTorch file, which no bad model file is."""
-    return {**dict.fromkeys(ONNX_COMMANDS, fragment), "test": "does not match the sha256",
+    return {**dict.fromkeys(ONNX_COMMANDS, fragment),
+            **dict.fromkeys(BUNDLE_COMMANDS, "does not match the sha256"),
             "export": "is not a TorchScript file"}
 
 
 MODEL_COMMANDS = ("build", "serve")  # the commands that take build options
 ONNX_COMMANDS = (*MODEL_COMMANDS, "inspect", "run")  # the commands that read an .onnx file
-ALL = (*ONNX_COMMANDS, "test", "export")
-DIM_COMMANDS = (*MODEL_COMMANDS, "test", "run")
+BUNDLE_COMMANDS = ("test", "bench")  # the commands that take a built folder into the browser
+ALL = (*ONNX_COMMANDS, *BUNDLE_COMMANDS, "export")
+DIM_COMMANDS = (*MODEL_COMMANDS, *BUNDLE_COMMANDS, "run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,10 +270,11 @@ class Case:
 
 CASES = [
     Case("missing path", _missing, {**dict.fromkeys(ONNX_COMMANDS, "model not found"),
-                                    "test": "nope", "export": "nope.onnx",
+                                    "test": "nope", "bench": "nope", "export": "nope.onnx",
                                     "doctor": "is not an http(s) URL"}, (*ALL, "doctor")),
     Case("directory", _directory, {"build": "is a directory", "serve": "is not a built bundle",
-                                   "test": "has no bundle.json", "inspect": "has no bundle.json",
+                                   "test": "has no bundle.json", "bench": "has no bundle.json",
+                                   "inspect": "has no bundle.json",
                                    "run": "has no bundle.json", "export": "give module:factory"}),
     Case("empty file", _replacing_model(lambda good: b""), _changed("is empty")),
     Case("truncated file", _replacing_model(lambda good: good.read_bytes()[:200]),
@@ -276,7 +284,7 @@ CASES = [
     Case("PNG image", _replacing_model(lambda good: PNG), _changed("is not an ONNX model")),
     Case("missing external data", _missing_external_data, "external data file",
          ONNX_COMMANDS),
-    Case("bundle lacks its model file", _missing_model_file, "is missing", ("test",)),
+    Case("bundle lacks its model file", _missing_model_file, "is missing", BUNDLE_COMMANDS),
     # (the build fits a newer opset to onnxruntime-web's newest, see compat)
     Case("opset newer than onnxruntime", _with_model(_newer_opset, "opset30"), "Opset 30",
          ("run",)),
@@ -312,12 +320,18 @@ CASES = [
     Case("--calibration wrong shape", _calibration(**_good_calibration(
         x=np.zeros((4, 1, 5), np.float32))), "'x'", MODEL_COMMANDS),
     Case("output under a file", _output_under_a_file, "a-file", ("build",)),
-    Case("--report under a file", _report_under_a_file, "a-file", ("test",)),
+    Case("--report under a file", _under_a_file("--report", "report.json"), "a-file", ("test",)),
+    Case("--json under a file", _under_a_file("--json", "bench.json"), "a-file", ("bench",)),
+    Case("--plot under a file", _under_a_file("--plot", "bench.png"), "a-file", ("bench",)),
+    Case("--variant not shipped", _flags("--variant", "int4"), "no variant 'int4'", ("bench",)),
+    Case("--runs zero", _flags("--runs", "0"), "--runs", ("bench",)),
+    Case("--threads zero", _flags("--threads", "0"), "--threads", ("bench",)),
+    Case("--ep unknown", _flags("--ep", "cuda"), "--ep", ("test", "bench")),
     Case("URL nothing listens at", lambda w: Bad(url="http://127.0.0.1:9/dist/"), "cannot reach",
          ("doctor",)),
     Case("--max-file-size not a size", _flags("--max-file-size", "big"), "--max-file-size",
          ("doctor",)),
-    Case("no Chromium", _no_chromium, "apt-get install", ("build", "test")),
+    Case("no Chromium", _no_chromium, "apt-get install", ("build", *BUNDLE_COMMANDS)),
     Case("registry unreachable, nothing cached", _no_registry, "--runtime-dir",
          MODEL_COMMANDS),
 ]

@@ -103,7 +103,9 @@ export interface Manifest {
   variants: Variant[];
   default_variant: string | Partial<Record<ExecutionProvider, string>>;
   selection?: { mode: 'auto'; budget: string; chosen: string;
-                candidates: Record<string, unknown>[] };
+                candidates: Record<string, unknown>[];
+                /** What auto optimised, and how the candidates' speeds were measured. */
+                objective?: 'balanced' | 'speed' | 'size'; speed?: Record<string, unknown> };
   source?: { file: string; bytes: number };
   optimization?: Record<string, unknown>;
   notes?: string[];

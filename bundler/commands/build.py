@@ -44,6 +44,7 @@ from bundler.manifest import (
 )
 from bundler.modelio import TensorSpec, input_specs, model_bytes, read_model
 from bundler.options import BuildOptions
+from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
 from bundler.prepare import CasesFor, check_weights, prepare_model
 from bundler.reference import Feeds, check_dims
 from bundler.resources import example_model
@@ -58,8 +59,9 @@ from bundler.runtime import (
 from bundler.samples import load_samples
 from bundler.site import finish_site, human_bytes, render_site
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.variants.make import Variant as MadeVariant
 from bundler.variants.make import make_variants
-from bundler.variants.select import select
+from bundler.variants.select import fitting_names, select
 
 # What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
 FITTED_BY_PREPARE = {"opset", "ir-version"}
@@ -243,15 +245,7 @@ def build(
             hosting=hosting.to_json(),
         )
         if plan.auto:
-            report = (_verify(staging, manifest, options, reporter, "Browser check of the"
-                              " candidates")[0] if options.verify else None)
-            choice = select(variants, report, options.max_error)
-            for name in choice.dropped:
-                (staging / manifest.variant(name).file).unlink()
-            manifest.variants = [manifest.variant(choice.chosen)]
-            manifest.default_variant = choice.chosen
-            manifest.selection = choice.selection
-            reporter.info(f"auto: shipping {choice.chosen}")
+            _choose_auto(staging, manifest, variants, options, user, reporter)
         add_coi_worker(staging, hosting)
         with reporter.step("Splitting and compressing for static hosts"):
             publish(staging, manifest, hosting)
@@ -267,6 +261,36 @@ def build(
             f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
             + f"; the bundle is in {output}/")
     return manifest
+
+
+def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
+                 options: BuildOptions, user: UserInputs, reporter: Reporter) -> None:
+    """Check the candidates in the browser, time those that may ship (unless the objective is
+    size) and keep the chosen ones in `manifest` and `staging`."""
+    report = (_verify(staging, manifest, options, reporter, "Browser check of the"
+                      " candidates")[0] if options.verify else None)
+    fitting = fitting_names(variants, report, options.max_error)
+    speeds: dict[str, dict[str, float]] = {}
+    if options.objective == "size" or report is None or len(fitting) < 2 \
+            or "wasm" not in options.execution_providers:
+        why = ("the objective is size" if options.objective == "size" else
+               "no browser check" if report is None else
+               "one candidate or none fits" if len(fitting) < 2 else "no WASM runtime shipped")
+        record = speed_record(None, why)
+    else:
+        feeds = reference_for(staging / manifest.variant(fitting[0]).file, manifest.inputs,
+                              options.dims, user).feeds
+        speeds, record = browser_speeds(staging, manifest, fitting, feeds, reporter)
+    choice = select(variants, report, options.max_error, options.objective, speeds,
+                    options.execution_providers, record)
+    for name in choice.dropped:
+        (staging / manifest.variant(name).file).unlink()
+    manifest.variants = [v for v in manifest.variants if v.name not in choice.dropped]
+    manifest.default_variant = choice.chosen
+    manifest.selection = choice.selection
+    reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
+                   speed_rows(choice.selection.candidates))
+    reporter.info(f"auto: shipping {choice.chosen}")
 
 
 def strict_failures(verification: Verification) -> list[str]:

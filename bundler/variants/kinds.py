@@ -13,10 +13,12 @@ from typing import Literal, get_args
 VariantKind = Literal["fp32", "fp16", "int8-weights", "int8", "int8-static", "int4"]
 QuantizeChoice = Literal[VariantKind, "auto"]
 CalibrationMethod = Literal["minmax", "percentile", "entropy"]
+Objective = Literal["balanced", "speed", "size"]  # what auto optimises (see select.py)
 
 VARIANT_KINDS: tuple[VariantKind, ...] = get_args(VariantKind)
 QUANTIZE_CHOICES: tuple[QuantizeChoice, ...] = get_args(QuantizeChoice)
 CALIBRATION_METHODS: tuple[CalibrationMethod, ...] = get_args(CalibrationMethod)
+OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
 
 
 def module_name(kind: str) -> str:

@@ -1,10 +1,18 @@
-"""`--quantize auto`: among the measured candidates, which one ships, and the record of the choice
-for bundle.json. Today the objective is the smallest download within the error budget that
-passed in the browser; it is a parameter, so a speed-aware one can take its place."""
+"""`--quantize auto`: among the measured candidates, which one ships (per execution provider),
+and the record of the choice for bundle.json.
+
+Every objective first keeps the candidates within the error budget that passed in the browser.
+Then `size` ships the smallest; `speed` the fastest; `balanced` (the default) the fastest unless
+another is at least BALANCED_SMALLER smaller and at most BALANCED_SLOWER slower (then the smallest
+such one). Speed is the steady-state median in the browser (bundler.perf.speed); two speeds
+within SPEED_TIE of each other are a tie, and a tie goes to the smaller file, so timing noise
+rarely changes the choice between builds. Without speeds (no browser, --no-verify) every
+objective ships the smallest. Pure Python apart from the record's types.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,22 +20,25 @@ from bundler.conformance import ConformanceReport
 from bundler.errors import QuantizeError
 from bundler.manifest import Selection
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
-from bundler.variants.kinds import VARIANT_KINDS
+from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
 from bundler.variants.make import Variant
 from bundler.variants.metrics import Metrics
+
+SPEED_TIE = 0.05  # speeds this close (relative) are equal: the smaller file ships
+BALANCED_SMALLER = 0.30  # balanced: a candidate this much smaller …
+BALANCED_SLOWER = 0.10  # … and at most this much slower than the fastest ships instead
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A variant auto may ship: its size, its accuracy against fp32 and the browser's verdict."""
+    """A variant auto may ship: its size, its accuracy against fp32, the browser's verdict and,
+    where measured, its steady-state milliseconds per run in the browser."""
 
     name: str
     bytes: int
     metrics: Metrics
     browser_ok: bool
-
-
-Objective = Callable[[Candidate], Any]  # a sort key: among the fitting, the lowest ships
+    speed_ms: float | None = None
 
 
 def smallest_download(candidate: Candidate) -> tuple[int, int]:
@@ -37,16 +48,39 @@ def smallest_download(candidate: Candidate) -> tuple[int, int]:
     return candidate.bytes, preference
 
 
+def fastest(timed: Sequence[Candidate]) -> Candidate:
+    """The fastest; speeds within SPEED_TIE of the best are a tie, won by the smallest file."""
+    best = min(c.speed_ms for c in timed if c.speed_ms is not None)
+    tied = [c for c in timed if c.speed_ms is not None and c.speed_ms <= best * (1 + SPEED_TIE)]
+    return min(tied, key=smallest_download)
+
+
+def pick(fitting: Sequence[Candidate], objective: Objective) -> Candidate:
+    """The one of `fitting` (within budget, passed) that `objective` ships."""
+    timed = [c for c in fitting if c.speed_ms is not None]
+    if objective == "size" or not timed:
+        return min(fitting, key=smallest_download)
+    winner = fastest(timed)
+    if objective == "speed" or winner.speed_ms is None:
+        return winner
+    lighter = [c for c in timed if c.bytes <= (1 - BALANCED_SMALLER) * winner.bytes
+               and c.speed_ms is not None and c.speed_ms <= (1 + BALANCED_SLOWER) * winner.speed_ms]
+    return min(lighter, key=smallest_download) if lighter else winner
+
+
 def choose(
     candidates: Sequence[Candidate],
     budget: Budget = DEFAULT_BUDGET,
-    objective: Objective = smallest_download,
+    objective: Objective = "balanced",
 ) -> str | None:
-    """The name of the best candidate within budget that passed in the browser; fp32 if none
-    did and fp32 passed; None if not even fp32 did."""
+    """The name of the candidate `objective` ships among those within budget that passed in the
+    browser; fp32 if none did and fp32 passed; None if not even fp32 did."""
+    if objective not in OBJECTIVES:
+        raise QuantizeError(f"unknown objective {objective!r}; expected one of"
+                            f" {', '.join(OBJECTIVES)}")
     fitting = [c for c in candidates if c.browser_ok and budget.accepts(c.metrics)]
     if fitting:
-        return min(fitting, key=objective).name
+        return pick(fitting, objective).name
     if any(c.name == "fp32" and c.browser_ok for c in candidates):
         return "fp32"
     return None
@@ -70,9 +104,19 @@ def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> di
     }
 
 
+def fitting_names(variants: Sequence[Variant], report: ConformanceReport | None,
+                  max_error: str | None) -> list[str]:
+    """The candidates auto may ship (within budget, passed): the ones worth timing."""
+    budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
+    names = [v.entry["name"] for v in variants]
+    passed = browser_passed(report, names)
+    return [v.entry["name"] for v in variants
+            if v.metrics is not None and passed[v.entry["name"]] and budget.accepts(v.metrics)]
+
+
 @dataclass(frozen=True)
 class AutoChoice:
-    chosen: str
+    chosen: str | dict[str, str]  # the default_variant: one name, or one per EP
     dropped: list[str]  # made and checked, not shipped
     selection: Selection  # bundle.json's record of the choice
 
@@ -81,27 +125,46 @@ def select(
     variants: Sequence[Variant],
     report: ConformanceReport | None,
     max_error: str | None,
-    objective: Objective = smallest_download,
+    objective: Objective = "balanced",
+    speeds: Mapping[str, Mapping[str, float]] | None = None,
+    execution_providers: Sequence[str] = ("wasm",),
+    speed_record: dict[str, Any] | None = None,
 ) -> AutoChoice:
-    """`--quantize auto`, once the candidates are measured and checked in the browser."""
+    """`--quantize auto`, once the candidates are measured and checked in the browser.
+    `speeds`: per measured EP, variant -> steady-state ms; an EP that was not measured gets the
+    choice of the first one that was (the sizes otherwise)."""
     budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
     names = [v.entry["name"] for v in variants]
     passed = browser_passed(report, names)
-    candidates = [Candidate(v.entry["name"], v.entry["bytes"], v.metrics, passed[v.entry["name"]])
-                  for v in variants if v.metrics is not None]
-    chosen = choose(candidates, budget, objective)
-    if chosen is None:
+    speeds = speeds or {}
+
+    def candidates(ep: str | None) -> list[Candidate]:
+        timed = speeds.get(ep, {}) if ep else {}
+        return [Candidate(v.entry["name"], v.entry["bytes"], v.metrics, passed[v.entry["name"]],
+                          timed.get(v.entry["name"]))
+                for v in variants if v.metrics is not None]
+
+    measured = [ep for ep, timed in speeds.items() if timed]
+    per_ep = {ep: choose(candidates(ep), budget, objective) for ep in measured}
+    fallback = per_ep[measured[0]] if measured else choose(candidates(None), budget, objective)
+    if fallback is None or None in per_ep.values():
         raise QuantizeError(
             f"auto: no variant is within the budget {budget} and passed the browser check"
             " (fp32 included); loosen --max-error or check the model with bundle test"
         )
+    by_ep = {ep: per_ep.get(ep, fallback) for ep in execution_providers}
+    shipped = list(dict.fromkeys(by_ep.values())) or [fallback]
+    chosen: str | dict[str, str] = shipped[0] if len(shipped) == 1 else {
+        ep: str(name) for ep, name in by_ep.items()}
     record = [{
         "name": c.name,
         "bytes": c.bytes,
         "within_budget": budget.accepts(c.metrics),
         "budget": budget.explain(c.metrics),
         "browser_verified": c.browser_ok,
-        "chosen": c.name == chosen,
-    } for c in candidates]
-    return AutoChoice(chosen, [name for name in names if name != chosen],
-                      Selection("auto", str(budget), chosen, record))
+        **{f"{ep}_ms": speeds[ep][c.name] for ep in measured if c.name in speeds[ep]},
+        "chosen": c.name in shipped,
+    } for c in candidates(None)]
+    return AutoChoice(chosen, [name for name in names if name not in shipped],
+                      Selection("auto", str(budget), by_ep.get("wasm", shipped[0]), record,
+                                objective=objective, speed=speed_record))

@@ -38,10 +38,58 @@ def test_choose_auto() -> None:
 def test_the_objective_ranks_the_fitting_candidates() -> None:
     results = [Candidate("fp32", 1000, PERFECT, True), Candidate("fp16", 500, CLOSE, True),
                Candidate("int8", 260, LOSSY, True)]
-    assert choose(results, objective=lambda candidate: -candidate.bytes) == "fp32"
+    assert choose(results, objective="size") == "fp16"
     # equal sizes: the kind listed first in VARIANT_KINDS
     assert choose([Candidate("int8", 500, CLOSE, True), Candidate("fp16", 500, CLOSE, True)]) \
         == "fp16"
+
+
+def _timed(name: str, size: int, ms: float | None, ok: bool = True) -> Candidate:
+    return Candidate(name, size, CLOSE, ok, ms)
+
+
+def test_speed_ships_the_fastest_and_a_tie_goes_to_the_smaller() -> None:
+    results = [_timed("fp32", 1000, 70.0), _timed("int8-weights", 270, 67.0),
+               _timed("int8", 280, 40.0), _timed("int8-static", 290, 33.0)]
+    assert choose(results, objective="speed") == "int8-static"
+    assert choose(results, objective="size") == "int8-weights"
+    # within SPEED_TIE (5 %) of the fastest: a tie, and the smaller file wins
+    tied = [_timed("int8", 280, 40.0), _timed("int8-static", 290, 39.0)]
+    assert choose(tied, objective="speed") == "int8"
+    assert choose([*tied, _timed("int4", 100, 38.0, ok=False)], objective="speed") == "int8"
+
+
+def test_balanced_trades_a_little_speed_for_much_smaller_files() -> None:
+    fastest = _timed("fp16", 1000, 40.0)
+    # 30 % smaller and at most 10 % slower: the smaller one ships
+    assert choose([fastest, _timed("int8", 700, 44.0)]) == "int8"
+    # smaller, but more than 10 % slower: the fastest ships
+    assert choose([fastest, _timed("int8", 700, 44.5)]) == "fp16"
+    # not quite 30 % smaller: the fastest ships
+    assert choose([fastest, _timed("int8", 701, 43.0)]) == "fp16"
+    # among several that qualify, the smallest
+    assert choose([fastest, _timed("int8", 600, 43.0), _timed("int4", 300, 43.9)]) == "int4"
+    # no speeds (no browser): the smallest, as the size objective
+    assert choose([_timed("fp32", 1000, None), _timed("int8", 300, None)]) == "int8"
+
+
+def test_select_per_ep_records_speeds_and_the_objective() -> None:
+    variants = [_variant("fp32", 1000, PERFECT), _variant("int8-weights", 270, CLOSE),
+                _variant("int8-static", 290, CLOSE)]
+    speeds = {"wasm": {"fp32": 70.0, "int8-weights": 67.0, "int8-static": 33.0}}
+    choice = select(variants, None, None, "balanced", speeds, ("webgpu", "wasm"),
+                    {"measured": "test"})
+    # WebGPU is not timed: it gets the WASM choice, so one name (not a map) is the default
+    assert choice.chosen == "int8-static"
+    assert choice.dropped == ["fp32", "int8-weights"]
+    assert choice.selection.objective == "balanced"
+    assert choice.selection.speed == {"measured": "test"}
+    assert [c.get("wasm_ms") for c in choice.selection.candidates] == [70.0, 67.0, 33.0]
+    both = select(variants, None, None, "speed",
+                  {"wasm": {"fp32": 70.0, "int8-static": 33.0},
+                   "webgpu": {"fp32": 5.0, "int8-static": 9.0}}, ("webgpu", "wasm"))
+    assert both.chosen == {"webgpu": "fp32", "wasm": "int8-static"}
+    assert both.dropped == ["int8-weights"] and both.selection.chosen == "int8-static"
 
 
 def _variant(name: str, size: int, metrics: Metrics | None) -> Variant:

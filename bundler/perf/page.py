@@ -1,0 +1,289 @@
+"""One bundle measured in headless Chromium: cold load, first result, run times, bytes, memory.
+
+Each execution provider × variant gets a fresh browser context (nothing cached, as on a first
+visit) on the blank harness page, which loads nothing itself: the page then imports bundle.mjs and
+calls load() as an app does. The cold load is split by load()'s progress events and by timing
+WebAssembly's compile and instantiate calls; the bytes are the page's resource timing entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bundler.perf.profile import Profile, aggregate, trace_events
+from bundler.perf.stats import Latency, summarise
+from bundler.server import HARNESS_PATH
+
+RUN_BATCH = 5  # runs per page call, so progress shows between them
+PROFILE_END = "onnx-bundler: profile end"
+
+# Shared by the pages below (and benchmarks/): the bundle's typed-array table decodes base64
+# feeds; WebAssembly's compile and instantiate calls are timed.
+DECODE_JS = """
+  const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', base).href);
+  const decode = (feeds) => Object.fromEntries(Object.entries(feeds).map(([name, feed]) => {
+    const bytes = Uint8Array.from(atob(feed.data), (c) => c.charCodeAt(0));
+    return [name, { type: feed.type, dims: feed.dims,
+                    data: new TYPED_ARRAYS[feed.type](bytes.buffer) }];
+  }));
+"""
+
+# Started by an init script as the harness page begins to load (so navigation -> ready has no
+# Playwright round trip in it); the page's evaluate then awaits globalThis.__benchLoad.
+WASM_TIMING_JS = """
+  const compile = { ms: 0, calls: 0 };
+  for (const name of ['compile', 'compileStreaming', 'instantiate', 'instantiateStreaming']) {
+    const original = WebAssembly[name];
+    WebAssembly[name] = async function timed(...args) {
+      const started = performance.now();
+      try { return await original.apply(this, args); } finally {
+        compile.ms += performance.now() - started;
+        compile.calls += 1;
+      }
+    };
+  }
+"""
+
+# The resource timing entries up to `ready`, as _cold reads them.
+RESOURCES_JS = """
+  const resources = performance.getEntriesByType('resource')
+    .filter((entry) => entry.startTime <= ready)
+    .map((entry) => ({ name: entry.name, start: entry.startTime, end: entry.responseEnd,
+                       bytes: entry.encodedBodySize, transfer: entry.transferSize }));
+"""
+
+_LOAD_JS = """
+async ({ base, ep, variant, threads, feeds, cache }) => {
+  """ + WASM_TIMING_JS + """
+  const stages = {};
+  const onProgress = ({ stage }) => {
+    const now = performance.now();
+    stages[stage] ??= { start: now, end: now };
+    stages[stage].end = now;
+  };
+  const started = performance.now();
+  const { load } = await import(new URL('bundle.mjs', base).href);
+  const options = { onProgress }; // no ep or variant: what load() picks by default
+  if (ep !== null) Object.assign(options, { executionProviders: [ep], ignoreVerification: true });
+  if (variant !== null) Object.assign(options, { variant, ignoreVerification: true });
+  if (threads !== null) options.numThreads = threads;
+  if (cache === false) options.cache = false;
+  let model;
+  try {
+    model = await load(options);
+  } catch (error) {
+    return { error: String(error?.message ?? error) };
+  }
+  const ready = performance.now();
+  """ + DECODE_JS + """
+  const inputs = decode(feeds);
+  const runStarted = performance.now();
+  await model.run(inputs);
+  const firstRun = performance.now() - runStarted;
+  globalThis.__bench = { model, inputs };
+  """ + RESOURCES_JS + """
+  return { ep: model.ep, variant: model.variant, threads: model.threads,
+           crossOriginIsolated: model.crossOriginIsolated, started, ready, firstRun,
+           stages, compile, resources };
+}
+"""
+
+_RUNS_JS = """
+async (count) => {
+  const { model, inputs } = globalThis.__bench;
+  const times = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    await model.run(inputs);
+    times.push(performance.now() - started);
+  }
+  return times;
+}
+"""
+
+_ADAPTER_JS = """
+async () => {
+  const adapter = await globalThis.navigator?.gpu?.requestAdapter?.();
+  if (!adapter) return null;
+  const info = adapter.info ?? {};
+  return { vendor: info.vendor ?? '', architecture: info.architecture ?? '',
+           description: info.description ?? '' };
+}
+"""
+
+# The runtime imported directly (bundle.mjs creates sessions without profiling), its wasm and the
+# model fetched as bundle.mjs fetches them; onnxruntime-web prints the trace to the console.
+_PROFILE_JS = """
+async ({ base, build, wasm, model, ep, threads, feeds, runs }) => {
+  const { fetchFile } = await import(new URL('bundle.fetch.mjs', base).href);
+  """ + DECODE_JS + """
+  const urls = (path) => new URL(path, base).href; // whichever piece (or sibling) it fetches
+  const ort = await import(new URL(build.module, base).href);
+  ort.env.wasm.wasmPaths = { mjs: new URL(build.mjs, base).href };
+  ort.env.wasm.wasmBinary = await fetchFile(wasm, urls, null, { stage: 'runtime' });
+  ort.env.wasm.proxy = false;
+  if (threads !== null) ort.env.wasm.numThreads = threads;
+  const bytes = await fetchFile(model, urls, null, { stage: 'model' });
+  const session = await ort.InferenceSession.create(bytes, {
+    executionProviders: [ep], graphOptimizationLevel: 'all', enableProfiling: true });
+  const tensors = Object.fromEntries(Object.entries(decode(feeds)).map(([name, feed]) => [
+    name, new ort.Tensor(feed.type, feed.data, feed.dims)]));
+  for (let i = 0; i < runs; i++) await session.run(tensors);
+  session.endProfiling();
+  await session.release();
+  console.log(END);
+}
+""".replace("END", repr(PROFILE_END))
+
+
+@dataclasses.dataclass
+class ColdLoad:
+    """Milliseconds from navigation, and the split of load() (None where not measurable)."""
+
+    navigation_to_ready_ms: float  # navigation start -> session ready
+    load_ms: float  # bundle.mjs import + load() -> ready
+    time_to_first_result_ms: float  # navigation start -> first output (inputs decoded aside)
+    fetch_ms: float | None  # first request -> last byte before ready (incl. the sha256 checks)
+    wasm_compile_ms: float | None  # WebAssembly compile/instantiate calls on the page
+    session_ms: float | None  # load()'s session stage less the wasm compile in it
+    bytes_transferred: int
+    requests: int
+
+
+@dataclasses.dataclass
+class PageResult:
+    ep: str
+    variant: str
+    ran_on: str | None = None
+    error: str | None = None
+    threads: int | None = None
+    cross_origin_isolated: bool | None = None
+    cold: ColdLoad | None = None
+    latency: Latency | None = None
+    memory: dict[str, int] | None = None
+    adapter: dict[str, str] | None = None
+    profile: Profile | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        data["cold"] = None if self.cold is None else {
+            key: (round(value, 3) if isinstance(value, float) else value)
+            for key, value in dataclasses.asdict(self.cold).items()}
+        data["latency"] = None if self.latency is None else self.latency.to_json()
+        data["profile"] = None if self.profile is None else self.profile.to_json()
+        return data
+
+
+def _cold(loaded: Mapping[str, Any]) -> ColdLoad:
+    resources = loaded["resources"]
+    ready = loaded["ready"]
+    stages = loaded["stages"]
+    compile_ms = loaded["compile"]["ms"] if loaded["compile"]["calls"] else None
+    session = stages.get("session")
+    session_ms = None if session is None else max(
+        0.0, session["end"] - session["start"] - (compile_ms or 0.0))
+    fetch_ms = (max(r["end"] for r in resources) - min(r["start"] for r in resources)
+                if resources else None)
+    return ColdLoad(
+        navigation_to_ready_ms=ready, load_ms=ready - loaded["started"],
+        time_to_first_result_ms=ready + loaded["firstRun"], fetch_ms=fetch_ms,
+        wasm_compile_ms=compile_ms, session_ms=session_ms,
+        bytes_transferred=sum(int(r["bytes"]) for r in resources), requests=len(resources))
+
+
+def _memory(context: Any, page: Any) -> dict[str, int] | None:
+    """The page's JS heap and ArrayBuffer backing stores (the wasm memory among them), as
+    Chromium's DevTools protocol reports them; None where it does not."""
+    try:
+        usage = context.new_cdp_session(page).send("Runtime.getHeapUsage")
+    except Exception:  # noqa: BLE001 - not Chromium, or an older protocol
+        return None
+    names = {"usedSize": "js_heap_used_bytes", "totalSize": "js_heap_total_bytes",
+             "backingStorageSize": "backing_store_bytes"}
+    return {names[key]: int(value) for key, value in usage.items() if key in names}
+
+
+def measure_page(browser: Any, base_url: str, ep: str | None, variant: str | None,
+                 feeds: dict[str, Any], runs: int, threads: int | None, timeout_ms: int,
+                 progress: Callable[[str], None], cache: bool = True) -> PageResult:
+    """Cold load, first run and `runs` runs in all of `ep` × `variant` through bundle.mjs in a
+    fresh context (None: what load() picks by default; `cache` False: load({ cache: false }))."""
+    arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
+                 "feeds": feeds, "cache": cache}
+    return measure_loaded(browser, base_url, _LOAD_JS, arguments, runs, timeout_ms, progress,
+                          PageResult(ep=ep or "default", variant=variant or "default"))
+
+
+def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping[str, Any],
+                   runs: int, timeout_ms: int, progress: Callable[[str], None],
+                   result: PageResult) -> PageResult:
+    """The measurement of `load_js` (an async function of `arguments`, started as the harness
+    page navigates) in a fresh context: it returns what _LOAD_JS returns and leaves
+    globalThis.__bench = { model: { run(inputs) }, inputs } for the runs."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        harness = urllib.parse.urljoin(base_url, HARNESS_PATH)
+        page.add_init_script(f"if (location.href === {json.dumps(harness)})"
+                             f" globalThis.__benchLoad = ({load_js})({json.dumps(arguments)});")
+        progress("loading")
+        page.goto(harness)
+        loaded = page.evaluate("() => globalThis.__benchLoad")
+        if "error" in loaded:
+            result.error = loaded["error"]
+            return result
+        result.ran_on, result.threads = loaded["ep"], loaded["threads"]
+        result.variant = loaded.get("variant") or result.variant
+        result.cross_origin_isolated = loaded["crossOriginIsolated"]
+        result.cold = _cold(loaded)
+        times = [loaded["firstRun"]]
+        while len(times) < runs:
+            progress(f"run {len(times) + 1}/{runs}")
+            times += page.evaluate(_RUNS_JS, min(RUN_BATCH, runs - len(times)))
+        result.latency = summarise(times)
+        result.memory = _memory(context, page)
+        if result.ran_on == "webgpu":
+            result.adapter = page.evaluate(_ADAPTER_JS)
+    except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
+        result.error = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+    finally:
+        context.close()
+    return result
+
+
+def profile_page(browser: Any, base_url: str, request: Mapping[str, Any], ep: str,
+                 runs: int, timeout_ms: int) -> Profile:
+    """onnxruntime-web's own profile of `runs` runs (the first ones not counted) on `ep`.
+    `request`: the build, the wasm's and the model's `files` entries, threads and feeds."""
+    context = browser.new_context()
+    lines: list[str] = []
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        page.on("console", lambda message: lines.append(message.text))
+        page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
+        with page.expect_console_message(lambda message: message.text == PROFILE_END):
+            page.evaluate(_PROFILE_JS, {**request, "base": base_url, "ep": ep, "runs": runs})
+    finally:
+        context.close()
+    counted = max(1, runs // 2)
+    profile = aggregate(trace_events(lines), "browser", counted, ep=ep)
+    if ep == "webgpu":
+        profile.note = ("WebGPU kernel times are the CPU side of each dispatch (the GPU runs"
+                        " them asynchronously)")
+    return profile
+
+
+def profile_request(build: Any, files: Sequence[Any], model_path: str,
+                    threads: int | None, feeds: dict[str, Any]) -> dict[str, Any]:
+    def entry(path: str) -> dict[str, Any]:
+        found = next((item for item in files if item["path"] == path), None)
+        return found or {"path": path}
+
+    return {"build": dataclasses.asdict(build), "wasm": entry(build.wasm),
+            "model": entry(model_path), "threads": threads, "feeds": feeds}

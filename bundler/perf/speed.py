@@ -1,0 +1,118 @@
+"""How fast each candidate of `--quantize auto` runs in the browser, for select.py.
+
+Short on purpose (it runs during the build): one headless Chromium page loads every candidate on
+the WASM EP through bundle.mjs, runs each WARMUP_RUNS times (the JIT's warm-up), then times them
+in SPEED_ROUNDS interleaved rounds, so that machine noise hits them all alike; a candidate's speed
+is the median of its rounds. WebGPU is not timed: the build's Chromium has only SwiftShader, whose
+figures are not GPU figures, so WebGPU gets the WASM choice.
+"""
+
+from __future__ import annotations
+
+import statistics
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.conformance import encode_feeds
+from bundler.console import Reporter
+from bundler.errors import first_line
+from bundler.manifest import Manifest
+from bundler.perf.page import DECODE_JS
+from bundler.reference import Feeds
+from bundler.server import HARNESS_PATH, serve_directory
+from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
+
+WARMUP_RUNS = 5
+SPEED_ROUNDS = 9
+SPEED_EP = "wasm"
+
+_INTERLEAVED_JS = """
+async ({ base, names, feeds, warmup, rounds }) => {
+  """ + DECODE_JS + """
+  const { load } = await import(new URL('bundle.mjs', base).href);
+  const inputs = decode(feeds);
+  const models = {};
+  const errors = {};
+  for (const name of names) {
+    try {
+      models[name] = await load({ variant: name, executionProviders: ['wasm'],
+                                  ignoreVerification: true });
+      for (let i = 0; i < warmup; i++) await models[name].run(inputs);
+    } catch (error) {
+      errors[name] = String(error?.message ?? error);
+      delete models[name];
+    }
+  }
+  const times = Object.fromEntries(Object.keys(models).map((name) => [name, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const [name, model] of Object.entries(models)) {
+      const started = performance.now();
+      await model.run(inputs);
+      times[name].push(performance.now() - started);
+    }
+  }
+  const threads = Object.values(models)[0]?.threads ?? null;
+  for (const model of Object.values(models)) await model.release();
+  return { times, errors, threads };
+}
+"""
+
+
+def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
+                   reporter: Reporter, settings: BrowserSettings | None = None
+                   ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """({"wasm": {variant: steady ms}}, the record of how) for the variants `names` of the
+    (rendered) bundle in `directory`. A candidate that does not run is left out (say why)."""
+    settings = settings or load_settings()
+    timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
+    encoded = encode_feeds(feeds, manifest.inputs)
+    with serve_directory(directory) as base_url, playwright_session() as playwright, \
+            launch(playwright, settings, webgpu=False) as browser, \
+            reporter.step(f"auto: timing {', '.join(names)} on {SPEED_EP} in Chromium"):
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.set_default_timeout(timeout * len(names))
+            page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
+            timed = page.evaluate(_INTERLEAVED_JS, {
+                "base": base_url, "names": list(names), "feeds": encoded,
+                "warmup": WARMUP_RUNS, "rounds": SPEED_ROUNDS})
+        finally:
+            context.close()
+        version = browser.version
+    for name, error in timed["errors"].items():
+        reporter.warn(f"auto: {name} could not be timed ({first_line(error)})")
+    speeds = {name: round(statistics.median(times), 2) for name, times in timed["times"].items()}
+    return {SPEED_EP: speeds}, speed_record(
+        f"median ms per run on {SPEED_EP} of {SPEED_ROUNDS} interleaved rounds after"
+        f" {WARMUP_RUNS} warm-up runs each, in one page of Chromium {version},"
+        f" {timed['threads']} thread(s)")
+
+
+def speed_record(measured: str | None, reason: str | None = None) -> dict[str, Any]:
+    """bundle.json's selection.speed: how speeds were measured (or why not) and the rule's
+    tolerances."""
+    record: dict[str, Any] = {"tie_tolerance": SPEED_TIE, "balanced_smaller": BALANCED_SMALLER,
+                              "balanced_slower": BALANCED_SLOWER}
+    if measured:
+        record["measured"] = measured
+        record["not_measured_on"] = {"webgpu": "SwiftShader is not a GPU: WebGPU gets the WASM"
+                                               " choice"}
+    else:
+        record["not_measured"] = reason
+    return record
+
+
+def speed_rows(candidates: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Rows for the build report's table of auto's candidates."""
+    return [[c["name"], str(c["bytes"]), "yes" if c["within_budget"] else "no",
+             "yes" if c["browser_verified"] else "no",
+             str(c.get(f"{SPEED_EP}_ms", "-")), "SHIPS" if c["chosen"] else ""]
+            for c in candidates]
+
+
+SPEED_COLUMNS = ("candidate", "bytes", "within budget", "passed in browser",
+                 f"{SPEED_EP} ms (steady median)", "")
