@@ -68,9 +68,12 @@ def test_auto_ships_the_smallest_variant_within_budget_that_passed_in_the_browse
 
 
 def test_auto_balanced_times_the_candidates_and_ships_what_the_rule_says(build_bundle):
-    directory, manifest = build_bundle(None, verify=True, quantize="auto",
-                                       variants=("fp32", "int8-weights", "int8"),
-                                       max_error="cosine>=0.999,top1>=0.98")
+    options = {"verify": True, "quantize": "auto", "variants": ("fp32", "int8-weights", "int8"),
+               "max_error": "cosine>=0.999,top1>=0.98"}
+    directory, manifest = build_bundle(None, **options)
+    # A second build reuses the first measurement of the same files: byte-identical output.
+    again, _ = build_bundle(None, name="again", **options)
+    assert (again / "bundle.json").read_bytes() == (directory / "bundle.json").read_bytes()
     selection = manifest["selection"]
     assert selection["objective"] == "balanced" and "wasm" in selection["speed"]["measured"]
     fits = [c for c in selection["candidates"] if c["within_budget"] and c["browser_verified"]]

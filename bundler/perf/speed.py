@@ -9,6 +9,11 @@ figures are not GPU figures, so WebGPU gets the WASM choice.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
 import statistics
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -22,6 +27,7 @@ from bundler.errors import first_line
 from bundler.manifest import Manifest
 from bundler.perf.page import DECODE_JS
 from bundler.reference import Feeds
+from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
 
@@ -61,12 +67,46 @@ async ({ base, names, feeds, warmup, rounds }) => {
 """
 
 
+def _measurement_key(manifest: Manifest, names: Sequence[str], encoded: Any,
+                     settings: BrowserSettings) -> str:
+    """What the timings depend on: the candidates' bytes, the runtime, the inputs, the browser
+    settings and this protocol."""
+    files = {variant.name: variant.sha256 for variant in manifest.variants
+             if variant.name in names}
+    text = json.dumps([files, manifest.runtime.version, encoded, dataclasses.asdict(settings),
+                       WARMUP_RUNS, SPEED_ROUNDS, SPEED_EP], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
                    reporter: Reporter, settings: BrowserSettings | None = None
                    ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """({"wasm": {variant: steady ms}}, the record of how) for the variants `names` of the
-    (rendered) bundle in `directory`. A candidate that does not run is left out (say why)."""
+    (rendered) bundle in `directory`. A candidate that does not run is left out (say why).
+
+    Timings are noisy, and a build must give the same files for the same model and options: so
+    the first measurement of the same candidate files, runtime, inputs and settings is kept in
+    the user cache and reused (delete ~/.cache/onnx-bundler/speeds/ to measure again)."""
     settings = settings or load_settings()
+    cached = cache_root() / "speeds" / (
+        _measurement_key(manifest, names, encode_feeds(feeds, manifest.inputs), settings)
+        + ".json")
+    if cached.is_file():
+        with contextlib.suppress(ValueError, KeyError):
+            stored = json.loads(cached.read_text(encoding="utf-8"))
+            reporter.info(f"auto: speeds as first measured for these files ({cached})")
+            return stored["speeds"], stored["record"]
+    speeds, record = _measure(directory, manifest, names, feeds, reporter, settings)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    temporary = cached.with_name(f".{cached.name}.{os.getpid()}")
+    temporary.write_text(json.dumps({"speeds": speeds, "record": record}), encoding="utf-8")
+    temporary.replace(cached)
+    return speeds, record
+
+
+def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
+             reporter: Reporter, settings: BrowserSettings
+             ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     encoded = encode_feeds(feeds, manifest.inputs)
     with serve_directory(directory) as base_url, playwright_session() as playwright, \
