@@ -116,21 +116,25 @@ function atStage(stage, error) {
 // runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
 // bundle.mjs). `models` caches fetched model bytes by path across the EPs one load() tries.
 export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models }) {
+  // The model is fetched while the runtime is fetched and compiled, not after it.
+  const path = model.entry.path;
+  const fetching = models.get(path)
+    ?? fetchFile(model.entry, model.urls, onProgress, { stage: 'model', cache });
+  if (!models.has(path)) {
+    models.set(path, fetching);
+    fetching.catch(() => models.delete(path)); // a failed fetch may be tried again
+  }
   let ort;
   try {
     ort = await importRuntime(runtime, numThreads, { onProgress, cache }); // progress: its wasm
   } catch (error) {
     throw atStage('runtime', error);
   }
-  const path = model.entry.path;
-  if (!models.has(path)) {
-    models.set(path, await fetchFile(model.entry, model.urls, onProgress,
-      { stage: 'model', cache }));
-  }
+  const bytes = await fetching;
   try {
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
     const session = await serialised(ort, () => ort.InferenceSession.create(
-      models.get(path), { executionProviders: [ep], graphOptimizationLevel: 'all' }));
+      bytes, { executionProviders: [ep], graphOptimizationLevel: 'all' }));
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session);
   } catch (error) {
