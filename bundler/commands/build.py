@@ -57,6 +57,8 @@ from bundler.runtime import (
 )
 from bundler.samples import load_samples
 from bundler.site import finish_site, human_bytes, render_site
+from bundler.tasks.build import task_hint, with_task_graph
+from bundler.tasks.resolve import resolve_task
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import make_variants
 from bundler.variants.select import select
@@ -193,6 +195,9 @@ def build(
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
         if warning.code not in FITTED_BY_PREPARE:
             reporter.warn(warning.text())
+    task = resolve_task(options.task, header)
+    if (hint := task_hint(options.task, header)) is not None:
+        reporter.info(hint)
     if options.target == "edge":
         from bundler.edge import build_edge
 
@@ -208,7 +213,8 @@ def build(
         shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
-            notes = prepare_model(source, prepared, reporter, runtime_version,
+            notes = prepare_model(with_task_graph(source, task, work), prepared, reporter,
+                                  runtime_version,
                                   _cases_for(options, user) if options.verify else None)
         for note in notes:
             reporter.info(note)
@@ -241,6 +247,7 @@ def build(
             notes=notes,
             verification=verification_record(None, ""),
             hosting=hosting.to_json(),
+            task=task,
         )
         if plan.auto:
             report = (_verify(staging, manifest, options, reporter, "Browser check of the"
