@@ -208,7 +208,16 @@ def inspect_command(source, as_json, html, netron):
 @click.option("--save", type=click.Path(path_type=Path), default=None,
               help="Write the outputs to this .npz file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
+@click.option("--image", type=click.Path(path_type=Path), default=None,
+              help="Classify or detect in this image file (a bundle built with --task).")
+@click.option("--audio", type=click.Path(path_type=Path), default=None,
+              help="Stream this .wav file through an audio-stream bundle: chunks and segments.")
+@click.option("--top-k", type=click.IntRange(1), default=None,
+              help="Classes to print with --image (default: the task's top_k).")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Score threshold of detections with --image (default: the task's).")
+def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, image, audio,
+                top_k, threshold):
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
@@ -217,7 +226,8 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
-        save=save, whole_graph=whole_graph, reporter=_reporter())
+        save=save, whole_graph=whole_graph, image=image, audio=audio, top_k=top_k,
+        threshold=threshold, reporter=_reporter())
 
 
 @main.command("export")

@@ -52,10 +52,11 @@ def likely_task(model: onnx.ModelProto) -> tuple[str, str] | None:
     shape = out.shape or ()
     if first.type in FLOATS and _image_layout(first):
         if len(shape) == 3 and all(isinstance(d, int) for d in shape[1:]):
+            where = f"output {out.name} {list(shape)} is"
             if shape[1] < shape[2] and shape[1] > 4:
-                return "object-detection", f"output {out.name} {list(shape)} is YOLOv8's [1, 4+C, N]"
+                return "object-detection", f"{where} YOLOv8's [1, 4+C, N]"
             if shape[2] > 5 and shape[1] > shape[2]:
-                return "object-detection", f"output {out.name} {list(shape)} is YOLOv5's [1, N, 5+C]"
+                return "object-detection", f"{where} YOLOv5's [1, N, 5+C]"
         if len(shape) == 2:
             return "image-classification", f"image input {first.name}, scores {list(shape)}"
     if _state_pairs(inputs, outputs) and first.type in FLOATS and len(first.shape or ()) <= 2:

@@ -75,7 +75,9 @@ def _numbers(count: int, positive: bool = False) -> Any:
         if isinstance(value, str):
             value = [part for part in value.replace("x", ",").split(",") if part.strip()]
         if isinstance(value, int | float) and not isinstance(value, bool):
-            value = [value] * count
+            value = [value]
+        if isinstance(value, list | tuple) and len(value) == 1:  # one number for every channel
+            value = list(value) * count
         if not isinstance(value, list | tuple) or len(value) != count:
             raise ValueError(f"expected {count} numbers, got {value!r}")
         numbers = tuple(_float(item) for item in value)
