@@ -21,6 +21,7 @@ import {
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
+import * as tasks from './tasks/index.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
@@ -211,6 +212,19 @@ class Model {
     const session = this._session;
     this._session = null;
     await session?.release();
+  }
+
+  // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio.
+  classify(source, options) {
+    return tasks.classify(this, source, options);
+  }
+
+  detect(source, options) {
+    return tasks.detect(this, source, options);
+  }
+
+  stream() {
+    return tasks.stream(this);
   }
 }
 

@@ -1,0 +1,145 @@
+"""Task apps in headless Chromium against the Python reference, end to end from the same files:
+an image (PNG) to labels and boxes, a sound to per-chunk scores, on WASM, WebGPU and in the
+worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bundler import manifest as manifest_file
+from bundler.modelio import cpu_session
+from bundler.reference import run_native
+from bundler.tasks.audio import read_wav
+from bundler.tasks.image import read_image
+from bundler.tasks.pipeline import run_audio, run_image
+from tests import task_models
+
+pytestmark = pytest.mark.browser
+
+IMAGE = "picture.png"
+SOUND = "sound.wav"
+SOUND_RATE = 22050
+
+
+@pytest.fixture(scope="module")
+def task_bundles(tmp_path_factory, runtime_dist):
+    from bundler.commands.build import build
+    from bundler.options import BuildOptions
+
+    root = tmp_path_factory.mktemp("tasks")
+    labels = root / "labels.txt"
+    labels.write_text("\n".join(task_models.CLASSIFIER_LABELS) + "\n", encoding="utf-8")
+    specs = {
+        "classifier": (task_models.classifier, {"kind": "image-classification",
+                                                 "labels": str(labels), "channels": "BGR",
+                                                 "mean": [0.4, 0.5, 0.6], "std": [0.2, 0.25, 0.3]}),
+        "detector": (task_models.detector, {"kind": "object-detection",
+                                             "labels": task_models.DETECTOR_LABELS,
+                                             "score_threshold": 0.3}),
+        "audio": (task_models.audio_model, {"kind": "audio-stream"}),
+    }
+    built = {}
+    for name, (make, task) in specs.items():
+        output = root / name
+        build(make(root / "models"), BuildOptions(output=output, verify=False,
+                                                  runtime_dir=runtime_dist, task=task))
+        task_models.save_png(task_models.picture(150, 260, seed=3), output / IMAGE)
+        task_models.save_wav(task_models.speech_like(1.8, SOUND_RATE), SOUND_RATE, output / SOUND)
+        built[name] = output
+    return built
+
+
+def _native(directory):
+    manifest = manifest_file.load(directory)
+    session = cpu_session(directory / manifest.default_for("wasm").file)
+    return manifest, lambda feeds: run_native(session, feeds)
+
+
+RUN_IMAGE = """async ({ url, method, options, file, as }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const blob = await (await fetch(file)).blob();
+  let source = blob;
+  if (as === 'bitmap') source = await createImageBitmap(blob);
+  if (as === 'imagedata') {
+    const bitmap = await createImageBitmap(blob);
+    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+    canvas.getContext('2d').drawImage(bitmap, 0, 0);
+    source = canvas.getContext('2d').getImageData(0, 0, bitmap.width, bitmap.height);
+  }
+  const result = await model[method](source);
+  const ep = model.ep;
+  await model.release();
+  return { ep, result };
+}"""
+
+
+def _same_classes(browser, native):
+    assert [c["label"] for c in browser] == [c["label"] for c in native["classes"]]
+    np.testing.assert_allclose([c["score"] for c in browser],
+                               [c["score"] for c in native["classes"]], atol=1e-5)
+
+
+def _same_detections(browser, native):
+    expected = native["detections"]
+    assert len(browser) == len(expected) > 0
+    for got, want in zip(browser, expected, strict=True):
+        assert got["label"] == want["label"]
+        assert abs(got["score"] - want["score"]) < 1e-5
+        np.testing.assert_allclose([got["box"][k] for k in ("x", "y", "width", "height")],
+                                   [want["box"][k] for k in ("x", "y", "width", "height")],
+                                   atol=1e-3)
+
+
+@pytest.mark.parametrize("options, source", [
+    ({"executionProviders": ["wasm"]}, "blob"),
+    ({"executionProviders": ["wasm"], "worker": True}, "bitmap"),
+    ({"executionProviders": ["webgpu"]}, "imagedata"),
+], ids=["wasm-blob", "worker-bitmap", "webgpu-imagedata"])
+def test_image_tasks_match_the_python_reference(task_bundles, webgpu_browser, open_bundle,
+                                                options, source):
+    for name, method, same in (("classifier", "classify", _same_classes),
+                               ("detector", "detect", _same_detections)):
+        directory = task_bundles[name]
+        manifest, run = _native(directory)
+        native = run_image(run, manifest.task, read_image(directory / IMAGE))
+        with open_bundle(webgpu_browser, directory) as page:
+            got = page.evaluate(RUN_IMAGE, {"url": page.base_url + "bundle.mjs", "method": method,
+                                            "options": options, "file": page.base_url + IMAGE,
+                                            "as": source})
+        assert got["ep"] == options["executionProviders"][0]
+        same(got["result"], native)
+
+
+RUN_AUDIO = """async ({ url, options, samples, rate }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const stream = model.stream();
+  const first = [...await stream.push(Float32Array.from(samples), rate), ...await stream.flush()];
+  stream.reset();
+  const again = await stream.push(Float32Array.from(samples), rate);
+  await model.release();
+  return { first, again };
+}"""
+
+
+@pytest.mark.parametrize("options", [{"executionProviders": ["wasm"]},
+                                     {"executionProviders": ["wasm"], "worker": True}],
+                         ids=["wasm", "worker"])
+def test_audio_stream_matches_the_python_reference(task_bundles, webgpu_browser, open_bundle,
+                                                   options):
+    directory = task_bundles["audio"]
+    manifest, run = _native(directory)
+    samples, rate = read_wav(directory / SOUND)
+    native = run_audio(run, manifest.task, manifest.inputs, samples, rate)
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(RUN_AUDIO, {"url": page.base_url + "bundle.mjs", "options": options,
+                                        "samples": samples.tolist(), "rate": rate})
+    assert len(got["first"]) == len(native["chunks"])
+    np.testing.assert_allclose([c["score"] for c in got["first"]],
+                               [c["score"] for c in native["chunks"]], atol=1e-5)
+    # reset() starts from zero state: the same scores again (the last partial chunk aside)
+    np.testing.assert_allclose([c["score"] for c in got["again"]],
+                               [c["score"] for c in got["first"][:len(got["again"])]], atol=1e-7)
+    assert len(native["segments"]) == 2
