@@ -116,7 +116,7 @@ export interface Manifest {
     fallback?: VerificationResult;
     problems?: string[];
   };
-  /** The task the bundle was built for (--task); absent for generic. */
+  /** The task the bundle was built for with --task (absent: generic). */
   task?: Task;
 }
 
