@@ -24,12 +24,12 @@ from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
 
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
-             "bundle.worker.mjs", NODE_ENTRY, "app.mjs",
+             "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
              *(f"tasks/{name}" for name in TASK_MODULES))
 TEMPLATE_SUFFIX = ".j2"
-# The demo's app.mjs may be replaced; the rest is the bundle's contract.
+# The demo's app.mjs and task-demo.mjs may be replaced; the rest is the bundle's contract.
 RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
-            COI_WORKER, "runtime", "models", "tasks"} - {"app.mjs"}
+            COI_WORKER, "runtime", "models", "tasks"} - {"app.mjs", "task-demo.mjs"}
 
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:

@@ -4,6 +4,9 @@ worker."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -143,3 +146,27 @@ def test_audio_stream_matches_the_python_reference(task_bundles, webgpu_browser,
     np.testing.assert_allclose([c["score"] for c in got["again"]],
                                [c["score"] for c in got["first"][:len(got["again"])]], atol=1e-7)
     assert len(native["segments"]) == 2
+
+
+SCREENSHOTS = os.environ.get("BUNDLER_SCREENSHOTS")  # a folder: the README's demo screenshots
+
+
+@pytest.mark.parametrize("name, file, expected", [
+    ("detector", IMAGE, "blue <thing>: "),
+    ("classifier", IMAGE, '<b>bird</b> & "quotes": '),
+    ("audio", SOUND, "speech 0.30 s"),
+])
+def test_demo_page_shows_results_as_text(task_bundles, webgpu_browser, open_bundle, tmp_path,
+                                         name, file, expected):
+    directory = task_bundles[name]
+    with open_bundle(webgpu_browser, directory, "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        page.page.set_input_files("#task-file", str(directory / file))
+        page.page.wait_for_selector("#task-results li")
+        items = page.page.locator("#task-results li").all_text_contents()
+        assert any(item.startswith(expected) for item in items), items
+        assert page.page.locator("#task-results b").count() == 0  # a label is never markup
+        assert page.page.get_attribute("#task-drop", "tabindex") == "0"
+        folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+        folder.mkdir(parents=True, exist_ok=True)
+        page.page.locator("#task").screenshot(path=str(folder / f"task-{name}.png"))
