@@ -108,9 +108,14 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
               help="Also check that load() falls back to WASM without WebGPU (default).")
 @_click_option("sample")
 @_click_option("inputs")
+@click.option("--image", "images", multiple=True, type=click.Path(path_type=Path),
+              help="A task bundle: compare the browser's labels/boxes with the Python reference"
+                   " on this image (repeat; default: a picture made in code).")
+@click.option("--audio", "sounds", multiple=True, type=click.Path(path_type=Path),
+              help="An audio-stream bundle: compare chunk scores on this .wav (repeat).")
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
-         inputs: tuple[str, ...]) -> None:
+         inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...]) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.commands.test import check
     from bundler.options import flag_of, validate
@@ -121,7 +126,7 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
                      spelling=flag_of)
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
-          sample=given.get("sample"), inputs=given.get("inputs"))
+          sample=given.get("sample"), inputs=given.get("inputs"), task_files=(*images, *sounds))
 
 
 @main.command()

@@ -4,7 +4,9 @@ worker."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -170,3 +172,25 @@ def test_demo_page_shows_results_as_text(task_bundles, webgpu_browser, open_bund
         folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
         folder.mkdir(parents=True, exist_ok=True)
         page.page.locator("#task").screenshot(path=str(folder / f"task-{name}.png"))
+
+
+def test_bundle_test_compares_task_answers_and_catches_a_drifted_twin(task_bundles, tmp_path):
+    from bundler.commands.test import check
+    from bundler.errors import BundlerError
+
+    directory = task_bundles["detector"]
+    report = tmp_path / "report.json"
+    check(directory, execution_providers=("wasm",), check_fallback=False, report=report,
+          task_files=[directory / IMAGE])
+    (entry,) = json.loads(report.read_text())["task"]
+    assert entry["passed"] and entry["native_count"] == entry["browser_count"] > 0
+    # The browser's resize drifts from the spec (nearest instead of bilinear): caught.
+    drifted = tmp_path / "drifted"
+    shutil.copytree(directory, drifted)
+    module = drifted / "tasks" / "image.mjs"
+    module.write_text(module.read_text().replace("task.filter !== 'nearest'", "false"))
+    for compressed in (drifted / "tasks").glob("image.mjs.*"):
+        compressed.unlink()
+    with pytest.raises(BundlerError, match="task answers differ"):
+        check(drifted, execution_providers=("wasm",), check_fallback=False,
+              task_files=[directory / IMAGE])
