@@ -11,10 +11,16 @@ import onnx
 
 from bundler.errors import ConfigError
 from bundler.manifest import Task
-from bundler.modelio import TensorSpec, input_specs, signature
+from bundler.modelio import TensorSpec, input_specs, tensor_spec
 from bundler.tasks.spec import IMAGE_KINDS, METADATA_LABELS, TaskSpec
 
 FLOATS = ("float32", "float16", "float64")
+
+
+def _outputs(model: onnx.ModelProto) -> list[TensorSpec]:
+    """The tensor outputs (a ZipMap's sequence output becomes a tensor only when prepared)."""
+    return [tensor_spec(value, "output") for value in model.graph.output
+            if value.type.WhichOneof("value") == "tensor_type"]
 
 
 def _image_layout(spec: TensorSpec) -> str | None:
@@ -45,7 +51,7 @@ def _state_pairs(inputs: list[TensorSpec], outputs: list[TensorSpec]
 
 def likely_task(model: onnx.ModelProto) -> tuple[str, str] | None:
     """(kind, why) when the inputs and outputs look like one of the tasks; None otherwise."""
-    inputs, outputs = list(input_specs(model)), list(signature(model).outputs)
+    inputs, outputs = list(input_specs(model)), _outputs(model)
     if not inputs or not outputs:
         return None
     first, out = inputs[0], outputs[0]
@@ -105,7 +111,7 @@ def resolve_task(spec: TaskSpec, model: onnx.ModelProto) -> Task | None:
     setting when the model does not fit it."""
     if spec.kind == "generic":
         return None
-    inputs, outputs = list(input_specs(model)), list(signature(model).outputs)
+    inputs, outputs = list(input_specs(model)), _outputs(model)
     names = {input.name: input for input in inputs}
     out_names = [out.name for out in outputs]
     if spec.input is not None and spec.input not in names:
