@@ -196,6 +196,9 @@ def build(
         if warning.code not in FITTED_BY_PREPARE:
             reporter.warn(warning.text())
     task = resolve_task(options.task, header)
+    if task is not None and options.target == "edge":
+        raise ConfigError("--task builds a web app (classify/detect/stream); it does not apply to"
+                          " --target edge")
     if (hint := task_hint(options.task, header)) is not None:
         reporter.info(hint)
     if options.target == "edge":
