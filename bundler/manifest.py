@@ -144,9 +144,10 @@ class Task:
     output: str
     size: list[int] | None = None  # [height, width] of the image the graph takes
     resize: Literal["stretch", "letterbox", "center-crop"] | None = None
-    filter: Literal["bilinear", "nearest"] | None = None
+    filter: Literal["bilinear", "nearest", "antialias"] | None = None
     pad_value: int | None = None
     placement: Literal["centre", "top-left"] | None = None
+    crop_fraction: float | None = None
     layout: Literal["NCHW", "NHWC"] | None = None
     channels: Literal["RGB", "BGR"] | None = None
     scale: float | None = None

@@ -90,6 +90,22 @@ def test_resize_samples_half_pixel_centres() -> None:
     assert nearest[0, 0, :, 0].tolist() == [0, 0, 60, 60, 120, 120, 180, 180]
 
 
+@pytest.mark.parametrize("size", [(37, 61), (120, 90)])
+def test_antialias_is_pillows_bilinear_and_crop_fraction_crops(size: tuple[int, int]) -> None:
+    from PIL import Image
+
+    from bundler.tasks.samples import picture
+
+    pixels = picture(300, 410, seed=1)
+    image, _ = fit_image(pixels, _image_task(size=list(size), resize="stretch",
+                                             filter="antialias"))
+    pillow = np.asarray(Image.fromarray(pixels).resize(size[::-1], Image.Resampling.BILINEAR))
+    assert np.abs(image[0].astype(int) - pillow).max() <= 1  # Pillow rounds in fixed point
+    crop = geometry(400, 300, _image_task(size=[224, 224], resize="center-crop",
+                                          crop_fraction=0.875))  # as torchvision: 256 then 224
+    assert (crop.width, crop.height, crop.left, crop.top) == (341, 256, -59, -16)
+
+
 def _found(*rows: tuple[float, int, tuple[float, float, float, float]]):
     return list(rows)
 

@@ -4,6 +4,7 @@ worker."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -38,7 +39,9 @@ def task_bundles(tmp_path_factory, runtime_dist):
     specs = {
         "classifier": (task_models.classifier, {"kind": "image-classification",
                                                  "labels": str(labels), "channels": "BGR",
-                                                 "mean": [0.4, 0.5, 0.6], "std": [0.2, 0.25, 0.3]}),
+                                                 "mean": [0.4, 0.5, 0.6], "std": [0.2, 0.25, 0.3],
+                                                 "resize": "center-crop", "crop_fraction": 0.875,
+                                                 "filter": "antialias"}),
         "detector": (task_models.detector, {"kind": "object-detection",
                                              "labels": task_models.DETECTOR_LABELS,
                                              "score_threshold": 0.3}),
@@ -194,3 +197,61 @@ def test_bundle_test_compares_task_answers_and_catches_a_drifted_twin(task_bundl
     with pytest.raises(BundlerError, match="task answers differ"):
         check(drifted, execution_providers=("wasm",), check_fallback=False,
               task_files=[directory / IMAGE])
+
+
+TWINS = """async ({ base, file, tasks, output }) => {
+  const { toPixels, fitImage } = await import(base + 'tasks/image.mjs');
+  const { detections } = await import(base + 'tasks/detect.mjs');
+  const { resample } = await import(base + 'tasks/audio.mjs');
+  const pixels = await toPixels(await (await fetch(base + file)).blob());
+  const fitted = tasks.map((task) => Array.from(fitImage(pixels, task).data));
+  const data = Float32Array.from(output.data);
+  const place = { scale_x: 1, scale_y: 1, left: 0, top: 0 };
+  const [, rows, columns] = output.dims;
+  const found = ['yolov8', 'yolov5'].map((layout) => detections(
+    { data, dims: layout === 'yolov8' ? [1, rows, columns] : [1, columns, rows] }, { ...tasks[0], output_layout: layout, score_threshold: 0.3,
+                                    iou_threshold: 0.5, max_detections: 20 }, place, 64, 64));
+  const resampled = Array.from(resample(Float32Array.from(output.data.slice(0, 999)), 44100,
+                                        16000));
+  return { fitted, found, resampled };
+}"""
+
+
+def test_the_javascript_twins_compute_what_the_python_spec_does(task_bundles, webgpu_browser,
+                                                                 open_bundle):
+    """Byte for byte: the fitted image under every resize mode and filter; the same detections
+    (YOLOv8 and YOLOv5 layouts, many overlapping boxes of 3 classes); the same resampling."""
+    from bundler.manifest import Task
+    from bundler.tasks.audio import resample
+    from bundler.tasks.detect import detections
+    from bundler.tasks.image import Geometry, fit_image
+
+    directory = task_bundles["detector"]
+    settings = [dict(resize=resize, filter=filter, placement=placement, crop_fraction=0.875)
+                for resize, placement in [("stretch", "centre"), ("letterbox", "centre"),
+                                          ("letterbox", "top-left"), ("center-crop", "centre")]
+                for filter in ("bilinear", "nearest", "antialias")]
+    tasks = [Task(kind="object-detection", input="images", output="output0", size=[45, 70],
+                  pad_value=114, **setting) for setting in settings]
+    rng = np.random.default_rng(7)
+    output = np.concatenate([rng.uniform(10, 50, (1, 2, 200)), rng.uniform(4, 20, (1, 2, 200)),
+                             rng.uniform(0, 1, (1, 3, 200))], axis=1).astype(np.float32)
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(TWINS, {"base": page.base_url, "file": IMAGE, "tasks": [
+            manifest_file._to_json(task) for task in tasks], "output": {
+                "data": output.ravel().tolist(), "dims": list(output.shape)}})
+    pixels = read_image(directory / IMAGE)
+    for task, fitted in zip(tasks, got["fitted"], strict=True):
+        expected = fit_image(pixels, task)[0].ravel()
+        assert np.array_equal(np.array(fitted, np.uint8), expected), (task.resize, task.filter)
+    place = Geometry(1, 1, 0, 0, 70, 45)
+    for layout, found in zip(["yolov8", "yolov5"], got["found"], strict=True):
+        task = dataclasses.replace(tasks[0], output_layout=layout, score_threshold=0.3,
+                                   iou_threshold=0.5, max_detections=20)
+        data = output if layout == "yolov8" else output.reshape(1, 200, 7)
+        expected = detections(data, task, place, 64, 64)
+        assert 3 < len(expected) == len(found)
+        assert [(d["index"], d["score"], d["box"]) for d in found] == \
+            [(d["index"], d["score"], {k: float(v) for k, v in d["box"].items()})
+             for d in expected]
+    assert got["resampled"] == resample(output.ravel()[:999], 44100, 16000).tolist()

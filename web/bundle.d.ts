@@ -127,9 +127,10 @@ export interface Task {
   output: string;
   size?: [number, number];
   resize?: 'stretch' | 'letterbox' | 'center-crop';
-  filter?: 'bilinear' | 'nearest';
+  filter?: 'bilinear' | 'nearest' | 'antialias';
   pad_value?: number;
   placement?: 'centre' | 'top-left';
+  crop_fraction?: number;
   layout?: 'NCHW' | 'NHWC';
   channels?: 'RGB' | 'BGR';
   scale?: number;

@@ -76,9 +76,9 @@ def detections(output: np.ndarray, task: Task, place: Geometry, source_width: in
     threshold = task.score_threshold if threshold is None else threshold
     found = candidates(output, task, threshold if threshold is not None else 0.25)
     if task.output_layout != "nms-inside":
-        found = non_max_suppression(found, task.iou_threshold or 0.45, task.max_detections or 100)
+        found = non_max_suppression(found, task.iou_threshold or 0.7, task.max_detections or 300)
     else:
-        found = sorted(found, key=lambda item: -item[0])[:task.max_detections or 100]
+        found = sorted(found, key=lambda item: -item[0])[:task.max_detections or 300]
     result = []
     for score, cls, (x1, y1, x2, y2) in found:
         left = min(max((x1 - place.left) / place.scale_x, 0.0), source_width)

@@ -122,7 +122,9 @@ def resolve_task(spec: TaskSpec, model: onnx.ModelProto) -> Task | None:
                           f" (it has: {', '.join(out_names)})")
     output = spec.output or out_names[0]
     if spec.kind in IMAGE_KINDS:
-        task = _image_task(spec, inputs, output)
+        softmax_outputs = {name for node in model.graph.node if node.op_type == "Softmax"
+                           for name in node.output}
+        task = _image_task(spec, inputs, output, softmax_outputs)
     else:
         task = _audio_task(spec, inputs, outputs, output)
     if spec.labels is not None:
@@ -136,7 +138,8 @@ def resolve_task(spec: TaskSpec, model: onnx.ModelProto) -> Task | None:
     return task
 
 
-def _image_task(spec: TaskSpec, inputs: list[TensorSpec], output: str) -> Task:
+def _image_task(spec: TaskSpec, inputs: list[TensorSpec], output: str,
+                softmax_outputs: set[str]) -> Task:
     image = next((s for s in inputs if s.name == spec.input), None) or next(
         (s for s in inputs if s.type in FLOATS and len(s.shape or ()) == 4), None)
     if image is None:
@@ -156,12 +159,15 @@ def _image_task(spec: TaskSpec, inputs: list[TensorSpec], output: str) -> Task:
         raise ConfigError(f"task setting 'size': {size[0]}x{size[1]}, but input {image.name!r}"
                           f" is {fixed[0]}x{fixed[1]}")
     detection = spec.kind == "object-detection"
+    # scores that come out of a Softmax already are probabilities: not again, unless asked
+    softmax = spec.softmax if "softmax" in spec.given else output not in softmax_outputs
     return Task(
         kind=spec.kind, input=image.name, output=output, size=list(size),
         resize=spec.resize or ("letterbox" if detection else "stretch"), filter=spec.filter,
         pad_value=spec.pad_value, placement=spec.placement, layout=layout,
+        crop_fraction=spec.crop_fraction if spec.resize == "center-crop" else None,
         channels=spec.channels, scale=spec.scale, mean=list(spec.mean), std=list(spec.std),
-        softmax=None if detection else spec.softmax, top_k=None if detection else spec.top_k,
+        softmax=None if detection else softmax, top_k=None if detection else spec.top_k,
         score_threshold=spec.score_threshold if detection else None,
         iou_threshold=spec.iou_threshold if detection else None,
         max_detections=spec.max_detections if detection else None,

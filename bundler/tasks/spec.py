@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 TaskKind = Literal["generic", "image-classification", "object-detection", "audio-stream"]
 ResizeMode = Literal["stretch", "letterbox", "center-crop"]
-ResizeFilter = Literal["bilinear", "nearest"]
+ResizeFilter = Literal["bilinear", "nearest", "antialias"]
 Placement = Literal["centre", "top-left"]
 Layout = Literal["NCHW", "NHWC"]
 ChannelOrder = Literal["RGB", "BGR"]
@@ -161,6 +161,7 @@ _SETTINGS: dict[str, Any] = {
     "placement": _choice(get_args(Placement)),
     "layout": _choice(get_args(Layout)),
     "channels": _choice(get_args(ChannelOrder)),
+    "crop_fraction": lambda value: _crop_fraction(value),
     "scale": _float,
     "mean": _numbers(3),
     "std": _numbers(3, positive=True),
@@ -183,6 +184,13 @@ def _text(value: Any) -> str:
     return value.strip()
 
 
+def _crop_fraction(value: Any) -> float:
+    number = _float(value)
+    if not 0 < number <= 1:
+        raise ValueError(f"expected a number above 0, at most 1, got {value!r}")
+    return number
+
+
 def _byte(value: Any) -> int:
     number = _int(value, 0)
     if number > 255:
@@ -202,6 +210,7 @@ class TaskSpec:
     filter: ResizeFilter = "bilinear"
     pad_value: int = 114
     placement: Placement = "centre"
+    crop_fraction: float = 1.0  # center-crop: the part of the resized image kept (0.875: 256->224)
     layout: Layout | None = None  # default: from the input's shape (3 on axis 1: NCHW)
     channels: ChannelOrder = "RGB"
     scale: float = 1 / 255
@@ -211,8 +220,8 @@ class TaskSpec:
     softmax: bool = True
     top_k: int = 5
     score_threshold: float = 0.25
-    iou_threshold: float = 0.45
-    max_detections: int = 100
+    iou_threshold: float = 0.7  # Ultralytics' predict() defaults
+    max_detections: int = 300
     output_layout: OutputLayout = "yolov8"
     sample_rate: int = 16000
     chunk_size: int = 512

@@ -57,10 +57,10 @@ export function nonMaxSuppression(found, iouThreshold, maxDetections) {
 
 export function detections(output, task, place, sourceWidth, sourceHeight, threshold) {
   let found = candidates(output, task, threshold ?? task.score_threshold ?? 0.25);
-  const max = task.max_detections ?? 100;
+  const max = task.max_detections ?? 300;
   found = task.output_layout === 'nms-inside'
     ? found.sort((a, b) => b[0] - a[0]).slice(0, max)
-    : nonMaxSuppression(found, task.iou_threshold ?? 0.45, max);
+    : nonMaxSuppression(found, task.iou_threshold ?? 0.7, max);
   const clip = (value, limit) => Math.min(Math.max(value, 0), limit);
   return found.map(([score, index, [x1, y1, x2, y2]]) => {
     const left = clip((x1 - place.left) / place.scale_x, sourceWidth);

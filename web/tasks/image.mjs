@@ -73,7 +73,8 @@ export function geometry(sourceWidth, sourceHeight, task) {
              width, height };
   }
   const pick = task.resize === 'letterbox' ? Math.min : Math.max;
-  const ratio = pick(width / sourceWidth, height / sourceHeight);
+  let ratio = pick(width / sourceWidth, height / sourceHeight);
+  if (task.resize === 'center-crop') ratio /= task.crop_fraction ?? 1;
   const newWidth = round(sourceWidth * ratio);
   const newHeight = round(sourceHeight * ratio);
   const topLeft = task.resize === 'letterbox' && task.placement === 'top-left';
@@ -107,14 +108,76 @@ function axis(count, start, extent, scale, size, bilinear) {
   return { inside, index0, index1, fraction };
 }
 
+// antialias: the source indices and weights per output position (see image.py's docstring).
+function antialiasWeights(count, start, scale, size) {
+  const spread = Math.max(1 / scale, 1);
+  const taps = [];
+  for (let i = 0; i < count; i++) {
+    const centre = (i - start + 0.5) / scale;
+    const first = Math.max(Math.floor(centre - spread + 0.5), 0);
+    const last = Math.min(Math.floor(centre + spread + 0.5), size);
+    const weights = [];
+    let total = 0;
+    for (let j = first; j < last; j++) {
+      const weight = Math.max(0, 1 - Math.abs((j - centre + 0.5) / spread));
+      weights.push(weight);
+      total += weight;
+    }
+    taps.push({ first, weights: weights.map((weight) => (total > 0 ? weight / total : weight)) });
+  }
+  return taps;
+}
+
+const toByte = (value) => Math.min(Math.max(Math.floor(value + 0.5), 0), 255);
+
+// Rows then columns, each pass rounded to byte values; only the columns and rows inside.
+function antialias({ data, width: sourceWidth, height: sourceHeight }, place, xs, ys, out) {
+  const [height, width] = [ys.inside.length, xs.inside.length];
+  const columns = antialiasWeights(width, place.left, place.scale_x, sourceWidth);
+  const rows = new Float64Array(sourceHeight * width * 3);
+  for (let y = 0; y < sourceHeight; y++) {
+    for (let u = 0; u < width; u++) {
+      if (!xs.inside[u]) continue;
+      const { first, weights } = columns[u];
+      for (let k = 0; k < 3; k++) {
+        let sum = 0;
+        for (let t = 0; t < weights.length; t++) {
+          sum += data[(y * sourceWidth + first + t) * 4 + k] * weights[t];
+        }
+        rows[(y * width + u) * 3 + k] = toByte(sum);
+      }
+    }
+  }
+  const lines = antialiasWeights(height, place.top, place.scale_y, sourceHeight);
+  for (let v = 0; v < height; v++) {
+    if (!ys.inside[v]) continue;
+    const { first, weights } = lines[v];
+    for (let u = 0; u < width; u++) {
+      if (!xs.inside[u]) continue;
+      for (let k = 0; k < 3; k++) {
+        let sum = 0;
+        for (let t = 0; t < weights.length; t++) {
+          sum += rows[((first + t) * width + u) * 3 + k] * weights[t];
+        }
+        out[(v * width + u) * 3 + k] = toByte(sum);
+      }
+    }
+  }
+}
+
 // RGBA pixels -> { data: Uint8Array [H * W * 3] RGB, place } for the graph's uint8 input.
-export function fitImage({ data, width: sourceWidth, height: sourceHeight }, task) {
+export function fitImage(pixels, task) {
+  const { data, width: sourceWidth, height: sourceHeight } = pixels;
   const [height, width] = task.size;
   const place = geometry(sourceWidth, sourceHeight, task);
   const bilinear = task.filter !== 'nearest';
   const ys = axis(height, place.top, place.height, place.scale_y, sourceHeight, bilinear);
   const xs = axis(width, place.left, place.width, place.scale_x, sourceWidth, bilinear);
   const out = new Uint8Array(height * width * 3).fill(task.pad_value ?? 114);
+  if (task.filter === 'antialias') {
+    antialias(pixels, place, xs, ys, out);
+    return { data: out, place };
+  }
   for (let v = 0; v < height; v++) {
     if (!ys.inside[v]) continue;
     const fy = ys.fraction[v];
