@@ -209,8 +209,9 @@ TWINS = """async ({ base, file, tasks, output }) => {
   const place = { scale_x: 1, scale_y: 1, left: 0, top: 0 };
   const [, rows, columns] = output.dims;
   const found = ['yolov8', 'yolov5'].map((layout) => detections(
-    { data, dims: layout === 'yolov8' ? [1, rows, columns] : [1, columns, rows] }, { ...tasks[0], output_layout: layout, score_threshold: 0.3,
-                                    iou_threshold: 0.5, max_detections: 20 }, place, 64, 64));
+    { data, dims: layout === 'yolov8' ? [1, rows, columns] : [1, columns, rows] },
+    { ...tasks[0], output_layout: layout, score_threshold: 0.3, iou_threshold: 0.5,
+      max_detections: 20 }, place, 64, 64));
   const resampled = Array.from(resample(Float32Array.from(output.data.slice(0, 999)), 44100,
                                         16000));
   return { fitted, found, resampled };
