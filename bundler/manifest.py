@@ -162,6 +162,7 @@ class Task:
     output_layout: Literal["yolov8", "yolov5", "nms-inside"] | None = None
     sample_rate: int | None = None
     chunk_size: int | None = None
+    context_size: int | None = None  # samples of the previous chunk given before each chunk
     state: dict[str, str] | None = None  # state input -> the output fed back into it
     sample_rate_input: str | None = None  # an int64 input given the sample rate
 

@@ -257,3 +257,28 @@ def test_bundle_run_image_and_audio(tmp_path: Path, build_bundle) -> None:
     result = run_cli("run", audio_dir, "--audio", sound, "--json")
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["segments"]) == 2
+
+
+def test_context_samples_go_before_each_chunk(tmp_path: Path) -> None:
+    """Silero VAD's way: each call gets the last context_size samples of the one before."""
+    audio = onnx.load(str(task_models.audio_model(tmp_path)))
+    task = resolve_task(TaskSpec(kind="audio-stream", context_size=16, given=("context_size",)),
+                        audio)
+    assert (task.chunk_size, task.context_size) == (48, 16)
+    seen: list[np.ndarray] = []
+
+    def run(feeds):
+        seen.append(feeds["audio"].copy())
+        return run_native(tmp_path / "task_audio.onnx", feeds)
+
+    inputs = [TensorSpec("audio", "float32", (1, 64)), TensorSpec("state", "float32", (1, 8)),
+              TensorSpec("sr", "int64", ())]
+    samples = np.arange(1, 97, dtype=np.float32)
+    AudioStream(run, task, inputs).push(samples, 16000)
+    assert [feed.shape for feed in seen] == [(1, 64), (1, 64)]
+    assert seen[0][0, :16].tolist() == [0] * 16
+    assert seen[0][0, 16:].tolist() == samples[:48].tolist()
+    assert seen[1][0].tolist() == samples[32:96].tolist()
+    with pytest.raises(ConfigError, match="context_size"):
+        resolve_task(TaskSpec(kind="audio-stream", context_size=64, given=("context_size",)),
+                     audio)

@@ -145,6 +145,7 @@ export interface Task {
   output_layout?: 'yolov8' | 'yolov5' | 'nms-inside';
   sample_rate?: number;
   chunk_size?: number;
+  context_size?: number;
   state?: Record<string, string>;
   sample_rate_input?: string;
 }

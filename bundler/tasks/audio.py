@@ -1,7 +1,8 @@
 """Streaming audio (the spec; web/tasks/audio.mjs is its twin): samples at any rate are resampled
 linearly to the task's sample_rate (output sample i reads the input at i * from / to: the two
-neighbours weighted, in float64), cut into chunk_size chunks, and each chunk runs with the state
-inputs set to the previous chunk's state outputs (zeros at the start and after reset). A chunk's
+neighbours weighted, in float64), cut into chunk_size chunks, and each chunk runs, after the last
+context_size samples before it (zeros at the start), with the state inputs set to the previous
+chunk's state outputs (zeros at the start and after reset). A chunk's
 result is {index, start, end (seconds), score (the output's first value), values}; chunks whose
 score is >= score_threshold make up the segments (runs of such chunks, merged). flush() runs the
 last partial chunk, padded with zeros."""
@@ -47,6 +48,7 @@ class AudioStream:
 
     def reset(self) -> None:
         self._pending = np.zeros(0, np.float32)
+        self._context = np.zeros(self._task.context_size or 0, np.float32)
         self._index = 0
         self._state = {name: np.zeros(self._shapes[name], self._types[name])
                        for name in (self._task.state or {})}
@@ -71,8 +73,11 @@ class AudioStream:
 
     def _chunk(self, samples: np.ndarray) -> dict[str, Any]:
         task = self._task
-        feeds = {task.input: samples.reshape(self._shapes[task.input] or samples.shape),
-                 **self._state}
+        given = np.concatenate([self._context, samples])
+        if self._context.size:
+            self._context = given[-self._context.size:]
+        feeds = {task.input: given.reshape(1, -1) if len(self._shapes[task.input]) == 2
+                 else given, **self._state}
         if task.sample_rate_input:
             feeds[task.sample_rate_input] = np.full(self._shapes[task.sample_rate_input],
                                                     task.sample_rate, self._types[

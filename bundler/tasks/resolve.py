@@ -192,10 +192,16 @@ def _audio_task(spec: TaskSpec, inputs: list[TensorSpec], outputs: list[TensorSp
     rate_input = next((s.name for s in inputs if s.name not in carried | {samples.name}
                        and s.type in ("int64", "int32") and len(s.shape or ()) <= 1), None)
     last = (samples.shape or (None,))[-1]
-    chunk = spec.chunk_size if "chunk_size" in spec.given or not isinstance(last, int) else last
+    context = spec.context_size
+    chunk = (spec.chunk_size if "chunk_size" in spec.given or not isinstance(last, int)
+             else last - context)
+    if chunk < 1:
+        raise ConfigError(f"task setting 'context_size': {context} leaves no room in input"
+                          f" {samples.name!r} of {last} samples")
     if output in carried or output in {out for _, out in state}:
         output = next((s.name for s in outputs if s.name not in {o for _, o in state}), output)
     return Task(kind="audio-stream", input=samples.name, output=output,
-                sample_rate=spec.sample_rate, chunk_size=chunk, state=dict(state),
+                sample_rate=spec.sample_rate, chunk_size=chunk, context_size=context,
+                state=dict(state),
                 sample_rate_input=rate_input, score_threshold=spec.score_threshold
                 if "score_threshold" in spec.given else 0.5)

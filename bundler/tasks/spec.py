@@ -10,8 +10,9 @@ This module is the spec both pipelines follow (`bundler/tasks/*.py` and `web/tas
   - classification: softmax over the scores (unless `softmax = false`), top-k with labels.
   - detection: boxes decoded from the `output_layout`, per-class NMS, mapped back to the
     source's pixels.
-  - audio-stream: samples resampled (linear) to `sample_rate`, cut into `chunk_size` chunks; the
-    state outputs are fed back as the state inputs of the next chunk.
+  - audio-stream: samples resampled (linear) to `sample_rate`, cut into `chunk_size` chunks, each
+    given with the last `context_size` samples before it; the state outputs are fed back as the
+    state inputs of the next chunk.
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ _SETTINGS: dict[str, Any] = {
     "output_layout": _choice(get_args(OutputLayout)),
     "sample_rate": _int,
     "chunk_size": _int,
+    "context_size": lambda value: _int(value, 0),
     "state": _state,
 }
 
@@ -225,6 +227,7 @@ class TaskSpec:
     output_layout: OutputLayout = "yolov8"
     sample_rate: int = 16000
     chunk_size: int = 512
+    context_size: int = 0  # samples of the previous chunk put before each one (Silero VAD: 64)
     state: tuple[tuple[str, str], ...] = ()
     given: tuple[str, ...] = ()  # the keys that were given (a merge keeps the later ones)
 

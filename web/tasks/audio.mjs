@@ -37,6 +37,7 @@ export class AudioStream {
 
   reset() {
     this._pending = new Float32Array(0);
+    this._context = new Float32Array(this._task.context_size ?? 0);
     this._index = 0;
     this._state = Object.fromEntries(Object.keys(this._task.state ?? {}).map(
       (name) => [name, zeros(this._specs[name])]));
@@ -77,9 +78,12 @@ export class AudioStream {
   async _chunk(samples) {
     const task = this._task;
     const spec = this._specs[task.input];
-    const dims = (spec.shape ?? [samples.length]).map((dim) => (typeof dim === 'number' ? dim
-      : samples.length));
-    const feeds = { [task.input]: { type: 'float32', dims, data: samples }, ...this._state };
+    const given = new Float32Array(this._context.length + samples.length);
+    given.set(this._context);
+    given.set(samples, this._context.length);
+    if (this._context.length) this._context = given.slice(given.length - this._context.length);
+    const dims = spec.shape?.length === 2 ? [1, given.length] : [given.length];
+    const feeds = { [task.input]: { type: 'float32', dims, data: given }, ...this._state };
     if (task.sample_rate_input) {
       const rate = zeros(this._specs[task.sample_rate_input]);
       rate.data.fill(rate.type === 'int64' ? BigInt(task.sample_rate) : task.sample_rate);
