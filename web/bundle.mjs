@@ -165,6 +165,11 @@ class WorkerSession {
     return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
   }
 
+  // A task's image, read and run in the worker (see tasks/index.mjs).
+  runImage(source, task, transfer) {
+    return this._call('image', { source, task }, { transfer });
+  }
+
   async release() {
     try {
       await this._call('release');
@@ -212,6 +217,13 @@ class Model {
     const session = this._session;
     this._session = null;
     await session?.release();
+  }
+
+  _runImage(source, task, transfer) {
+    if (!this._session) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    return this._session.runImage(source, task, transfer);
   }
 
   // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio.

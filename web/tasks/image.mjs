@@ -19,14 +19,15 @@ function sizeOf(source) {
   return [source.width, source.height];
 }
 
-// An ImageBitmap of any source (a Blob is decoded; EXIF orientation applied, as Pillow's
-// exif_transpose does in bundler.tasks.image.read_image). The caller closes it.
-export async function toBitmap(source) {
-  if (typeof ImageBitmap !== 'undefined' && source instanceof ImageBitmap) return source;
-  if (source instanceof Blob || (typeof ImageData !== 'undefined' && source instanceof ImageData)) {
-    return createImageBitmap(source, BITMAP_OPTIONS);
-  }
-  return createImageBitmap(source);
+// What a source is sent to the worker as (load({ worker: true })): a Blob as it is (the worker
+// decodes it), anything else as a new ImageBitmap of it, transferred (the caller's source stays
+// usable).
+export async function forWorker(source) {
+  if (source instanceof Blob) return { source, transfer: [] };
+  if (source == null || typeof source !== 'object') await toPixels(source); // its bad-source error
+  const bitmap = typeof ImageData !== 'undefined' && source instanceof ImageData
+    ? await createImageBitmap(source, BITMAP_OPTIONS) : await createImageBitmap(source);
+  return { source: bitmap, transfer: [bitmap] };
 }
 
 // The RGBA pixels of a source: { data: Uint8ClampedArray, width, height }.
@@ -202,12 +203,13 @@ export function fitImage(pixels, task) {
   return { data: out, place };
 }
 
-// Runs the model on a source: { output (plain tensor), place, width, height }.
-export async function runOnImage(model, source, task) {
+// Runs `run` (a model's or a session's) on a source: { output (plain tensor), place, width,
+// height }. In the worker mode this runs in the worker (bundle.worker.mjs's 'image' message).
+export async function runOnImage(run, source, task) {
   const pixels = await toPixels(source);
+  if (typeof ImageBitmap !== 'undefined' && source instanceof ImageBitmap) source.close?.();
   const { data, place } = fitImage(pixels, task);
   const [height, width] = task.size;
-  const outputs = await model.run({ [task.input]: { type: 'uint8', dims: [1, height, width, 3],
-                                                    data } });
+  const outputs = await run({ [task.input]: { type: 'uint8', dims: [1, height, width, 3], data } });
   return { output: outputs[task.output], place, width: pixels.width, height: pixels.height };
 }
