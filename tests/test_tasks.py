@@ -239,6 +239,18 @@ def test_the_likely_task_is_said_and_the_model_checked(tmp_path: Path) -> None:
                         classifier).labels == ["a", "b", "c", "d"]
 
 
+def test_the_build_says_what_the_model_looks_like(tmp_path: Path) -> None:
+    from bundler.tasks.build import task_hint
+
+    audio = onnx.load(str(task_models.audio_model(tmp_path)))
+    assert task_hint(TaskSpec(), audio).startswith(
+        "hint: this looks like audio-stream (samples audio and state carried between calls);"
+        " build with --task audio-stream")
+    assert task_hint(TaskSpec(kind="audio-stream"), audio) is None
+    assert "not image-classification as asked" in task_hint(
+        TaskSpec(kind="image-classification"), audio)
+
+
 def test_bundle_run_image_and_audio(tmp_path: Path, build_bundle) -> None:
     directory, manifest = build_bundle(task_models.detector(tmp_path / "models"), "det",
                                        task={"kind": "object-detection",

@@ -257,3 +257,24 @@ def test_the_javascript_twins_compute_what_the_python_spec_does(task_bundles, we
             [(d["index"], d["score"], {k: float(v) for k, v in d["box"].items()})
              for d in expected]
     assert got["resampled"] == resample(output.ravel()[:999], 44100, 16000).tolist()
+
+
+ERRORS = """async ({ url }) => {
+  const { load } = await import(url);
+  const model = await load({ executionProviders: ['wasm'] });
+  const code = async (call) => { try { await call(); return null; } catch (e) { return e.code; } };
+  return {
+    detect: await code(() => model.detect(new ImageData(4, 4))),
+    stream: await code(() => model.stream()),
+    number: await code(() => model.classify(42)),
+    text: await code(() => model.classify(new Blob(['not an image']))),
+    empty: await code(() => model.classify(new Image())),
+  };
+}"""
+
+
+def test_task_calls_reject_with_stable_codes(task_bundles, webgpu_browser, open_bundle):
+    with open_bundle(webgpu_browser, task_bundles["classifier"]) as page:
+        codes = page.evaluate(ERRORS, {"url": page.base_url + "bundle.mjs"})
+    assert codes == {"detect": "wrong-task", "stream": "wrong-task", "number": "bad-source",
+                     "text": "bad-source", "empty": "bad-source"}

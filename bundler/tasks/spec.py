@@ -150,36 +150,6 @@ def _labels(value: Any, base: Path) -> tuple[str, ...] | str:
     return labels
 
 
-# key -> check(value) or check(value, base) for paths; every key a TaskSpec field.
-_SETTINGS: dict[str, Any] = {
-    "kind": _choice(TASK_KINDS),
-    "input": lambda value: _text(value),
-    "output": lambda value: _text(value),
-    "size": _size,
-    "resize": _choice(get_args(ResizeMode)),
-    "filter": _choice(get_args(ResizeFilter)),
-    "pad_value": lambda value: _byte(value),
-    "placement": _choice(get_args(Placement)),
-    "layout": _choice(get_args(Layout)),
-    "channels": _choice(get_args(ChannelOrder)),
-    "crop_fraction": lambda value: _crop_fraction(value),
-    "scale": _float,
-    "mean": _numbers(3),
-    "std": _numbers(3, positive=True),
-    "labels": _labels,
-    "softmax": _bool,
-    "top_k": _int,
-    "score_threshold": _fraction,
-    "iou_threshold": _fraction,
-    "max_detections": _int,
-    "output_layout": _choice(get_args(OutputLayout)),
-    "sample_rate": _int,
-    "chunk_size": _int,
-    "context_size": lambda value: _int(value, 0),
-    "state": _state,
-}
-
-
 def _text(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected a name, got {value!r}")
@@ -198,6 +168,36 @@ def _byte(value: Any) -> int:
     if number > 255:
         raise ValueError(f"expected an integer from 0 to 255, got {value!r}")
     return number
+
+
+# key -> check(value) or check(value, base) for paths; every key a TaskSpec field.
+_SETTINGS: dict[str, Any] = {
+    "kind": _choice(TASK_KINDS),
+    "input": _text,
+    "output": _text,
+    "size": _size,
+    "resize": _choice(get_args(ResizeMode)),
+    "filter": _choice(get_args(ResizeFilter)),
+    "pad_value": _byte,
+    "placement": _choice(get_args(Placement)),
+    "layout": _choice(get_args(Layout)),
+    "channels": _choice(get_args(ChannelOrder)),
+    "crop_fraction": _crop_fraction,
+    "scale": _float,
+    "mean": _numbers(3),
+    "std": _numbers(3, positive=True),
+    "labels": _labels,
+    "softmax": _bool,
+    "top_k": _int,
+    "score_threshold": _fraction,
+    "iou_threshold": _fraction,
+    "max_detections": _int,
+    "output_layout": _choice(get_args(OutputLayout)),
+    "sample_rate": _int,
+    "chunk_size": _int,
+    "context_size": lambda value: _int(value, 0),
+    "state": _state,
+}
 
 
 @dataclasses.dataclass(frozen=True)
