@@ -37,7 +37,11 @@ const handlers = {
   },
   async image(id, { source, task }) {
     if (!session) throw new BundleError('released', 'this model was released; load() it again');
-    return runOnImage((feeds) => session.run(feeds), source, task);
+    try {
+      return await runOnImage((feeds) => session.run(feeds), source, task);
+    } finally {
+      source.close?.(); // the ImageBitmap bundle.mjs made and transferred (a Blob has no close)
+    }
   },
   async release() {
     await session?.release();

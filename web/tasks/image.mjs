@@ -207,7 +207,6 @@ export function fitImage(pixels, task) {
 // height }. In the worker mode this runs in the worker (bundle.worker.mjs's 'image' message).
 export async function runOnImage(run, source, task) {
   const pixels = await toPixels(source);
-  if (typeof ImageBitmap !== 'undefined' && source instanceof ImageBitmap) source.close?.();
   const { data, place } = fitImage(pixels, task);
   const [height, width] = task.size;
   const outputs = await run({ [task.input]: { type: 'uint8', dims: [1, height, width, 3], data } });
