@@ -294,3 +294,22 @@ def test_context_samples_go_before_each_chunk(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="context_size"):
         resolve_task(TaskSpec(kind="audio-stream", context_size=64, given=("context_size",)),
                      audio)
+
+
+def test_calibration_of_an_image_task_is_pixels(tmp_path: Path, build_bundle) -> None:
+    """--calibration for an image task holds what the shipped model takes: uint8 [1, H, W, 3]."""
+    from bundler.tasks.samples import picture
+
+    pictures = np.stack([fit_image(picture(40 + 9 * i, 60, seed=i), Task(
+        kind="image-classification", input="images", output="scores", size=[8, 8],
+        resize="stretch"))[0] for i in range(8)])
+    np.savez(tmp_path / "calibration.npz", images=pictures)
+    _, manifest = build_bundle(task_models.classifier(tmp_path / "models"), "q",
+                               task="image-classification", quantize="int8-static",
+                               calibration=tmp_path / "calibration.npz")
+    assert manifest["variants"][0]["accuracy"]["data"] == "calibration"
+    np.savez(tmp_path / "floats.npz", images=np.zeros((8, 1, 3, 8, 8), np.float32))
+    with pytest.raises(ConfigError, match="images"):
+        build_bundle(task_models.classifier(tmp_path / "models"), "f",
+                     task="image-classification", quantize="int8-static",
+                     calibration=tmp_path / "floats.npz")

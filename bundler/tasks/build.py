@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 
 from bundler.manifest import Task
-from bundler.modelio import read_model, save_model
+from bundler.modelio import TensorSpec, read_model, save_model
 from bundler.tasks.graph import prepend_image_preprocessing
 from bundler.tasks.resolve import likely_task
 from bundler.tasks.spec import IMAGE_KINDS, TaskSpec
@@ -26,6 +26,16 @@ def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
         return (f"hint: this looks like {kind} ({why}); build with --task {kind} to get the task"
                 " API and demo (see the README's Task apps)")
     return f"hint: the model looks like {kind} ({why}), not {spec.kind} as asked"
+
+
+def shipped_inputs(inputs: tuple[TensorSpec, ...], task: Task | None) -> tuple[TensorSpec, ...]:
+    """The model's inputs as shipped: an image task's image input becomes uint8 [1, H, W, 3]
+    (what --sample, --calibration and --validation arrays must then hold)."""
+    if task is None or task.kind not in IMAGE_KINDS:
+        return inputs
+    height, width = task.size or (0, 0)
+    return tuple(TensorSpec(spec.name, "uint8", (1, height, width, 3)) if spec.name == task.input
+                 else spec for spec in inputs)
 
 
 def with_task_graph(source: Path, task: Task | None, work: Path) -> Path:
