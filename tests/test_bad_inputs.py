@@ -324,6 +324,8 @@ CASES = [
          MODEL_COMMANDS),
     Case("--task image on a model without images", _flags("--task", "object-detection"),
          "no 4-d float input", ("build",)),
+    Case("test --image missing", _flags("--image", "/nonexistent/cat.png"),
+         "/nonexistent/cat.png: no such file", ("test",)),
     Case("run --image without a task", lambda w: Bad(model=w.bundle, args=("--image", "x.png")),
          "need a bundle built with --task", ("run",)),
     Case("output under a file", _output_under_a_file, "a-file", ("build",)),
