@@ -108,9 +108,14 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
               help="Also check that load() falls back to WASM without WebGPU (default).")
 @_click_option("sample")
 @_click_option("inputs")
+@click.option("--image", "images", multiple=True, type=click.Path(path_type=Path),
+              help="A task bundle: compare the browser's labels/boxes with the Python reference"
+                   " on this image (repeat; default: a picture made in code).")
+@click.option("--audio", "sounds", multiple=True, type=click.Path(path_type=Path),
+              help="An audio-stream bundle: compare chunk scores on this .wav (repeat).")
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
-         inputs: tuple[str, ...]) -> None:
+         inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...]) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.commands.test import check
     from bundler.options import flag_of, validate
@@ -121,7 +126,7 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
                      spelling=flag_of)
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
-          sample=given.get("sample"), inputs=given.get("inputs"))
+          sample=given.get("sample"), inputs=given.get("inputs"), task_files=(*images, *sounds))
 
 
 @main.command()
@@ -241,7 +246,16 @@ def inspect_command(source, as_json, html, netron):
 @click.option("--save", type=click.Path(path_type=Path), default=None,
               help="Write the outputs to this .npz file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
+@click.option("--image", type=click.Path(path_type=Path), default=None,
+              help="Classify or detect in this image file (a bundle built with --task).")
+@click.option("--audio", type=click.Path(path_type=Path), default=None,
+              help="Stream this .wav file through an audio-stream bundle: chunks and segments.")
+@click.option("--top-k", type=click.IntRange(1), default=None,
+              help="Classes to print with --image (default: the task's top_k).")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Score threshold of detections with --image (default: the task's).")
+def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, image, audio,
+                top_k, threshold):
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
@@ -250,7 +264,8 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json):
 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
-        save=save, whole_graph=whole_graph, reporter=_reporter())
+        save=save, whole_graph=whole_graph, image=image, audio=audio, top_k=top_k,
+        threshold=threshold, reporter=_reporter())
 
 
 @main.command("export")

@@ -136,6 +136,40 @@ class Selection:
 
 
 @dataclasses.dataclass
+class Task:
+    """What the task API (classify, detect, stream) needs: bundler.tasks.spec's settings,
+    resolved against the model. The numeric preprocessing (scale, mean/std, channel order,
+    layout) is in the shipped graph already; it is recorded for the reader."""
+
+    kind: Literal["image-classification", "object-detection", "audio-stream"]
+    input: str
+    output: str
+    size: list[int] | None = None  # [height, width] of the image the graph takes
+    resize: Literal["stretch", "letterbox", "center-crop"] | None = None
+    filter: Literal["bilinear", "nearest", "antialias"] | None = None
+    pad_value: int | None = None
+    placement: Literal["centre", "top-left"] | None = None
+    crop_fraction: float | None = None
+    layout: Literal["NCHW", "NHWC"] | None = None
+    channels: Literal["RGB", "BGR"] | None = None
+    scale: float | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    labels: list[str] | None = None
+    softmax: bool | None = None
+    top_k: int | None = None
+    score_threshold: float | None = None
+    iou_threshold: float | None = None
+    max_detections: int | None = None
+    output_layout: Literal["yolov8", "yolov5", "nms-inside"] | None = None
+    sample_rate: int | None = None
+    chunk_size: int | None = None
+    context_size: int | None = None  # samples of the previous chunk given before each chunk
+    state: dict[str, str] | None = None  # state input -> the output fed back into it
+    sample_rate_input: str | None = None  # an int64 input given the sample rate
+
+
+@dataclasses.dataclass
 class Manifest:
     name: str
     tool: Tool
@@ -151,6 +185,7 @@ class Manifest:
     selection: Selection | None = None
     hosting: JSON | None = None  # bundler.hosting.HostingOptions, as JSON
     files: list[FileEntry] | None = None
+    task: Task | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:

@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 
 from bundler.errors import ConfigError
 from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, HOSTS, parse_size
+from bundler.tasks.spec import TaskSpec, parse_task
 from bundler.variants.budget import parse_budget
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
@@ -297,6 +298,11 @@ class BuildOptions:
                             " for native onnxruntime and a reduced-build config, in edge/).",
                             default="web", on_command_line=False)
 
+    task: TaskSpec = option(parse_task, "The app's task: generic (default), image-classification,"
+                            " object-detection or audio-stream; then its settings as KEY=VALUE"
+                            " (repeat: --task object-detection --task labels=labels.txt).",
+                            default=TaskSpec(), repeatable=True)
+
     def __post_init__(self) -> None:
         # dataclasses.replace() hands the defaults back in: they need no checking
         given = {key: value for key, declared in OPTIONS.items()
@@ -386,6 +392,8 @@ def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None 
     for key in ("dims", "fix_dims", "inputs"):
         if key in config and key in given:
             values[key] = {**config[key], **given[key]}
+    if "task" in config and "task" in given:
+        values["task"] = config["task"].merged(given["task"])
     try:
         return BuildOptions(**values)
     except ConfigError as error:

@@ -17,18 +17,19 @@ import jinja2
 
 from bundler import manifest as manifest_file
 from bundler.errors import ConfigError
-from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, package_json
+from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, TASK_MODULES, package_json
 from bundler.hosting import COI_WORKER, republish
 from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
 
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
-             "bundle.worker.mjs", NODE_ENTRY, "app.mjs")
+             "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
+             *(f"tasks/{name}" for name in TASK_MODULES))
 TEMPLATE_SUFFIX = ".j2"
-# The demo's app.mjs may be replaced; the rest is the bundle's contract.
+# The demo's app.mjs and task-demo.mjs may be replaced; the rest is the bundle's contract.
 RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
-            COI_WORKER, "runtime", "models"} - {"app.mjs"}
+            COI_WORKER, "runtime", "models", "tasks"} - {"app.mjs", "task-demo.mjs"}
 
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
@@ -95,6 +96,7 @@ def render_site(directory: Path, manifest: Manifest, templates: Path | None = No
     """Copy the browser modules, write their types and render the page(s) for the model
     described by `manifest` (templates see it as bundle.json's content)."""
     web = resource("web")
+    (directory / "tasks").mkdir(exist_ok=True)
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
     types = declarations(manifest)

@@ -319,6 +319,23 @@ CASES = [
         x=np.array([[["a", "b", "c", "d"]]] * 4))), "got <U1 values", MODEL_COMMANDS),
     Case("--calibration wrong shape", _calibration(**_good_calibration(
         x=np.zeros((4, 1, 5), np.float32))), "'x'", MODEL_COMMANDS),
+    Case("--task misspelt", _flags("--task", "object-detektion"), "--task: task setting 'kind'",
+         MODEL_COMMANDS),
+    Case("config task setting unknown", _config('[task]\nkind = "object-detection"\n'
+                                                 "thresold = 0.5\n"),
+         "key 'task': unknown task setting 'thresold'", MODEL_COMMANDS),
+    Case("config task threshold out of range", _config('[task]\nkind = "object-detection"\n'
+                                                       "score_threshold = 5\n"),
+         "task setting 'score_threshold': expected a number from 0 to 1", MODEL_COMMANDS),
+    Case("--task labels file missing", _flags("--task", "image-classification", "--task",
+                                              "labels=/nonexistent/labels.txt"), "labels.txt",
+         MODEL_COMMANDS),
+    Case("--task image on a model without images", _flags("--task", "object-detection"),
+         "no 4-d float input", ("build",)),
+    Case("test --image missing", _flags("--image", "/nonexistent/cat.png"),
+         "/nonexistent/cat.png: no such file", ("test",)),
+    Case("run --image without a task", lambda w: Bad(model=w.bundle, args=("--image", "x.png")),
+         "need a bundle built with --task", ("run",)),
     Case("output under a file", _output_under_a_file, "a-file", ("build",)),
     Case("--report under a file", _under_a_file("--report", "report.json"), "a-file", ("test",)),
     Case("--json under a file", _under_a_file("--json", "bench.json"), "a-file", ("bench",)),

@@ -137,7 +137,9 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     names = zipfile.ZipFile(wheel).namelist()
     for expected in ["bundler/templates/index.html.j2", "bundler/web/bundle.mjs",
                      "bundler/web/bundle.core.mjs", "bundler/web/bundle.d.ts",
-                     "bundler/web/app.mjs", "bundler/defaults/playwright.config.py",
+                     "bundler/web/app.mjs", "bundler/web/task-demo.mjs",
+                     "bundler/web/tasks/index.mjs", "bundler/tasks/spec.py",
+                     "bundler/defaults/playwright.config.py",
                      "bundler/example/digits.onnx"]:
         assert expected in names
     target = tmp_path / "site-packages"

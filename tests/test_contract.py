@@ -64,6 +64,7 @@ TYPES = {
     manifest.RuntimeBuild: _interface("RuntimeBuild"),
     manifest.FilePiece: _interface("FilePiece"),
     manifest.FileEntry: {**_interface("FilePiece"), **_interface("FileEntry")},  # extends it
+    manifest.Task: _interface("Task"),
     manifest.NativeReference: _inline(_inline(MANIFEST_TS["runtime"][1])["native_reference"][1]),
 }
 
@@ -116,5 +117,8 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                                             {"br": manifest.Encoded("p.br", 1)})],
                                   encodings={"gzip": manifest.Encoded("m.gz", 1)})],
         hosting={"max_file_size": 1, "hosts": ["nginx"], "coi_worker": True},
+        task=manifest.Task("object-detection", "images", "output0", size=[32, 32],
+                           resize="letterbox", mean=[0.0, 0.0, 0.0], labels=["a"],
+                           state={"h": "hn"}, softmax=True, scale=0.5),
     ).to_json()
     assert manifest.from_json(data).to_json() == data

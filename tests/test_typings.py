@@ -63,6 +63,13 @@ const y: Float32Array = out.y.data;
 const count: Int32Array = out.count.data;
 const classes: 2 = out.y.dims[1];
 console.log(codes, y, count, classes, model.fallbackReason?.length);
+// the task API (a bundle built with --task; another rejects with 'wrong-task')
+const found = await model.detect(new Blob([]), { threshold: 0.5 });
+const top = await model.classify(new ImageData(2, 2), { topK: 3 });
+const chunks = await model.stream().push(new Float32Array(4), 48000);
+const x: number = found[0].box.x + top[0].score + chunks[0].score;
+const label: string = found[0].label;
+console.log(x, label, model.manifest.task?.labels?.length, model.manifest.task?.kind);
 try {
   await load();
 } catch (error) {

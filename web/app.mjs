@@ -185,6 +185,12 @@ async function main() {
   setStatus(model.fallbackReason
     ? `${model.fallbackReason} — running on ${name}`
     : `Running on ${name} (variant ${model.variant})`, model.fallbackReason ? 'fallback' : 'ready');
+  if (model.manifest.task) { // a task bundle: its own demo (task-demo.mjs)
+    const { startTaskDemo } = await import('./task-demo.mjs');
+    startTaskDemo(model, { setStatus });
+    document.body.dataset.ready = 'true';
+    return;
+  }
   const feeds = inputControls(model.manifest);
   const timings = { load: model.loadMs, first: null, median: null };
   const showTimings = () => {

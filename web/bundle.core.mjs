@@ -24,6 +24,8 @@ export const ERROR_CODES = [
   'released', // run() after release()
   'worker-failed', // load({ worker: true }): the worker did not start (its script did not load)
   'unsupported-environment', // load() under Node.js or on the server side of SSR (node.mjs)
+  'wrong-task', // classify(), detect() or stream() on a bundle built for another task
+  'bad-source', // classify() or detect(): not an image source, or one with no pixels
 ];
 
 export class BundleError extends Error {

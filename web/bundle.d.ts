@@ -118,6 +118,38 @@ export interface Manifest {
     fallback?: VerificationResult;
     problems?: string[];
   };
+  /** The task the bundle was built for with --task (absent: generic). */
+  task?: Task;
+}
+
+/** bundle.json's task: the settings classify(), detect() and stream() follow. */
+export interface Task {
+  kind: 'image-classification' | 'object-detection' | 'audio-stream';
+  input: string;
+  output: string;
+  size?: [number, number];
+  resize?: 'stretch' | 'letterbox' | 'center-crop';
+  filter?: 'bilinear' | 'nearest' | 'antialias';
+  pad_value?: number;
+  placement?: 'centre' | 'top-left';
+  crop_fraction?: number;
+  layout?: 'NCHW' | 'NHWC';
+  channels?: 'RGB' | 'BGR';
+  scale?: number;
+  mean?: number[];
+  std?: number[];
+  labels?: string[];
+  softmax?: boolean;
+  top_k?: number;
+  score_threshold?: number;
+  iou_threshold?: number;
+  max_detections?: number;
+  output_layout?: 'yolov8' | 'yolov5' | 'nms-inside';
+  sample_rate?: number;
+  chunk_size?: number;
+  context_size?: number;
+  state?: Record<string, string>;
+  sample_rate_input?: string;
 }
 
 /** The stable codes of BundleError and of model.fallbackReasons (see the README). */
@@ -125,7 +157,7 @@ export type ErrorCode =
   | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
   | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'
   | 'no-execution-provider' | 'input-name' | 'input-type' | 'input-shape' | 'released'
-  | 'worker-failed' | 'unsupported-environment';
+  | 'worker-failed' | 'unsupported-environment' | 'wrong-task' | 'bad-source';
 
 /** Why load() skipped an EP or fell back from it. */
 export interface FallbackReason { ep: ExecutionProvider; code: ErrorCode; detail: string; }
@@ -174,6 +206,31 @@ export interface BundleModel<Inputs, Outputs> {
   readonly worker: boolean;
   run(feeds: Inputs): Promise<Outputs>;
   release(): Promise<void>;
+  /** image-classification bundles: the top classes, by score. */
+  classify(source: ImageSource, options?: { topK?: number }): Promise<Classification[]>;
+  /** object-detection bundles: boxes in the source's pixels, by score. */
+  detect(source: ImageSource, options?: { threshold?: number }): Promise<Detection[]>;
+  /** audio-stream bundles: chunks in, results out, state carried between them. */
+  stream(): AudioStream;
+}
+
+export type ImageSource = HTMLImageElement | HTMLCanvasElement | HTMLVideoElement | ImageBitmap
+  | ImageData | VideoFrame | OffscreenCanvas | Blob;
+export interface Classification { label: string; index: number; score: number; }
+export interface Detection {
+  label: string; index: number; score: number;
+  box: { x: number; y: number; width: number; height: number };
+}
+export interface AudioChunkResult {
+  index: number; start: number; end: number; score: number; values: number[];
+}
+export interface AudioStream {
+  /** Samples at any rate (resampled to the task's sample_rate): the chunks they completed. */
+  push(samples: Float32Array, sampleRate?: number): Promise<AudioChunkResult[]>;
+  /** The last partial chunk, padded with zeros. */
+  flush(): Promise<AudioChunkResult[]>;
+  /** Forget the pending samples and the state. */
+  reset(): void;
 }
 
 /** Empties the Cache Storage that load() keeps model and .wasm bytes in. */

@@ -22,6 +22,7 @@ import {
 import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
 import { fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
+import * as tasks from './tasks/index.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
@@ -165,6 +166,11 @@ class WorkerSession {
     return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
   }
 
+  // A task's image, read and run in the worker (see tasks/index.mjs).
+  runImage(source, task, transfer) {
+    return this._call('image', { source, task }, { transfer });
+  }
+
   async release() {
     try {
       await this._call('release');
@@ -212,6 +218,26 @@ class Model {
     const session = this._session;
     this._session = null;
     await session?.release();
+  }
+
+  _runImage(source, task, transfer) {
+    if (!this._session) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    return this._session.runImage(source, task, transfer);
+  }
+
+  // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio.
+  classify(source, options) {
+    return tasks.classify(this, source, options);
+  }
+
+  detect(source, options) {
+    return tasks.detect(this, source, options);
+  }
+
+  stream() {
+    return tasks.stream(this);
   }
 }
 

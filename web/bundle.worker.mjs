@@ -2,10 +2,13 @@
 // session (on WebGPU too: a worker has navigator.gpu) and answers bundle.mjs's messages:
 //   { id, type: 'open', options }  -> { id, result: null } (progress as { id, progress })
 //   { id, type: 'run', feeds }     -> { id, result: outputs } (output buffers transferred)
+//   { id, type: 'image', source, task } -> { id, result: { output, place, width, height } }
+//                                     (a task's image read, fitted and run here; tasks/image.mjs)
 //   { id, type: 'release' }        -> { id, result: null }
 // A failure answers { id, error: { name, message, code, stage } } (see bundle.session.mjs).
 import { BundleError } from './bundle.core.mjs';
 import { openSession } from './bundle.session.mjs';
+import { runOnImage } from './tasks/image.mjs';
 
 let session = null;
 const models = new Map();
@@ -32,6 +35,14 @@ const handlers = {
     if (!session) throw new BundleError('released', 'this model was released; load() it again');
     return session.run(feeds);
   },
+  async image(id, { source, task }) {
+    if (!session) throw new BundleError('released', 'this model was released; load() it again');
+    try {
+      return await runOnImage((feeds) => session.run(feeds), source, task);
+    } finally {
+      source.close?.(); // the ImageBitmap bundle.mjs made and transferred (a Blob has no close)
+    }
+  },
   async release() {
     await session?.release();
     session = null;
@@ -45,7 +56,8 @@ self.onmessage = ({ data: message }) => {
   queue = queue.then(async () => {
     try {
       const result = await handlers[message.type](message.id, message);
-      postMessage({ id: message.id, result }, message.type === 'run' ? buffersOf(result) : []);
+      const sent = { run: result, image: { output: result?.output } }[message.type];
+      postMessage({ id: message.id, result }, sent ? buffersOf(sent) : []);
     } catch (error) {
       const { name, message: text = String(error), code, stage } = error ?? {};
       postMessage({ id: message.id, error: { name, message: text, code, stage } });

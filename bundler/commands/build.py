@@ -58,6 +58,8 @@ from bundler.runtime import (
 )
 from bundler.samples import load_samples
 from bundler.site import finish_site, human_bytes, render_site
+from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
+from bundler.tasks.resolve import resolve_task
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.make import Variant as MadeVariant
 from bundler.variants.make import make_variants
@@ -162,14 +164,16 @@ def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: 
     return report, None
 
 
-def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...], options: BuildOptions) -> None:
-    """The checks that need no work done: they fail before any folder is made."""
+def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...],
+                 shipped: tuple[TensorSpec, ...], options: BuildOptions) -> None:
+    """The checks that need no work done: they fail before any folder is made. Samples are of
+    the `shipped` inputs (an image task's are uint8 pixels)."""
     check_weights(source)
     check_dims(inputs, options.dims)
     for key, path in (("--calibration", options.calibration),
                       ("--validation", options.validation)):
         if path is not None:
-            load_samples(path, inputs, key)
+            load_samples(path, shipped, key)
     if options.verify and options.target != "edge":  # a Chromium named but missing is a mistake
         chromium_executable(load_settings())
 
@@ -190,11 +194,18 @@ def build(
     source = Path(model or options.model or example_model())
     output = Path(options.output)
     header = read_model(source, load_weights=False)  # fail fast, before any folder is made
-    user = load_user_inputs(options.sample, options.inputs, input_specs(header))
-    _check_inputs(source, input_specs(header), options)
+    task = resolve_task(options.task, header)
+    inputs = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
+    user = load_user_inputs(options.sample, options.inputs, inputs)
+    _check_inputs(source, input_specs(header), inputs, options)
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
         if warning.code not in FITTED_BY_PREPARE:
             reporter.warn(warning.text())
+    if task is not None and options.target == "edge":
+        raise ConfigError("--task builds a web app (classify/detect/stream); it does not apply to"
+                          " --target edge")
+    if (hint := task_hint(options.task, header)) is not None:
+        reporter.info(hint)
     if options.target == "edge":
         from bundler.edge import build_edge
 
@@ -210,7 +221,8 @@ def build(
         shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
-            notes = prepare_model(source, prepared, reporter, runtime_version,
+            notes = prepare_model(with_task_graph(source, task, work), prepared, reporter,
+                                  runtime_version,
                                   _cases_for(options, user) if options.verify else None)
         for note in notes:
             reporter.info(note)
@@ -243,6 +255,7 @@ def build(
             notes=notes,
             verification=verification_record(None, ""),
             hosting=hosting.to_json(),
+            task=task,
         )
         if plan.auto:
             _choose_auto(staging, manifest, variants, options, user, reporter)

@@ -15,10 +15,12 @@ from typing import Any
 import click
 import numpy as np
 
+from bundler import manifest as manifest_file
 from bundler.bundle_dir import model_or_bundle
 from bundler.console import Reporter
 from bundler.edge_session import EP_PRIORITY, Session
 from bundler.errors import BundlerError, ConfigError, ModelError
+from bundler.manifest import Task
 from bundler.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.reference import (
     Case,
@@ -121,17 +123,63 @@ def _output_json(value: np.ndarray) -> dict[str, Any]:
     return entry
 
 
+def _task_of(source: Path, manifest: dict[str, Any] | None) -> Task:
+    task = manifest_file.from_json(manifest).task if manifest and "tool" in manifest else None
+    if task is None:
+        raise ConfigError(f"--image/--audio need a bundle built with --task; {source} has no task"
+                          " (see the README's Task apps)")
+    return task
+
+
+def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
+              audio: Path | None, top_k: int | None, threshold: float | None, as_json: bool,
+              reporter: Reporter) -> dict[str, Any]:
+    """--image FILE / --audio FILE: the task pipeline of bundler.tasks, printed."""
+    from bundler.tasks.audio import read_wav
+    from bundler.tasks.image import read_image
+    from bundler.tasks.pipeline import run_audio, run_image
+
+    if image is not None:
+        result = run_image(session.run, task, read_image(image), top_k=top_k, threshold=threshold)
+    else:
+        samples, rate = read_wav(audio)  # type: ignore[arg-type]
+        result = run_audio(session.run, task, specs, samples, rate)
+    result = {"ep": session.ep, "task": task.kind, **result}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif "classes" in result:
+        reporter.table(f"{image}: top {len(result['classes'])}", ["label", "score"],
+                       [[c["label"], f"{c['score']:.4f}"] for c in result["classes"]])
+    elif "detections" in result:
+        reporter.table(f"{image}: {len(result['detections'])} detections",
+                       ["label", "score", "x", "y", "width", "height"],
+                       [[d["label"], f"{d['score']:.4f}",
+                         *(f"{d['box'][k]:.1f}" for k in ("x", "y", "width", "height"))]
+                        for d in result["detections"]])
+    else:
+        reporter.table(f"{audio}: {len(result['chunks'])} chunks, segments scoring >="
+                       f" {task.score_threshold}", ["start s", "end s"],
+                       [[f"{s['start']:.3f}", f"{s['end']:.3f}"] for s in result["segments"]])
+    return result
+
+
 def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequence[str] = (),
         dims: dict[str, int] | None = None, variant: str | None = None, as_json: bool = False,
-        save: Path | None = None, whole_graph: bool = False,
+        save: Path | None = None, whole_graph: bool = False, image: Path | None = None,
+        audio: Path | None = None, top_k: int | None = None, threshold: float | None = None,
         reporter: Reporter | None = None) -> dict[str, Any]:
     reporter = reporter or Reporter()
     model, manifest, entry = model_or_bundle(source, variant)
+    task = _task_of(source, manifest) if image is not None or audio is not None else None
+    if image is not None and audio is not None:
+        raise ConfigError("give --image or --audio, not both")
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
     session = Session(model, eps, whole_graph=whole_graph)
     specs = ([TensorSpec.from_json(s) for s in manifest["inputs"]] if manifest
              else _specs_of(session))
+    if task is not None:
+        return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter)
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
     feeds = _feeds(model, specs, given, dims or {})

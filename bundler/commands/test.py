@@ -3,14 +3,20 @@ computes, print the table, write the report, and fail with one line when anythin
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bundler import manifest as manifest_file
+from bundler.browser import load_settings
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.options import EXECUTION_PROVIDERS
+from bundler.tasks.check import COLUMNS as TASK_COLUMNS
+from bundler.tasks.check import TaskComparison, TaskInput, check_task
 from bundler.user_inputs import InputValue
 
 
@@ -24,18 +30,29 @@ def check(
     reporter: Reporter | None = None,
     sample: Path | None = None,
     inputs: Mapping[str, InputValue] | None = None,
+    task_files: Sequence[Path] = (),
 ) -> ConformanceReport:
-    """Run the check (on the user's `sample` and `inputs` where given); raise BundlerError (one
-    line) unless it passed."""
+    """Run the check (on the user's `sample` and `inputs` where given), and on a task bundle the
+    task check (on `task_files`, else inputs made in code); raise BundlerError (one line) unless
+    it passed."""
     if report is not None and not report.parent.is_dir():
         raise ConfigError(f"--report {report}: {report.parent} is not a folder")
+    for path in task_files:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file (--image/--audio)")
     reporter = reporter or Reporter()
     result = check_bundle(directory, execution_providers=execution_providers, dims=dims,
                           check_fallback=check_fallback, reporter=reporter, sample=sample,
                           inputs=inputs)
+    task = _task_check(directory, execution_providers, task_files, reporter)
     if report is not None:
-        report.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+        report.write_text(json.dumps({**result.to_json(), "task": [
+            {**dataclasses.asdict(entry), "passed": entry.passed} for entry in task]}, indent=2)
+            + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())
+    if task:
+        reporter.table(f"{directory}: task answers, browser vs Python reference", TASK_COLUMNS,
+                       [entry.row() for entry in task])
     for url in result.external_requests:
         reporter.warn(f"the page requested {url}, outside the bundle's origin")
     if result.not_done is not None:
@@ -49,5 +66,23 @@ def check(
     if not result.ok:
         raise BundlerError("the browser does not compute what native onnxruntime computes"
                            " (see the table above)")
+    if failed := [entry for entry in task if not entry.passed]:
+        raise BundlerError(f"the browser's task answers differ from the Python reference on"
+                           f" {failed[0].ep} ({failed[0].file}: {failed[0].error})")
     reporter.info("All checks passed.")
     return result
+
+
+def _task_check(directory: Path, execution_providers: Sequence[str], files: Sequence[Path],
+                reporter: Reporter) -> list[TaskComparison]:
+    manifest = manifest_file.load(directory)
+    if manifest.task is None:
+        if files:
+            raise ConfigError(f"{directory} was built without --task; --image/--audio need a"
+                              " task bundle")
+        return []
+    inputs = ([TaskInput(path.name, path.read_bytes()) for path in files] if files
+              else [TaskInput.made(manifest.task)])
+    with tempfile.TemporaryDirectory(prefix="bundle-task-") as scratch:
+        return check_task(directory, manifest, inputs, execution_providers, load_settings(),
+                          reporter, Path(scratch))

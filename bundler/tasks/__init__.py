@@ -1,0 +1,2 @@
+"""Task apps: the pre- and post-processing of image classification, object detection and
+streaming audio, the same in Python (here) as in the browser (web/tasks/*.mjs); see spec.py."""

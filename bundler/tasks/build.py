@@ -1,0 +1,49 @@
+"""What `bundle build` does for a task: say which task the model looks like, and prepend the
+image preprocessing to the model before it is prepared (so every variant has it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from bundler.manifest import Task
+from bundler.modelio import TensorSpec, read_model, save_model
+from bundler.tasks.graph import prepend_image_preprocessing
+from bundler.tasks.resolve import likely_task
+from bundler.tasks.spec import IMAGE_KINDS, TaskSpec
+
+TASK_MODEL = "task.onnx"
+
+
+def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
+    """A line for the user when the model looks like a task other than the one asked for."""
+    guess = likely_task(model)
+    if guess is None or guess[0] == spec.kind:
+        return None
+    kind, why = guess
+    if spec.kind == "generic":
+        return (f"hint: this looks like {kind} ({why}); build with --task {kind} to get the task"
+                " API and demo (see the README's Task apps)")
+    return f"hint: the model looks like {kind} ({why}), not {spec.kind} as asked"
+
+
+def shipped_inputs(inputs: tuple[TensorSpec, ...], task: Task | None) -> tuple[TensorSpec, ...]:
+    """The model's inputs as shipped: an image task's image input becomes uint8 [1, H, W, 3]
+    (what --sample, --calibration and --validation arrays must then hold)."""
+    if task is None or task.kind not in IMAGE_KINDS:
+        return inputs
+    height, width = task.size or (0, 0)
+    return tuple(TensorSpec(spec.name, "uint8", (1, height, width, 3)) if spec.name == task.input
+                 else spec for spec in inputs)
+
+
+def with_task_graph(source: Path, task: Task | None, work: Path) -> Path:
+    """The model to prepare: `source`, or for an image task a copy with the preprocessing."""
+    if task is None or task.kind not in IMAGE_KINDS:
+        return source
+    work.mkdir(parents=True, exist_ok=True)
+    model = prepend_image_preprocessing(read_model(source), task)
+    target = work / TASK_MODEL
+    save_model(model, target)
+    return target

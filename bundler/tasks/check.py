@@ -1,0 +1,213 @@
+"""`bundle test` on a task bundle: the browser's classify()/detect()/stream() against the Python
+reference (bundler.tasks.pipeline on native onnxruntime) from the same files, to the final
+answers: the same labels, scores within tolerance, boxes with IoU >= 0.99, the same count. Image
+files go to the page as they are (the browser decodes them); audio goes as samples (so both sides
+resample the same samples)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bundler.browser import BrowserSettings, launch, playwright_session
+from bundler.console import Reporter
+from bundler.errors import ConfigError
+from bundler.hosting import assembled
+from bundler.manifest import Manifest, Task
+from bundler.modelio import cpu_session
+from bundler.reference import run_native
+from bundler.server import HARNESS_PATH, serve_directory
+from bundler.tasks.audio import read_wav
+from bundler.tasks.detect import iou
+from bundler.tasks.image import read_image
+from bundler.tasks.pipeline import run_audio, run_image
+from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
+
+MIN_IOU = 0.99
+SCORE_TOLERANCE = {"fp32": 1e-3, "quantized": 2e-2}
+COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
+           "worst score difference", "lowest IoU", "result")
+
+_PAGE_JS = """async ({ moduleUrl, options, kind, items }) => {
+  const decode = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const { load } = await import(moduleUrl);
+  let model;
+  try {
+    model = await load(options);
+    const results = [];
+    for (const item of items) {
+      if (kind === 'audio-stream') {
+        const stream = model.stream();
+        const samples = new Float32Array(decode(item.samples).buffer);
+        results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
+      } else {
+        const blob = new Blob([decode(item.file)]);
+        results.push(kind === 'object-detection' ? await model.detect(blob)
+          : await model.classify(blob, { topK: 5 }));
+      }
+    }
+    return { ep: model.ep, results };
+  } catch (error) {
+    return { error: String(error?.message ?? error) };
+  } finally {
+    await model?.release();
+  }
+}"""
+
+
+@dataclasses.dataclass
+class TaskComparison:
+    ep: str
+    variant: str
+    file: str
+    native_count: int = 0
+    browser_count: int = 0
+    worst_score_difference: float = 0.0
+    lowest_iou: float | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None
+
+    def row(self) -> list[str]:
+        iou_text = "-" if self.lowest_iou is None else f"{self.lowest_iou:.4f}"
+        return ["task", self.variant, self.ep, self.file,
+                f"{self.native_count}, {self.browser_count}",
+                f"{self.worst_score_difference:.3g}", iou_text,
+                "pass" if self.passed else f"FAIL: {self.error}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskInput:
+    name: str
+    data: bytes  # the file's bytes
+
+    @classmethod
+    def made(cls, task: Task) -> TaskInput:
+        if task.kind == "audio-stream":
+            return cls("generated.wav", wav_bytes(speech_like(2.0, 22050), 22050))
+        return cls("generated.png", png_bytes(picture(240, 320)))
+
+
+def _compare_classes(native: list[dict], browser: list[dict], result: TaskComparison,
+                     tolerance: float) -> None:
+    result.native_count, result.browser_count = len(native), len(browser)
+    result.worst_score_difference = max((abs(a["score"] - b["score"])
+                                         for a, b in zip(native, browser, strict=False)),
+                                        default=0.0)
+    if [c["label"] for c in native] != [c["label"] for c in browser]:
+        result.error = (f"labels differ: native {[c['label'] for c in native]}, browser"
+                        f" {[c['label'] for c in browser]}")
+    elif result.worst_score_difference > tolerance:
+        result.error = f"scores differ by more than {tolerance}"
+
+
+def _compare_detections(native: list[dict], browser: list[dict], result: TaskComparison,
+                        tolerance: float) -> None:
+    result.native_count, result.browser_count = len(native), len(browser)
+    if len(native) != len(browser):
+        result.error = "a different number of detections"
+        return
+    box = lambda d: (d["box"]["x"], d["box"]["y"], d["box"]["x"] + d["box"]["width"],  # noqa: E731
+                     d["box"]["y"] + d["box"]["height"])
+    unmatched = list(browser)
+    lowest = 1.0
+    for want in native:  # each native detection: the same-label browser one that overlaps most
+        same = [got for got in unmatched if got["label"] == want["label"]]
+        if not same:
+            result.error = f"no {want['label']!r} detection in the browser to match"
+            return
+        best = max(same, key=lambda got: iou(box(want), box(got)))
+        unmatched.remove(best)
+        lowest = min(lowest, iou(box(want), box(best)))
+        result.worst_score_difference = max(result.worst_score_difference,
+                                            abs(want["score"] - best["score"]))
+    result.lowest_iou = lowest
+    if lowest < MIN_IOU:
+        result.error = f"a box overlaps its native twin by IoU {lowest:.4f} < {MIN_IOU}"
+    elif result.worst_score_difference > tolerance:
+        result.error = f"scores differ by more than {tolerance}"
+
+
+def _compare_chunks(native: list[dict], browser: list[dict], result: TaskComparison,
+                    tolerance: float) -> None:
+    result.native_count, result.browser_count = len(native), len(browser)
+    if len(native) != len(browser):
+        result.error = "a different number of chunks"
+        return
+    result.worst_score_difference = max((abs(a["score"] - b["score"])
+                                         for a, b in zip(native, browser, strict=True)),
+                                        default=0.0)
+    if result.worst_score_difference > tolerance:
+        result.error = f"chunk scores differ by more than {tolerance}"
+
+
+def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
+                    folder: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(the native answers, what the page is given) for each input."""
+    task = manifest.task
+    assert task is not None
+    session = cpu_session(model)
+    run = lambda feeds: run_native(session, feeds)  # noqa: E731
+    answers, items = [], []
+    for item in inputs:
+        path = folder / item.name
+        path.write_bytes(item.data)
+        if task.kind == "audio-stream":
+            samples, rate = read_wav(path)
+            answers.append(run_audio(run, task, manifest.inputs, samples, rate)["chunks"])
+            items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
+                          .decode(), "rate": rate})
+        else:
+            result = run_image(run, task, read_image(path), top_k=5)
+            answers.append(result.get("classes", result.get("detections")))
+            items.append({"file": base64.b64encode(item.data).decode()})
+    return answers, items
+
+
+def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
+               execution_providers: Sequence[str], settings: BrowserSettings,
+               reporter: Reporter, scratch: Path) -> list[TaskComparison]:
+    """Each EP's default variant, in Chromium and natively, on every input."""
+    task = manifest.task
+    if task is None:
+        raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
+    compare = {"image-classification": _compare_classes, "object-detection": _compare_detections,
+               "audio-stream": _compare_chunks}[task.kind]
+    comparisons: list[TaskComparison] = []
+    shipped = [ep for ep in execution_providers if ep in manifest.runtime.builds]
+    with contextlib.ExitStack() as stack:
+        base_url = stack.enter_context(serve_directory(directory))
+        playwright = stack.enter_context(playwright_session())
+        browser = stack.enter_context(launch(playwright, settings, webgpu="webgpu" in shipped))
+        for ep in shipped:
+            variant = manifest.default_for(ep)
+            model = stack.enter_context(assembled(directory, manifest, variant.file))
+            with reporter.step(f"Task check on {ep} ({variant.name})"):
+                native, items = _native_answers(model, manifest, inputs, scratch)
+                page = browser.new_page()
+                page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
+                try:
+                    page.goto(base_url + HARNESS_PATH.lstrip("/"))
+                    got = page.evaluate(_PAGE_JS, {
+                        "moduleUrl": base_url + "bundle.mjs", "kind": task.kind, "items": items,
+                        "options": {"executionProviders": [ep], "variant": variant.name,
+                                    "ignoreVerification": True}})
+                finally:
+                    page.close()
+            tolerance = SCORE_TOLERANCE["fp32" if variant.kind == "fp32" else "quantized"]
+            for item, want, index in zip(inputs, native, range(len(inputs)), strict=True):
+                result = TaskComparison(ep, variant.name, item.name)
+                if "error" in got:
+                    result.error = got["error"]
+                else:
+                    compare(want, got["results"][index], result, tolerance)
+                comparisons.append(result)
+    return comparisons

@@ -1,0 +1,206 @@
+// task-demo.mjs: the demo page of a task bundle (index.html's #task section). Images: a file
+// picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
+// file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
+// Labels come from the model: they reach the page as text only (textContent, canvas fillText).
+import { segments } from './tasks/index.mjs';
+
+const $ = (id) => document.getElementById(id);
+const COLOURS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#008080', '#9a6324'];
+
+function listResults(lines) {
+  $('task-results').replaceChildren(...lines.map((text) => {
+    const item = document.createElement('li');
+    item.textContent = text;
+    return item;
+  }));
+}
+
+// The source drawn on the canvas, with the detections' boxes and labels.
+async function drawImage(source, found) {
+  const bitmap = source instanceof Blob ? await createImageBitmap(source) : source;
+  const canvas = $('task-view');
+  const width = bitmap.displayWidth ?? bitmap.videoWidth ?? bitmap.width;
+  const height = bitmap.displayHeight ?? bitmap.videoHeight ?? bitmap.height;
+  canvas.width = width;
+  canvas.height = height;
+  const context = canvas.getContext('2d');
+  context.drawImage(bitmap, 0, 0, width, height);
+  context.lineWidth = Math.max(2, width / 300);
+  context.font = `${Math.max(12, Math.round(width / 40))}px system-ui, sans-serif`;
+  context.textBaseline = 'top';
+  for (const { label, index, score, box } of found) {
+    const colour = COLOURS[index % COLOURS.length];
+    context.strokeStyle = colour;
+    context.strokeRect(box.x, box.y, box.width, box.height);
+    const text = `${label} ${score.toFixed(2)}`;
+    const size = context.measureText(text);
+    context.fillStyle = colour;
+    context.fillRect(box.x, Math.max(0, box.y - 18), size.width + 6, 18);
+    context.fillStyle = '#fff';
+    context.fillText(text, box.x + 3, Math.max(0, box.y - 17));
+  }
+  if (source instanceof Blob) bitmap.close();
+}
+
+async function analyseImage(model, source) {
+  const detection = model.manifest.task.kind === 'object-detection';
+  if (detection) {
+    const found = await model.detect(source);
+    await drawImage(source, found);
+    listResults(found.length ? found.map(({ label, score, box }) => `${label}: ${
+      score.toFixed(3)} at x ${Math.round(box.x)}, y ${Math.round(box.y)}, ${
+      Math.round(box.width)}×${Math.round(box.height)}`) : ['Nothing found above the threshold.']);
+  } else {
+    const classes = await model.classify(source);
+    await drawImage(source, []);
+    listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
+  }
+}
+
+// Chunk scores as bars, segments (score >= threshold) shaded, the newest chunks at the right.
+function drawTimeline(chunks, threshold) {
+  const canvas = $('task-timeline');
+  const context = canvas.getContext('2d');
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  const shown = chunks.slice(-canvas.width);
+  const step = canvas.width / Math.max(shown.length, 1);
+  const first = shown[0]?.index ?? 0;
+  context.fillStyle = '#cfe3ff';
+  for (const segment of segments(shown, threshold)) {
+    const at = (seconds) => ((seconds - (shown[0]?.start ?? 0)) / (shown[0] ? shown[0].end
+      - shown[0].start : 1)) * step;
+    context.fillRect(at(segment.start), 0, at(segment.end) - at(segment.start), canvas.height);
+  }
+  context.fillStyle = '#3d6fd9';
+  for (const chunk of shown) {
+    const height = Math.max(0, Math.min(1, chunk.score)) * canvas.height;
+    context.fillRect((chunk.index - first) * step, canvas.height - height, Math.max(step, 1),
+                     height);
+  }
+}
+
+function showSegments(chunks, threshold) {
+  const found = segments(chunks, threshold);
+  listResults(found.length ? found.map(({ start, end }) => `speech ${start.toFixed(2)} s – ${
+    end.toFixed(2)} s`) : ['No speech found.']);
+  drawTimeline(chunks, threshold);
+}
+
+async function analyseAudio(model, file) {
+  const context = new AudioContext();
+  try {
+    const audio = await context.decodeAudioData(await file.arrayBuffer());
+    const stream = model.stream();
+    const chunks = [...await stream.push(audio.getChannelData(0), audio.sampleRate),
+                    ...await stream.flush()];
+    showSegments(chunks, model.manifest.task.score_threshold ?? 0.5);
+  } finally {
+    await context.close();
+  }
+}
+
+// The webcam: one frame analysed at a time, as fast as the model goes.
+function webcam(model, button, setStatus) {
+  let running = null;
+  return async () => {
+    if (running) {
+      running.stop();
+      return;
+    }
+    let media;
+    try {
+      media = await navigator.mediaDevices.getUserMedia({ video: true });
+    } catch (error) {
+      setStatus(`No webcam: ${error.message}`, 'error');
+      return;
+    }
+    const video = document.createElement('video');
+    video.muted = true;
+    video.srcObject = media;
+    await video.play();
+    let frames = 0;
+    const started = performance.now();
+    running = { stop: () => { media.getTracks().forEach((track) => track.stop()); running = null;
+                              button.textContent = 'Start webcam';
+                              button.setAttribute('aria-pressed', 'false'); } };
+    button.textContent = 'Stop webcam';
+    button.setAttribute('aria-pressed', 'true');
+    while (running) {
+      const frame = await createImageBitmap(video);
+      await analyseImage(model, frame);
+      frame.close();
+      frames++;
+      $('task-rate').textContent = `${(frames / ((performance.now() - started) / 1000))
+        .toFixed(1)} frames/s`;
+    }
+  };
+}
+
+// The microphone: samples pushed as they come (at the device's rate; resampled by stream()).
+function microphone(model, button, setStatus) {
+  let running = null;
+  return async () => {
+    if (running) {
+      running.stop();
+      return;
+    }
+    let media;
+    try {
+      media = await navigator.mediaDevices.getUserMedia({ audio: true });
+    } catch (error) {
+      setStatus(`No microphone: ${error.message}`, 'error');
+      return;
+    }
+    const context = new AudioContext();
+    const input = context.createMediaStreamSource(media);
+    const processor = context.createScriptProcessor(4096, 1, 1);
+    const stream = model.stream();
+    const chunks = [];
+    const threshold = model.manifest.task.score_threshold ?? 0.5;
+    processor.onaudioprocess = async (event) => {
+      chunks.push(...await stream.push(event.inputBuffer.getChannelData(0).slice(),
+                                       context.sampleRate));
+      showSegments(chunks, threshold);
+    };
+    input.connect(processor);
+    processor.connect(context.destination);
+    running = { stop: () => { media.getTracks().forEach((track) => track.stop());
+                              context.close(); running = null;
+                              button.textContent = 'Start microphone';
+                              button.setAttribute('aria-pressed', 'false'); } };
+    button.textContent = 'Stop microphone';
+    button.setAttribute('aria-pressed', 'true');
+  };
+}
+
+export function startTaskDemo(model, { setStatus }) {
+  const audio = model.manifest.task.kind === 'audio-stream';
+  const analyse = (file) => (audio ? analyseAudio(model, file) : analyseImage(model, file))
+    .catch((error) => setStatus(`Could not analyse ${file.name ?? 'it'}: ${error.message}`,
+                                'error'));
+  const picker = $('task-file');
+  picker.addEventListener('change', () => picker.files[0] && analyse(picker.files[0]));
+  const drop = $('task-drop');
+  drop.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' || event.key === ' ') {
+      event.preventDefault();
+      picker.click();
+    }
+  });
+  drop.addEventListener('click', () => picker.click());
+  drop.addEventListener('dragover', (event) => {
+    event.preventDefault();
+    drop.classList.add('over');
+  });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (event) => {
+    event.preventDefault();
+    drop.classList.remove('over');
+    const [file] = event.dataTransfer.files;
+    if (file) analyse(file);
+  });
+  const live = $('task-live');
+  live.addEventListener('click', (audio ? microphone : webcam)(model, live, setStatus));
+  picker.disabled = false;
+  live.disabled = !navigator.mediaDevices;
+}
