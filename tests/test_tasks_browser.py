@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bundler import manifest as manifest_file
+from bundler.browser import launch
 from bundler.modelio import cpu_session
 from bundler.reference import run_native
 from bundler.tasks.audio import read_wav
@@ -280,3 +281,35 @@ def test_task_calls_reject_with_stable_codes(task_bundles, webgpu_browser, open_
         codes = page.evaluate(ERRORS, {"url": page.base_url + "bundle.mjs"})
     assert codes == {"detect": "wrong-task", "stream": "wrong-task", "number": "bad-source",
                      "text": "bad-source", "empty": "bad-source"}
+
+
+@pytest.fixture(scope="module")
+def media_browser(playwright, browser_settings):
+    """A Chromium with a fake webcam and microphone that needs no permission prompt."""
+    settings = dataclasses.replace(browser_settings, base_args=(
+        *browser_settings.base_args, "--use-fake-device-for-media-stream",
+        "--use-fake-ui-for-media-stream"))
+    with launch(playwright, settings, webgpu=False) as browser:
+        yield browser
+
+
+@pytest.mark.parametrize(("name", "device", "shows"), [
+    ("classifier", "webcam", "#task-rate"),
+    ("audio", "microphone", "#task-results li"),
+])
+def test_demo_page_live_devices_start_show_results_and_stop(task_bundles, media_browser,
+                                                             open_bundle, name, device, shows):
+    with open_bundle(media_browser, task_bundles[name], "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        live = page.page.locator("#task-live")
+        assert live.is_enabled() and live.text_content() == f"Start {device}"
+        live.click()
+        page.page.wait_for_function(
+            "(selector) => document.querySelector(selector)?.textContent.trim()", arg=shows)
+        assert (live.text_content(), live.get_attribute("aria-pressed")) == (
+            f"Stop {device}", "true")
+        if device == "webcam":
+            assert page.page.text_content("#task-rate").endswith("frames/s")
+        live.click()
+        assert (live.text_content(), live.get_attribute("aria-pressed")) == (
+            f"Start {device}", "false")

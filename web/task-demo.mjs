@@ -99,58 +99,68 @@ async function analyseAudio(model, file) {
   }
 }
 
-// The webcam: one frame analysed at a time, as fast as the model goes.
-function webcam(model, button, setStatus) {
-  let running = null;
+// A Start/Stop button for a live device (webcam, microphone): `begin(media)` starts using the
+// stream and returns what to do on stop.
+function liveToggle(button, device, constraints, setStatus, begin) {
+  let stop = null;
+  const show = (on) => {
+    button.textContent = `${on ? 'Stop' : 'Start'} ${device}`;
+    button.setAttribute('aria-pressed', String(on));
+  };
   return async () => {
-    if (running) {
-      running.stop();
+    if (stop) {
+      stop();
       return;
     }
     let media;
     try {
-      media = await navigator.mediaDevices.getUserMedia({ video: true });
+      media = await navigator.mediaDevices.getUserMedia(constraints);
     } catch (error) {
-      setStatus(`No webcam: ${error.message}`, 'error');
+      setStatus(`No ${device}: ${error.message}`, 'error');
       return;
     }
+    let finish = () => {};
+    stop = () => {
+      media.getTracks().forEach((track) => track.stop());
+      finish();
+      stop = null;
+      show(false);
+    };
+    show(true);
+    finish = await begin(media, () => stop !== null);
+  };
+}
+
+// The webcam: one frame analysed at a time, as fast as the model goes.
+function webcam(model, button, setStatus) {
+  return liveToggle(button, 'webcam', { video: true }, setStatus, async (media, running) => {
     const video = document.createElement('video');
     video.muted = true;
     video.srcObject = media;
     await video.play();
     let frames = 0;
     const started = performance.now();
-    running = { stop: () => { media.getTracks().forEach((track) => track.stop()); running = null;
-                              button.textContent = 'Start webcam';
-                              button.setAttribute('aria-pressed', 'false'); } };
-    button.textContent = 'Stop webcam';
-    button.setAttribute('aria-pressed', 'true');
-    while (running) {
-      const frame = await createImageBitmap(video);
-      await analyseImage(model, frame);
-      frame.close();
-      frames++;
-      $('task-rate').textContent = `${(frames / ((performance.now() - started) / 1000))
-        .toFixed(1)} frames/s`;
-    }
-  };
+    (async () => {
+      while (running()) {
+        // A frame a display refresh at most: the page repaints and takes input between runs
+        // (model runs and bitmaps resolve as microtasks, which alone would starve it).
+        await new Promise((resolve) => requestAnimationFrame(resolve));
+        if (!running()) break;
+        const frame = await createImageBitmap(video);
+        await analyseImage(model, frame);
+        frame.close();
+        frames++;
+        $('task-rate').textContent = `${(frames / ((performance.now() - started) / 1000))
+          .toFixed(1)} frames/s`;
+      }
+    })();
+    return () => {};
+  });
 }
 
 // The microphone: samples pushed as they come (at the device's rate; resampled by stream()).
 function microphone(model, button, setStatus) {
-  let running = null;
-  return async () => {
-    if (running) {
-      running.stop();
-      return;
-    }
-    let media;
-    try {
-      media = await navigator.mediaDevices.getUserMedia({ audio: true });
-    } catch (error) {
-      setStatus(`No microphone: ${error.message}`, 'error');
-      return;
-    }
+  return liveToggle(button, 'microphone', { audio: true }, setStatus, async (media) => {
     const context = new AudioContext();
     const input = context.createMediaStreamSource(media);
     const processor = context.createScriptProcessor(4096, 1, 1);
@@ -164,13 +174,8 @@ function microphone(model, button, setStatus) {
     };
     input.connect(processor);
     processor.connect(context.destination);
-    running = { stop: () => { media.getTracks().forEach((track) => track.stop());
-                              context.close(); running = null;
-                              button.textContent = 'Start microphone';
-                              button.setAttribute('aria-pressed', 'false'); } };
-    button.textContent = 'Stop microphone';
-    button.setAttribute('aria-pressed', 'true');
-  };
+    return () => context.close();
+  });
 }
 
 export function startTaskDemo(model, { setStatus }) {
