@@ -228,10 +228,19 @@ function toData(spec, data) {
   if (!Array.isArray(data)) {
     throw inputError('input-type', spec, 'data must be a typed array or an array of numbers');
   }
-  if (Typed === BigInt64Array || Typed === BigUint64Array) {
-    return Typed.from(data, (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(v))));
-  }
   if (spec.type === 'bool') return Uint8Array.from(data, (v) => (v ? 1 : 0));
+  const wide = Typed === BigInt64Array || Typed === BigUint64Array;
+  // '' or null would silently become 0 (or NaN); a 64-bit integer needs a finite number
+  const odd = data.findIndex((v) => (typeof v === 'number' ? wide && !Number.isFinite(v)
+    : !(wide && typeof v === 'bigint')));
+  if (odd >= 0) {
+    const value = data[odd];
+    const shown = typeof value === 'string' ? JSON.stringify(value)
+      : typeof value === 'bigint' ? `${value}n` : String(value);
+    throw inputError('input-type', spec, `data[${odd}] is ${shown}, not a${
+      wide ? ' finite' : ''} number`);
+  }
+  if (wide) return Typed.from(data, (v) => (typeof v === 'bigint' ? v : BigInt(Math.trunc(v))));
   if (Typed === Uint16Array && spec.type === 'float16') {
     throw inputError('input-type', spec, 'this browser has no Float16Array: give the half-float' +
       ' bits as a Uint16Array');

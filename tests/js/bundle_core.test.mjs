@@ -261,6 +261,13 @@ describe('feeds', () => {
       'input-type');
     rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: [1, 2, 3, 4] }), 'input-type',
       /expected an ort.Tensor or \{ type, dims, data \}/);
+    // found by the browser fuzzing: '' became 0 (onnxruntime's numpy refuses it)
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), ids: { type: 'int64', dims: [1, 3],
+      data: [0, 0, ''] } }), 'input-type', /^input 'ids': data\[2\] is "", not a finite number/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), ids: { type: 'int64', dims: [1, 3],
+      data: [0, NaN, 1] } }), 'input-type', /data\[1\] is NaN, not a finite number/);
+    rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, 4],
+      data: [0, 1n, 0, null] } }), 'input-type', /^input 'x': data\[1\] is 1n, not a number/);
   });
 
   test('dims that do not fit the model or the data are input-shape', () => {
