@@ -31,7 +31,7 @@ from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
 
-WARMUP_RUNS = 5
+WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
 SPEED_EP = "wasm"
 
