@@ -1,11 +1,11 @@
 """The shipped default against the pages people write by hand, side by side in one Chromium.
 
-    python benchmarks/bench_pages.py [--runs 20] [--rounds 2] [--keep DIR]
+    python benchmarks/bench_pages.py [--runs 20] [--rounds 2] [--keep DIR] [--large] [--link MBIT]
 
-Builds a small detector-like CNN in code (strided 3x3 convs, 224x224 input, 45 output channels
-per cell), builds it with `--quantize auto --calibration` (WASM EP), and in one headless Chromium
-without a WebGPU adapter (as most visitors' browsers are to WASM) measures, each in a fresh
-context and in alternating rounds:
+Builds a detector-like CNN in code (strided 3x3 convs, 224x224 input, 45 output channels per
+cell; 1.2 MB, or 13.6 MB with --large), builds it with `--quantize auto --calibration` (WASM
+EP), and in one headless Chromium without a WebGPU adapter (as most visitors' browsers are to
+WASM) measures, each in a fresh context and in alternating rounds:
 
 - bundle: the bundle's own load() with no options (what an app gets);
 - docs page: the documented `import * as ort from 'onnxruntime-web/webgpu'` with the fp32 model
@@ -17,7 +17,8 @@ Prints cold start (navigation -> session ready), time to first result, warm-up m
 runs), steady-state median (runs 16 on), bytes, and their ratios, and the steady state once more
 with the three in one page, interleaved run by run (the figure to trust on a busy machine); then
 `bundle bench` over every variant of a second build (each against fp32, and browser against
-native onnxruntime).
+native onnxruntime). With --link, the pages load over a link that Chromium emulates (that speed,
+a 20 ms round trip), from a host that compresses nothing: what the bytes cost on a network.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import shutil
 import statistics
 import tempfile
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ from bundler.perf.page import (
     DECODE_JS,
     RESOURCES_JS,
     WASM_TIMING_JS,
+    Link,
     PageResult,
     measure_loaded,
     measure_page,
@@ -107,33 +110,34 @@ INTERLEAVED = "steady median ms, interleaved in one page"
 RAW_FILES = ("ort.webgpu.min.mjs", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs",
              "ort-wasm-simd-threaded.wasm", "ort-wasm-simd-threaded.asyncify.mjs",
              "ort-wasm-simd-threaded.asyncify.wasm")
-CHANNELS = (16, 32, 64, 128)
+CHANNELS = (16, 32, 64, 128)  # 1.2 MB in fp32, about 0.3 G multiply-adds at 224x224
+LARGE_CHANNELS = (32, 64, 128, 256, 384)  # 13.6 MB, about 1.2 G multiply-adds
 SIZE = 224
 
 
-def detector(path: Path, seed: int = 0) -> Path:
+def detector(path: Path, seed: int = 0, channels: Sequence[int] = CHANNELS) -> Path:
     """Conv stages (stride 2, then 3x3 at the same size) with ReLU, and a 1x1 head of
-    3 anchors x (4 box + 1 objectness + 10 classes) per cell: about 0.3 G multiply-adds."""
+    3 anchors x (4 box + 1 objectness + 10 classes) per cell."""
     rng = np.random.default_rng(seed)
-    nodes, weights, current, channels = [], [], "image", 3
-    for stage, out in enumerate(CHANNELS):
+    nodes, weights, current, width = [], [], "image", 3
+    for stage, out in enumerate(channels):
         for index, stride in enumerate((2, 1)):
             name = f"s{stage}c{index}"
-            fan_in = channels * 9
+            fan_in = width * 9
             weights += [numpy_helper.from_array(
-                (rng.standard_normal((out, channels, 3, 3)) * np.sqrt(2 / fan_in)).astype(
+                (rng.standard_normal((out, width, 3, 3)) * np.sqrt(2 / fan_in)).astype(
                     np.float32), f"{name}.w"),
                 numpy_helper.from_array((rng.standard_normal(out) * 0.01).astype(np.float32),
                                         f"{name}.b")]
             nodes += [helper.make_node("Conv", [current, f"{name}.w", f"{name}.b"], [name],
                                        pads=[1, 1, 1, 1], strides=[stride, stride]),
                       helper.make_node("Relu", [name], [f"{name}.relu"])]
-            current, channels = f"{name}.relu", out
-    weights += [numpy_helper.from_array((rng.standard_normal((45, channels, 1, 1))
-                                         * np.sqrt(1 / channels)).astype(np.float32), "head.w"),
+            current, width = f"{name}.relu", out
+    weights += [numpy_helper.from_array((rng.standard_normal((45, width, 1, 1))
+                                         * np.sqrt(1 / width)).astype(np.float32), "head.w"),
                 numpy_helper.from_array(np.zeros(45, np.float32), "head.b")]
     nodes.append(helper.make_node("Conv", [current, "head.w", "head.b"], ["detections"]))
-    cells = SIZE // 2 ** len(CHANNELS)
+    cells = SIZE // 2 ** len(channels)
     graph = helper.make_graph(
         nodes, "detector",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
@@ -172,12 +176,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="steady-state runs per page")
     parser.add_argument("--rounds", type=int, default=2, help="fresh loads of each page")
     parser.add_argument("--keep", type=Path, default=None, help="keep the builds here")
+    parser.add_argument("--large", action="store_true",
+                        help="a 13.6 MB detector (channels 32-384) instead of the 1.2 MB one")
+    parser.add_argument("--link", type=float, default=None, metavar="MBIT",
+                        help="load the pages over an emulated link of MBIT Mbit/s with a 20 ms"
+                             " round trip (default: loopback as it is)")
     args = parser.parse_args()
     reporter = TerminalReporter()
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-pages-"))
     site = work / "site"
     site.mkdir(parents=True, exist_ok=True)
-    model = detector(work / "detector.onnx")
+    model = detector(work / "detector.onnx",
+                     channels=LARGE_CHANNELS if args.large else CHANNELS)
     np.savez(work / "calibration.npz", image=images(32, 1))
     dist = fetch_runtime(DEFAULT_RUNTIME_VERSION)
     with reporter.step("Building the detector with --quantize auto"):
@@ -195,13 +205,14 @@ def main() -> None:
     settings = load_settings()
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     runs = total_runs(args.runs)
+    link = Link(args.link) if args.link else None
     pages = {
         "bundle": lambda base: measure_page(browser, base + "dist/", None, None, feeds, runs,
-                                            None, timeout, lambda what: None),
+                                            None, timeout, lambda what: None, link=link),
         "docs page": lambda base: _raw(browser, base, "ort.webgpu.min.mjs", ["webgpu", "wasm"],
-                                       feeds, runs, timeout),
+                                       feeds, runs, timeout, link),
         "wasm page": lambda base: _raw(browser, base, "ort.wasm.min.mjs", ["wasm"], feeds, runs,
-                                       timeout),
+                                       timeout, link),
     }
     results: dict[str, list[PageResult]] = {name: [] for name in pages}
     with serve_directory(site) as base, playwright_session() as playwright, \
@@ -225,8 +236,9 @@ def main() -> None:
                for name, found in results.items()}
     for name, times in interleaved.items():
         medians[name][INTERLEAVED] = statistics.median(times)
+    over = f", over {args.link:g} Mbit/s with a 20 ms round trip" if link else ""
     reporter.table(f"{manifest.name}: shipped default {manifest.default_variant} vs pages written"
-                   f" by hand (median of {args.rounds} fresh loads each)",
+                   f" by hand (median of {args.rounds} fresh loads each{over})",
                    ("figure", *pages, "bundle / docs", "bundle / wasm page"),
                    [[figure, *(_number(medians[name][figure]) for name in pages),
                      _times(ratio(medians["bundle"][figure], medians["docs page"][figure])),
@@ -236,12 +248,12 @@ def main() -> None:
 
 
 def _raw(browser, base: str, module: str, eps: list[str], feeds, runs: int,
-         timeout: int) -> PageResult:
+         timeout: int, link: Link | None) -> PageResult:
     # base: the bundle's folder, whose bundle.core.mjs decodes the inputs (after `ready`)
     arguments = {"base": base + "dist/", "module": f"../raw/{module}",
                  "model": "../raw/detector.onnx", "eps": eps, "feeds": feeds}
     return measure_loaded(browser, base, RAW_PAGE_JS, arguments, runs, timeout,
-                          lambda what: None, PageResult(ep="+".join(eps), variant="fp32"))
+                          lambda what: None, PageResult(ep="+".join(eps), variant="fp32"), link)
 
 
 def _variants(work: Path, model: Path, dist: Path, reporter: TerminalReporter, runs: int) -> None:

@@ -174,9 +174,12 @@ class ConformanceReport:
         return rows
 
 
-def _integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[str]:
+def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[str]:
+    """What is wrong with the given variants' files (file name -> path) against `bundle.json`."""
     problems = []
     for variant in manifest.variants:
+        if variant.file not in models:
+            continue
         path = models[variant.file]
         if not path.is_file():
             problems.append(f"variant {variant.name}: {variant.file} is missing")
@@ -376,7 +379,7 @@ def _check_bundle(
 ) -> ConformanceReport:
     specs, outputs = manifest.inputs, manifest.outputs
     report = ConformanceReport(directory=directory)
-    report.problems = _integrity_problems(manifest, models)
+    report.problems = integrity_problems(manifest, models)
     if report.problems:
         return report
     shipped = [ep for ep in execution_providers if ep in manifest.runtime.builds]

@@ -120,3 +120,13 @@ def test_bench_cli_on_webgpu_says_swiftshader_is_not_a_gpu(build_bundle: BuildBu
     assert "swiftshader" in json.dumps(webgpu["adapter"]).lower()
     assert any("not GPU figures" in note for note in report["notes"])
     assert "not GPU figures" in result.stderr
+
+
+def test_bench_of_one_variant_of_several(build_bundle: BuildBundle, tmp_path: Path) -> None:
+    bundle, _ = build_bundle(models.conv_stack(tmp_path), quantize="fp32", variants=("int8",))
+    out = tmp_path / "int8.json"
+    result = run_cli("bench", bundle, "--variant", "int8", "--ep", "wasm", "--runs", "1",
+                     "--json", out)
+    assert result.returncode == 0, result.stderr
+    (int8,) = json.loads(out.read_text())["results"]
+    assert (int8["variant"], int8["error"]) == ("int8", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bundler.errors import ConfigError
@@ -54,3 +56,17 @@ def test_templates_key_must_name_a_folder(tmp_path):
     with pytest.raises(ConfigError, match=r"bundle\.toml: key 'templates': .*theme is not a"
                                           r" folder"):
         load_config(config)
+
+
+def test_the_page_preloads_exactly_the_modules_its_script_imports(tmp_path, build_bundle):
+    folder, _ = build_bundle(models.multi_io(tmp_path))
+    page = (folder / "index.html").read_text()
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="\./([^"]+)">', page))
+    imported, pending = set(), ["app.mjs"]
+    while pending:  # the static imports from the page's script on (dynamic ones load later)
+        module = pending.pop()
+        imported.add(module)
+        source = (folder / module).read_text()
+        pending += [name for name in re.findall(r"^import .*? from '\./([^']+)';", source,
+                                                 flags=re.M | re.S) if name not in imported]
+    assert preloaded == imported

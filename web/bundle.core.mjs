@@ -80,6 +80,17 @@ export function checkOptions(options) {
   return eps;
 }
 
+// bundle.json's task record for model.classify(), detect() or stream() (`method`), which need a
+// bundle built with --task `kind`.
+export function taskOf(manifest, kind, method) {
+  const task = manifest.task;
+  if (task?.kind !== kind) {
+    throw new BundleError('wrong-task', `${method}() needs a bundle built with --task ${kind};`
+      + ` this one's task is ${task?.kind ?? 'generic'}`);
+  }
+  return task;
+}
+
 // A bundle.json without schema_version predates the field and has the version 1 layout. Fields
 // added later without breaking readers keep the version; only a breaking change raises it.
 export function checkSchemaVersion(manifest) {

@@ -2,10 +2,10 @@
 //
 //   const bytes = await fetchFile(entry, (path) => url, onProgress, { stage: 'model' });
 //
-// - A file split into parts (entry.parts) is fetched part by part and put back together.
-// - A file (or part) with a gzip sibling is fetched as that sibling and decompressed here
-//   (DecompressionStream), so a static host that compresses nothing still sends gzip's bytes; a
-//   host that adds Content-Encoding to the sibling is fine too (the bytes are then plain).
+// - A file split into parts (entry.parts) is fetched in parts, all at once, put back together.
+// - A file (or part) with a gzip sibling is fetched as that sibling and decompressed here as it
+//   arrives (DecompressionStream), so a static host that compresses nothing still sends gzip's
+//   bytes; a host that adds Content-Encoding to the sibling is fine too (the bytes arrive plain).
 // - Progress counts the file's real bytes (entry.bytes) across all parts, also when the server
 //   sends a compressed body (its Content-Length is then the compressed size, not the total).
 // - Every part and the whole are checked against their sha256; a mismatch is fetched once more
@@ -56,40 +56,55 @@ export function fetchedPath(piece) {
 
 const isGzip = (bytes) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
 
-async function gunzip(bytes) {
+function decompressor() {
   if (typeof DecompressionStream !== 'function') {
     throw new BundleError('unsupported-environment', 'this browser has no DecompressionStream,'
       + ' which the bundle needs for its compressed model and runtime files');
   }
-  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-  try {
-    return new Uint8Array(await new Response(stream).arrayBuffer());
-  } catch {
-    return null; // not valid gzip: the sha256 check refuses it
-  }
+  return new DecompressionStream('gzip');
 }
 
-// The body's bytes; `onBytes` gets the count of the file's real bytes so far, so that for a
-// gzip body (whose first bytes say so) the compressed count is scaled by `realPerSent`.
-async function readBody(response, onBytes, realPerSent) {
-  if (!response.body) {
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    onBytes(bytes.byteLength * (isGzip(bytes) ? realPerSent : 1));
-    return bytes;
+// The body's bytes, gunzipped while they arrive where `sibling` says the file was sent as gzip
+// and the body's first bytes are gzip's (a host that added Content-Encoding sends them plain).
+// `onBytes` gets the count of the file's real bytes so far: for a gzip body the count sent,
+// scaled by `realPerSent`. Returns null for a body that is not valid gzip (the sha256 check then
+// refuses it); a failed transfer throws.
+async function readBody(response, sibling, onBytes, realPerSent) {
+  const reader = (response.body ?? new Blob([await response.arrayBuffer()]).stream()).getReader();
+  let failed = null; // the transfer's own error, told apart from a gunzip error
+  const read = async () => {
+    try {
+      return await reader.read();
+    } catch (error) {
+      failed = error;
+      throw error;
+    }
+  };
+  let pending = await read();
+  const compressed = Boolean(sibling) && !pending.done && isGzip(pending.value);
+  const scale = compressed ? realPerSent : 1;
+  let sent = 0;
+  const body = new ReadableStream({
+    async pull(controller) {
+      const { done, value } = pending ?? await read();
+      pending = null;
+      if (done) {
+        controller.close();
+        return;
+      }
+      sent += value.byteLength;
+      onBytes(Math.round(sent * scale));
+      controller.enqueue(value);
+    },
+  });
+  try {
+    const plain = compressed ? body.pipeThrough(decompressor()) : body;
+    return new Uint8Array(await new Response(plain).arrayBuffer());
+  } catch (error) {
+    if (failed) throw failed;
+    if (error instanceof BundleError) throw error;
+    return null; // not valid gzip
   }
-  const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
-  let scale = 1;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (!chunks.length && isGzip(value)) scale = realPerSent;
-    chunks.push(value);
-    loaded += value.byteLength;
-    onBytes(Math.round(loaded * scale));
-  }
-  return concat(chunks, loaded);
 }
 
 function concat(chunks, length) {
@@ -112,17 +127,19 @@ async function fetchPiece(piece, url, onBytes) {
     try {
       const response = await fetch(url, { cache: mode });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      bytes = await readBody(response, report, realPerSent);
+      bytes = await readBody(response, sibling, report, realPerSent);
     } catch (error) {
+      if (error instanceof BundleError) throw error;
       throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,
         { cause: error });
     }
-    if (sibling && isGzip(bytes)) bytes = await gunzip(bytes);
     if (bytes && await matches(bytes, piece.sha256)) return bytes;
   }
   throw new BundleError('integrity', `${piece.path}: the bytes served at ${url} do not match the` +
     ' sha256 in bundle.json (a corrupted or stale copy); refusing to use them');
 }
+
+const storing = new Set(); // Cache Storage writes under way
 
 async function remember(store, sha256, bytes) {
   try {
@@ -150,22 +167,30 @@ export async function fetchFile(entry, urls, onProgress, { stage, cache = true }
     }
   }
   const pieces = entry.parts ?? [entry];
-  const buffers = [];
-  let done = 0;
+  const loaded = pieces.map(() => 0);
   report(0);
-  for (const piece of pieces) {
-    const bytes = await fetchPiece(piece, urlOf(fetchedPath(piece)),
-      (loaded) => report(done + loaded));
-    buffers.push(bytes);
-    done += bytes.byteLength;
-  }
-  const whole = concat(buffers, done);
+  const buffers = await Promise.all(pieces.map((piece, index) => fetchPiece(
+    piece, urlOf(fetchedPath(piece)), (bytes) => {
+      loaded[index] = bytes;
+      report(loaded.reduce((sum, count) => sum + count, 0));
+    })));
+  const whole = concat(buffers, buffers.reduce((sum, bytes) => sum + bytes.byteLength, 0));
   if (pieces.length > 1 && !(await matches(whole, entry.sha256))) {
     throw new BundleError('integrity', `${entry.path}: its parts put together do not match the` +
       ' sha256 in bundle.json; refusing to use them');
   }
-  if (store) await remember(store, entry.sha256, whole);
+  if (store) {
+    const write = remember(store, entry.sha256, whole).finally(() => storing.delete(write));
+    storing.add(write);
+  }
   return whole;
+}
+
+// Resolves once the Cache Storage writes started so far are done. The bytes are handed on
+// without waiting for their write (100-150 ms for a 15 MB .wasm), so that it overlaps the wasm
+// compile and the session creation; load() waits for it before it resolves.
+export function stored() {
+  return Promise.all(storing);
 }
 
 export async function clearCache() {

@@ -18,16 +18,25 @@ import {
   noExecutionProvider,
   planAttempts,
   sessionFailure,
+  taskOf,
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
 import { fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
-import * as tasks from './tasks/index.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
 
 const MODULE_URL = import.meta.url;
+
+// The task API's modules (web/tasks/), for a bundle built with --task: imported while load()
+// fetches the model, not on the way to it, and not at all for a bundle without a task.
+function importTaskApi(manifest) {
+  if (!manifest.task) return null;
+  const imported = import('./tasks/index.mjs');
+  imported.catch(() => {}); // awaited once the session is open: a failure surfaces there
+  return imported;
+}
 
 function folderUrl(baseUrl) {
   const base = new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
@@ -187,7 +196,8 @@ class WorkerSession {
 }
 
 class Model {
-  constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened }) {
+  constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened,
+                taskApi }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
@@ -202,6 +212,7 @@ class Model {
     this.threads = opened.threads; // wasm threads: more than 1 only when cross-origin isolated
     this.crossOriginIsolated = opened.crossOriginIsolated;
     this._session = session;
+    this._taskApi = taskApi;
   }
 
   async run(feeds) {
@@ -228,16 +239,19 @@ class Model {
   }
 
   // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio.
-  classify(source, options) {
-    return tasks.classify(this, source, options);
+  async classify(source, options) {
+    const task = taskOf(this.manifest, 'image-classification', 'classify');
+    return this._taskApi.classify(this, task, source, options);
   }
 
-  detect(source, options) {
-    return tasks.detect(this, source, options);
+  async detect(source, options) {
+    const task = taskOf(this.manifest, 'object-detection', 'detect');
+    return this._taskApi.detect(this, task, source, options);
   }
 
   stream() {
-    return tasks.stream(this);
+    const task = taskOf(this.manifest, 'audio-stream', 'stream');
+    return this._taskApi.stream(this, task);
   }
 }
 
@@ -250,6 +264,7 @@ export async function load(options = {}) {
   const manifest = await loadManifest(base?.href);
   onProgress?.({ stage: 'manifest', loaded: 1, total: 1 });
 
+  const taskApi = importTaskApi(manifest);
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
   const worker = options.worker ? new WorkerSession() : null;
@@ -287,7 +302,7 @@ export async function load(options = {}) {
       }
       return new Model({
         session, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
-        opened: session.opened, loadMs: performance.now() - started,
+        opened: session.opened, taskApi: await taskApi, loadMs: performance.now() - started,
       });
     }
   } catch (error) {

@@ -5,7 +5,7 @@
 // model that cannot be fetched (BundleError 'fetch-failed') fails on every EP.
 
 import { BundleError, runtimeDidNotStart, serialised } from './bundle.core.mjs';
-import { fetchFile } from './bundle.fetch.mjs';
+import { fetchFile, stored } from './bundle.fetch.mjs';
 
 const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
 const restarts = new Map(); // module URL -> how often it was dropped: its wasm did not start
@@ -27,8 +27,11 @@ function importRuntime({ module, mjs, wasm }, numThreads, fetching) {
     if (restarts.has(module)) url.searchParams.set('restart', restarts.get(module)); // anew
     const binary = fetchFile(wasm.entry, wasm.urls, fetching.onProgress,
       { stage: 'runtime', cache: fetching.cache });
+    // The runtime imports its wasm glue (mjs) only once a session is created: importing it here
+    // fetches it alongside the .wasm instead, and the runtime then finds it imported.
     const imported = Promise.all([
       import(/* webpackIgnore: true */ /* @vite-ignore */ url.href), binary,
+      import(/* webpackIgnore: true */ /* @vite-ignore */ mjs),
     ]).then(([ort, wasmBinary]) => {
       ort.env.wasm.wasmPaths = { mjs };
       ort.env.wasm.wasmBinary = wasmBinary;
@@ -135,6 +138,7 @@ export async function openSession({ runtime, model, ep, numThreads, cache, onPro
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
     const session = await serialised(ort, () => ort.InferenceSession.create(
       bytes, { executionProviders: [ep], graphOptimizationLevel: 'all' }));
+    await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session);
   } catch (error) {

@@ -28,7 +28,7 @@ from bundler.browser import (
     load_settings,
     playwright_session,
 )
-from bundler.conformance import _integrity_problems, encode_feeds
+from bundler.conformance import encode_feeds, integrity_problems
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.hosting import assembled
@@ -200,7 +200,7 @@ def bench(
         models = {name: stack.enter_context(assembled(directory, manifest,
                                                       manifest.variant(name).file))
                   for name in names}
-        problems = _integrity_problems(manifest, {manifest.variant(n).file: p
+        problems = integrity_problems(manifest, {manifest.variant(n).file: p
                                                   for n, p in models.items()})
         if problems:
             raise BundlerError(problems[0])

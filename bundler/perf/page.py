@@ -207,27 +207,48 @@ def _memory(context: Any, page: Any) -> dict[str, int] | None:
     return {names[key]: int(value) for key, value in usage.items() if key in names}
 
 
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """A network link that Chromium emulates for a page (DevTools' throttling): every request's
+    round trip and the download speed; uploads get a quarter of it."""
+
+    mbit_per_s: float
+    round_trip_ms: float = 20.0
+
+    def emulate(self, context: Any, page: Any) -> None:
+        devtools = context.new_cdp_session(page)
+        devtools.send("Network.enable")
+        bytes_per_s = self.mbit_per_s * 1e6 / 8
+        devtools.send("Network.emulateNetworkConditions", {
+            "offline": False, "latency": self.round_trip_ms,
+            "downloadThroughput": bytes_per_s, "uploadThroughput": bytes_per_s / 4})
+
+
 def measure_page(browser: Any, base_url: str, ep: str | None, variant: str | None,
                  feeds: dict[str, Any], runs: int, threads: int | None, timeout_ms: int,
-                 progress: Callable[[str], None], cache: bool = True) -> PageResult:
+                 progress: Callable[[str], None], cache: bool = True,
+                 link: Link | None = None) -> PageResult:
     """Cold load, first run and `runs` runs in all of `ep` × `variant` through bundle.mjs in a
     fresh context (None: what load() picks by default; `cache` False: load({ cache: false }))."""
     arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
                  "feeds": feeds, "cache": cache}
     return measure_loaded(browser, base_url, _LOAD_JS, arguments, runs, timeout_ms, progress,
-                          PageResult(ep=ep or "default", variant=variant or "default"))
+                          PageResult(ep=ep or "default", variant=variant or "default"), link)
 
 
 def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping[str, Any],
                    runs: int, timeout_ms: int, progress: Callable[[str], None],
-                   result: PageResult) -> PageResult:
+                   result: PageResult, link: Link | None = None) -> PageResult:
     """The measurement of `load_js` (an async function of `arguments`, started as the harness
-    page navigates) in a fresh context: it returns what _LOAD_JS returns and leaves
-    globalThis.__bench = { model: { run(inputs) }, inputs } for the runs."""
+    page navigates) in a fresh context, over `link` where one is given (else loopback as it is):
+    it returns what _LOAD_JS returns and leaves globalThis.__bench = { model: { run(inputs) },
+    inputs } for the runs."""
     context = browser.new_context()
     try:
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
+        if link:
+            link.emulate(context, page)
         harness = urllib.parse.urljoin(base_url, HARNESS_PATH)
         page.add_init_script(f"if (location.href === {json.dumps(harness)})"
                              f" globalThis.__benchLoad = ({load_js})({json.dumps(arguments)});")

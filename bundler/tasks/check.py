@@ -109,11 +109,17 @@ def _compare_classes(native: list[dict], browser: list[dict], result: TaskCompar
         result.error = f"scores differ by more than {tolerance}"
 
 
-def _compare_detections(native: list[dict], browser: list[dict], result: TaskComparison,
-                        tolerance: float) -> None:
+def _same_count(native: list[dict], browser: list[dict], result: TaskComparison,
+                what: str) -> bool:
     result.native_count, result.browser_count = len(native), len(browser)
     if len(native) != len(browser):
-        result.error = "a different number of detections"
+        result.error = f"a different number of {what}"
+    return len(native) == len(browser)
+
+
+def _compare_detections(native: list[dict], browser: list[dict], result: TaskComparison,
+                        tolerance: float) -> None:
+    if not _same_count(native, browser, result, "detections"):
         return
     box = lambda d: (d["box"]["x"], d["box"]["y"], d["box"]["x"] + d["box"]["width"],  # noqa: E731
                      d["box"]["y"] + d["box"]["height"])
@@ -138,9 +144,7 @@ def _compare_detections(native: list[dict], browser: list[dict], result: TaskCom
 
 def _compare_chunks(native: list[dict], browser: list[dict], result: TaskComparison,
                     tolerance: float) -> None:
-    result.native_count, result.browser_count = len(native), len(browser)
-    if len(native) != len(browser):
-        result.error = "a different number of chunks"
+    if not _same_count(native, browser, result, "chunks"):
         return
     result.worst_score_difference = max((abs(a["score"] - b["score"])
                                          for a, b in zip(native, browser, strict=True)),

@@ -19,6 +19,7 @@ import {
   runtimeDidNotStart,
   serialised,
   sessionFailure,
+  taskOf,
 } from '../../web/bundle.core.mjs';
 
 if (!process.env.ORT_WEB_DIST) throw new Error('set ORT_WEB_DIST to an onnxruntime-web dist/');
@@ -125,6 +126,17 @@ describe('variant choice', () => {
     assert.match(runtime.reason.detail, /cannot run this model \(No Op registered\)/);
     const [device] = planAttempts(manifest, ['webgpu'], { variant: 'int8' });
     assert.equal(device.variant.name, 'int8');
+  });
+});
+
+describe('the task API', () => {
+  test('a method of the bundle\'s task gets its record; another is wrong-task', () => {
+    const task = { kind: 'object-detection', labels: ['cat'] };
+    assert.equal(taskOf({ task }, 'object-detection', 'detect'), task);
+    rejects(() => taskOf({ task }, 'audio-stream', 'stream'), 'wrong-task',
+      /^stream\(\) needs a bundle built with --task audio-stream; this one's task is object-detection$/);
+    rejects(() => taskOf({}, 'image-classification', 'classify'), 'wrong-task',
+      /this one's task is generic$/);
   });
 });
 

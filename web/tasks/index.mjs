@@ -1,21 +1,12 @@
 // The task API of a loaded model (see the README's Task apps): model.classify(), model.detect()
-// and model.stream() call these with the model and bundle.json's `task` record.
-import { BundleError } from '../bundle.core.mjs';
+// and model.stream() call these with the model and bundle.json's `task` record (checked by
+// taskOf in bundle.core.mjs). load() imports this module only for a bundle built with --task.
 import { AudioStream, segments } from './audio.mjs';
 import { topClasses } from './classify.mjs';
 import { detections } from './detect.mjs';
 import { forWorker, runOnImage } from './image.mjs';
 
 export { segments };
-
-function taskOf(model, kind, method) {
-  const task = model.manifest.task;
-  if (task?.kind !== kind) {
-    throw new BundleError('wrong-task', `${method}() needs a bundle built with --task ${kind};`
-      + ` this one's task is ${task?.kind ?? 'generic'}`);
-  }
-  return task;
-}
 
 // On this page, or in the model's worker: the source is then sent there (an ImageBitmap of it,
 // transferred; a Blob as it is) and read, resized and run in the worker.
@@ -25,18 +16,16 @@ async function onImage(model, source, task) {
   return model._runImage(sent.source, task, sent.transfer);
 }
 
-export async function classify(model, source, { topK } = {}) {
-  const task = taskOf(model, 'image-classification', 'classify');
+export async function classify(model, task, source, { topK } = {}) {
   const { output } = await onImage(model, source, task);
   return topClasses(output, task, topK);
 }
 
-export async function detect(model, source, { threshold } = {}) {
-  const task = taskOf(model, 'object-detection', 'detect');
+export async function detect(model, task, source, { threshold } = {}) {
   const { output, place, width, height } = await onImage(model, source, task);
   return detections(output, task, place, width, height, threshold);
 }
 
-export function stream(model) {
-  return new AudioStream(model, taskOf(model, 'audio-stream', 'stream'));
+export function stream(model, task) {
+  return new AudioStream(model, task);
 }
