@@ -7,7 +7,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from bundler.commands.build import build
+from bundler.console import Reporter
 from bundler.errors import ConfigError, QuantizeError
+from bundler.options import BuildOptions
+from bundler.variants.make import ORT_QDQ_WARNING
 from tests import models, quant_models
 from tests.conftest import run_cli
 
@@ -82,8 +86,19 @@ def test_int4_makes_matmulnbits_and_says_clearly_when_nothing_is_eligible(build_
     assert not (tmp_path / "none").exists()
 
 
-def test_ort_format_ships_ort_files_that_onnxruntime_loads(build_bundle, tmp_path):
-    directory, manifest = build_bundle(None, variants=("fp32", "int8"), format="ort")
+def test_ort_format_ships_ort_files_that_onnxruntime_loads(tmp_path, runtime_dist):
+    class Warnings(Reporter):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def warn(self, message: str) -> None:
+            self.seen.append(message)
+
+    directory, reporter = tmp_path / "dist", Warnings()
+    manifest = build(None, BuildOptions(output=directory, runtime_dir=runtime_dist, verify=False,
+                                        variants=("fp32", "int8", "int8-static"), format="ort"),
+                     reporter=reporter).to_json()
+    assert reporter.seen.count(ORT_QDQ_WARNING) == 1  # for int8-static only
     for variant in manifest["variants"]:
         assert variant["file"].endswith(".ort")
         session = ort.InferenceSession(str(directory / variant["file"]),

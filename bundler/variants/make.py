@@ -53,6 +53,12 @@ class Variant:
     latency_ms: float | None  # shown, not recorded: bundle.json must not change between builds
 
 
+# Measured on a 13.6 MB conv detector in Chromium (benchmarks/bench_pages.py --large): 59 ms per
+# run from the .ort against 24.5 ms from the .onnx; fp32 ran alike in both formats.
+ORT_QDQ_WARNING = ("--format ort: onnxruntime-web ran int8-static about 2.4x slower from an .ort"
+                   " file than from the .onnx (measured on a conv detector); leave out --format"
+                   " ort for the web (the edge target's .ort is not affected)")
+
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
              is_example: bool, reporter: Reporter, user: UserInputs) -> Samples:
     calibration_path = options.calibration or (example_calibration() if is_example else None)
@@ -157,6 +163,8 @@ def make_variants(
         shipped = models_dir / f"{kind}{extension}"
         shipped.parent.mkdir(parents=True, exist_ok=True)
         if options.format == "ort":
+            if kind == "int8-static":
+                reporter.warn(ORT_QDQ_WARNING)
             with reporter.step(f"Converting {kind} to ORT format"):
                 to_ort_format(result.path, shipped, samples.validation)
         else:
