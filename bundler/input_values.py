@@ -17,9 +17,8 @@ from typing import TypeVar
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-from bundler.modelio import TensorSpec, walk_nodes
+from bundler.modelio import TensorSpec, held_values, walk_nodes
 
 T = TypeVar("T")
 Size = int | str | None  # a fixed size, a symbolic dim name, or unknown
@@ -103,8 +102,9 @@ class _Shapes:
                     d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                     for d in value.type.tensor_type.shape.dim]
         self.dims.update({t.name: list(t.dims) for t in graph.initializer})
-        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer
-                          if t.data_location != onnx.TensorProto.EXTERNAL and len(t.dims) <= 1}
+        # The skeleton keeps the data of small constants only: larger ones are dims and type.
+        held = ((t.name, held_values(t)) for t in graph.initializer if len(t.dims) <= 1)
+        self.constants = {name: values for name, values in held if values is not None}
 
     def size(self, tensor: str, axis: int) -> Size:
         dims = self.dims.get(tensor)

@@ -240,6 +240,25 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+_DATA_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                "uint64_data")
+
+
+def held_values(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """The tensor's values when this copy of it holds them, else None: its data may be external
+    (a model read with load_external_data=False) or left out of a copy made for its shapes only.
+    Code that reads weights from such a copy goes through here, never numpy_helper directly."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    count = int(np.prod(tensor.dims, dtype=np.int64))
+    if count and not tensor.raw_data and not any(getattr(tensor, f) for f in _DATA_FIELDS):
+        return None
+    try:
+        return onnx.numpy_helper.to_array(tensor)
+    except ValueError:  # stored data that disagrees with the dims: not values to rely on
+        return None
+
+
 def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """Every node of the graph and of its subgraphs (If, Loop, Scan bodies)."""
     for node in graph.node:

@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper
 
 from bundler.errors import ConfigError, first_line
 from bundler.input_values import Rule, derive_rules
-from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
+from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
 
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
@@ -174,11 +173,12 @@ def steering_values(model: Path, input_names: Sequence[str]) -> list[tuple[str, 
         return []
     graph = onnx.load(str(model), load_external_data=False).graph
     producers = {output: node for node in graph.node for output in node.output}
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer if not t.dims}
+    held = ((t.name, held_values(t)) for t in graph.initializer if not t.dims)
+    constants = {name: values for name, values in held if values is not None}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
-            value = numpy_helper.to_array(node.attribute[0].t)
-            if value.size == 1:
+            value = held_values(node.attribute[0].t)
+            if value is not None and value.size == 1:
                 constants[node.output[0]] = value.reshape(())
 
     def source(name: str) -> str:

@@ -15,6 +15,9 @@
     needs_input         x i64[2,3], n i64[1] -> y i64[length]: runs only with n = 16
     element_indices     GatherElements, ScatterND, Range and ReduceSum axes fed by inputs
     old_prelu           x f32[2,3,4] -> y: PRelu of opset 6 with a per-channel slope [3]
+    wide_vectors        audio f32[1,128], sr i64[] -> y f32[1,128]: sr indexes a 300-wide
+                        table, a 128-wide bias, and an If on sr == 16000 (a streaming VAD's shape)
+                        saved inline or (external=True) with every tensor in external data
 """
 
 from __future__ import annotations
@@ -194,3 +197,28 @@ def fractional_power(directory: Path) -> Path:
         [_io("x", F32, [1, 64])], [_io("y", F32, [1, 64])], [_const("half", 0.5)],
     )
     return _save(graph, directory)
+
+
+def wide_vectors(directory: Path, external: bool = False) -> Path:
+    """An integer input beside 1-D weights over 64 values: shape inference runs on a copy of
+    the model without those weights' data, and once crashed on every model like this."""
+    then_branch = _graph("high_rate", [helper.make_node("Mul", ["biased", "gain"], ["out"])],
+                         [], [_io("out", F32, [1, 128])])
+    else_branch = _graph("low_rate", [helper.make_node("Add", ["biased", "gain"], ["out"])],
+                         [], [_io("out", F32, [1, 128])])
+    nodes = [
+        helper.make_node("Gather", ["table", "sr"], ["gain"], axis=0),
+        helper.make_node("Add", ["audio", "bias"], ["biased"]),
+        helper.make_node("Equal", ["sr", "rate"], ["is_high"]),
+        helper.make_node("If", ["is_high"], ["y"], then_branch=then_branch,
+                         else_branch=else_branch),
+    ]
+    graph = _graph(
+        "wide_vectors_external" if external else "wide_vectors", nodes,
+        [_io("audio", F32, [1, 128]), _io("sr", I64, [])], [_io("y", F32, [1, 128])],
+        [*_weights(14, table=(300,), bias=(128,)), _const("rate", 16000, np.int64)],
+    )
+    if not external:
+        return _save(graph, directory)
+    return _save(graph, directory, save_as_external_data=True, all_tensors_to_one_file=True,
+                 location="wide_vectors.weights", size_threshold=0)

@@ -13,6 +13,7 @@ from bundler.commands.build import _cases_for
 from bundler.compat import WEB_RUNTIME_LIMITS, fit_runtime, verify_fit
 from bundler.console import Reporter
 from bundler.errors import ConfigError, ModelError, first_line
+from bundler.input_values import derive_rules
 from bundler.modelio import input_specs, read_model
 from bundler.opsupport import load_support
 from bundler.options import BuildOptions, load_config
@@ -162,6 +163,18 @@ def test_integer_inputs_get_values_their_operators_accept(tmp_path):
     assert feeds["picks"].max() < 3 and feeds["rows"].max() < 3
     assert (feeds["start"], feeds["limit"], feeds["delta"]) == (0, 8, 1)
     assert feeds["axes"].tolist() == [0]
+
+
+@pytest.mark.parametrize("external", [False, True], ids=["inline", "external-data"])
+def test_an_integer_input_beside_wide_weight_vectors_gets_rules_and_builds(tmp_path, external):
+    model = compat_models.wide_vectors(tmp_path, external=external)
+    inputs = input_specs(read_model(model))
+    rules = derive_rules(onnx.load(str(model), load_external_data=False), inputs)
+    assert (rules["sr"].kind, rules["sr"].size) == ("index", 300)
+    result = run_cli("build", model, "-o", tmp_path / "dist", "--no-verify")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
+    assert [spec["name"] for spec in manifest["inputs"]] == ["audio", "sr"]
 
 
 def test_a_float_input_that_is_a_power_base_gets_negative_values_too(tmp_path):
