@@ -15,7 +15,6 @@ import click
 
 from bundler import __version__
 from bundler.errors import first_line
-from bundler.hostconfig import HOSTS
 from bundler.options import EXECUTION_PROVIDERS, OPTIONS
 
 # bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
@@ -26,6 +25,7 @@ EP_PRIORITY_NAMES = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml
 def _click_option(key: str) -> Callable[[Callable], Callable]:
     declared = OPTIONS[key]
     return click.option(*declared.flags(key), key, default=None, multiple=declared.repeatable,
+                        type=click.Choice(declared.choices) if declared.choices else None,
                         help=declared.help)
 
 
@@ -85,8 +85,7 @@ def main(debug: bool) -> None:
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @_click_option("output")
 @_build_options
-@click.option("--host", "hosts", default=None, type=click.Choice([*HOSTS, "all"]),
-              help=OPTIONS["hosts"].help)
+@_click_option("hosts")
 @_click_option("target")
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 def build(model: Path | None, config: Path | None, force: bool, **flags: Any) -> None:
@@ -193,10 +192,10 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
     that breaks loading or makes it download more than it must."""
     import json
 
-    from bundler.commands.doctor import COLUMNS
     from bundler.commands.doctor import doctor as run_doctor
     from bundler.errors import ConfigError
-    from bundler.hostconfig import parse_size
+    from bundler.hosting.doctor.report import COLUMNS
+    from bundler.hosting.sizes import parse_size
 
     try:
         limit = parse_size(max_file_size)

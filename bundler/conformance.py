@@ -21,7 +21,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
 from bundler.errors import first_line
-from bundler.hosting import assembled
+from bundler.hosting.publish import assembled
 from bundler.manifest import MANIFEST_FILE, Manifest, Variant
 from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of

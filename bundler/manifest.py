@@ -183,7 +183,7 @@ class Manifest:
     notes: list[str]
     verification: Verification
     selection: Selection | None = None
-    hosting: JSON | None = None  # bundler.hosting.HostingOptions, as JSON
+    hosting: JSON | None = None  # bundler.hosting.publish.HostingOptions, as JSON
     files: list[FileEntry] | None = None
     task: Task | None = None
     schema_version: int = SCHEMA_VERSION

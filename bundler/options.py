@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from bundler.errors import ConfigError
-from bundler.hostconfig import DEFAULT_MAX_FILE_SIZE, HOSTS, parse_size
+from bundler.hosting.registry import HOST_NAMES
+from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE, parse_size
 from bundler.tasks.spec import TaskSpec, parse_task
 from bundler.variants.budget import parse_budget
 from bundler.variants.kinds import (
@@ -187,7 +188,7 @@ def _inputs(value: Any, base: Path) -> dict[str, Path | int | float | bool]:
 
 def _hosts(value: Any, base: Path) -> tuple[str, ...]:
     """One host, "all", or a list of hosts."""
-    return HOSTS if value == "all" else _names(HOSTS)(value, base)
+    return HOST_NAMES if value == "all" else _names(HOST_NAMES)(value, base)
 
 
 def _size(value: Any, base: Path) -> int:
@@ -212,6 +213,7 @@ class Option:
     repeatable: bool = False  # a flag given once per value: --dim a=1 --dim b=2
     switch: bool = False  # --key/--no-key
     on_command_line: bool = True  # False: given as an argument, or in bundle.toml only
+    choices: tuple[str, ...] = ()  # the values the flag takes, when it takes one of a few
 
     def flags(self, key: str) -> list[str]:
         name = self.flag or "--" + key.replace("_", "-")
@@ -288,8 +290,9 @@ class BuildOptions:
                                 default=DEFAULT_MAX_FILE_SIZE)
     # `bundle serve --host` is the address to listen on, so only `bundle build` offers the flag.
     hosts: tuple[str, ...] = option(_hosts, "Write the config files of this static host only:"
-                                    f" {', '.join(HOSTS)} or all (default).", default=HOSTS,
-                                    flag="--host", on_command_line=False)
+                                    f" {', '.join(HOST_NAMES)} or all (default).",
+                                    default=HOST_NAMES, flag="--host", on_command_line=False,
+                                    choices=(*HOST_NAMES, "all"))
     coi_worker: bool = option(_bool, "Ship coi-serviceworker.js, which gives threads where the"
                               " host cannot set COOP/COEP (default on).", default=True,
                               switch=True)

@@ -18,7 +18,7 @@ import jinja2
 from bundler import manifest as manifest_file
 from bundler.errors import ConfigError
 from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, TASK_MODULES, package_json
-from bundler.hosting import COI_WORKER, republish
+from bundler.hosting.publish import COI_WORKER, republish
 from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
 from bundler.typings import DECLARATION_FILES, declarations
@@ -34,7 +34,7 @@ RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
     """Render the pages, list every file a browser may fetch in the manifest (split and
-    compressed for static hosts; see bundler.hosting) and write it."""
+    compressed for static hosts; see bundler.hosting.publish) and write it."""
     render_site(directory, manifest, templates)
     republish(directory, manifest)
     manifest_file.dump(directory, manifest)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bundler.hostconfig import REVALIDATE, served
+from bundler.hosting.headers import REVALIDATE, served
 from bundler.server import content_type
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin",

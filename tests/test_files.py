@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from bundler.files import hashed_name, npm_name
-from bundler.hostconfig import CONFIG_FILES
-from bundler.hosting import owned_paths
+from bundler.hosting.publish import owned_paths
+from bundler.hosting.registry import CONFIG_FILES
 from bundler.npmtools import node_executable
 from bundler.runtime import node_and_npm
 

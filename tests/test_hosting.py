@@ -12,8 +12,9 @@ import brotli
 import pytest
 
 from bundler.errors import ConfigError
-from bundler.hostconfig import IMMUTABLE, REVALIDATE, parse_size
-from bundler.hosting import HostingOptions, prepare
+from bundler.hosting.headers import IMMUTABLE, REVALIDATE
+from bundler.hosting.publish import HostingOptions, prepare
+from bundler.hosting.sizes import parse_size
 from bundler.options import load_options
 from tests.test_build import tree
 

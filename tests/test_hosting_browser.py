@@ -15,7 +15,7 @@ import pytest
 
 from bundler.commands.build import build
 from bundler.files import asset_paths, fetched_path
-from bundler.hostconfig import MIB
+from bundler.hosting.sizes import MIB
 from bundler.options import BuildOptions
 from tests import models
 from tests.conftest import run_cli

@@ -31,7 +31,7 @@ from bundler.browser import (
 from bundler.conformance import encode_feeds, integrity_problems
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.hosting import assembled
+from bundler.hosting.publish import assembled
 from bundler.manifest import Manifest, files_to_json
 from bundler.manifest import load as load_manifest
 from bundler.options import EXECUTION_PROVIDERS

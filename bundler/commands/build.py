@@ -28,7 +28,7 @@ from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
 from bundler.files import rename_to_hashed
-from bundler.hosting import HostingOptions, add_coi_worker, publish
+from bundler.hosting.publish import HostingOptions, add_coi_worker, publish
 from bundler.interrupts import signals_held
 from bundler.manifest import (
     TOOL_NAME,

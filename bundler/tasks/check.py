@@ -18,7 +18,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, playwright_session
 from bundler.console import Reporter
 from bundler.errors import ConfigError
-from bundler.hosting import assembled
+from bundler.hosting.publish import assembled
 from bundler.manifest import Manifest, Task
 from bundler.modelio import cpu_session
 from bundler.reference import run_native

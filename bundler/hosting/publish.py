@@ -8,7 +8,7 @@ precompressed siblings, the host's config files, and the `files` table of bundle
   smaller. Both are deterministic (brotli has no timestamp; gzip is written with mtime 0 and no
   file name) and cached by content in the user cache, since the runtime files are the same in
   every build and brotli at its best quality takes seconds per megabyte.
-- The config files of the chosen hosts are written beside them (see bundler/hostconfig.py).
+- The config files of the chosen hosts are written beside them (see registry.py).
 """
 
 from __future__ import annotations
@@ -29,13 +29,9 @@ import brotli
 
 from bundler.errors import ConfigError
 from bundler.files import FILES_MODULE
-from bundler.hostconfig import (
-    CONFIG_FILES,
-    DEFAULT_MAX_FILE_SIZE,
-    HOSTS,
-    MANIFEST_FILE,
-    write_host_configs,
-)
+from bundler.hosting.headers import ENCODINGS, MANIFEST_FILE
+from bundler.hosting.registry import CONFIG_FILES, HOST_NAMES, write_host_configs
+from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE
 from bundler.manifest import Manifest, files_from_json, files_to_json
 from bundler.modelio import sha256_of
 from bundler.resources import resource
@@ -46,7 +42,6 @@ SPLITTABLE = {".wasm", ".onnx", ".ort", ".data", ".bin"}
 COMPRESSIBLE = SPLITTABLE | {".html", ".mjs", ".js", ".json", ".css", ".ts", ".svg", ".txt",
                              ".map"}
 HEAVY_DIRS = ("models/", "runtime/")
-ENCODINGS = {"br": ".br", "gzip": ".gz"}
 _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11
 _GZIP_LEVEL = 9
@@ -55,7 +50,7 @@ _GZIP_LEVEL = 9
 @dataclasses.dataclass(frozen=True)
 class HostingOptions:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
-    hosts: tuple[str, ...] = HOSTS
+    hosts: tuple[str, ...] = HOST_NAMES
     coi_worker: bool = True
 
     def to_json(self) -> dict[str, Any]:
