@@ -206,7 +206,8 @@ def check_isolation(page: Fetched, worker: Fetched | None) -> Problem | None:
 
 
 def check_missing_file(probe: Fetched) -> Problem | None:
-    """A problem when `probe`, the answer for PROBE, is not a 404 but a page or a file."""
+    """A problem when `probe`, the answer for PROBE, is HTTP 200 (the page, or any file) where a
+    404 should be."""
     if probe.status != 200:
         return None
     what = "an HTML page" if _looks_like_html(probe.body) else f"{len(probe.body)} bytes"
