@@ -274,15 +274,18 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
                    " Axis 0 is the dynamic batch (repeat per input).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("model.onnx"),
               show_default=True, help="The ONNX file to write.")
-@click.option("--opset", default=17, show_default=True, type=click.IntRange(7, 30))
+@click.option("--opset", default=17, show_default=True, type=click.IntRange(7, 30),
+              help="ONNX opset to export at.")
 @click.option("--output-names", default=None, help="Comma list of output names.")
 @click.option("--static-batch", is_flag=True, help="Keep axis 0 fixed instead of dynamic.")
 @click.option("--batch-sizes", default="1,3", show_default=True,
               help="Batch sizes to validate at (comma list).")
 @click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
               help="Random inputs per batch size.")
-@click.option("--rtol", default=1e-3, show_default=True, type=float)
-@click.option("--atol", default=1e-4, show_default=True, type=float)
+@click.option("--rtol", default=1e-3, show_default=True, type=float,
+              help="Relative tolerance of the check against PyTorch (np.allclose).")
+@click.option("--atol", default=1e-4, show_default=True, type=float,
+              help="Absolute tolerance of the check against PyTorch (np.allclose).")
 @click.option("--build", "then_build", is_flag=True, help="Then bundle build the exported model.")
 @click.option("--build-output", type=click.Path(path_type=Path), default=Path("dist"),
               show_default=True, help="Output folder of --build.")

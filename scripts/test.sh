@@ -16,6 +16,6 @@ fi
 # Pinned versions (constraints/test.txt), so a new machine runs the suite as it passed here. torch
 # for the export tests: 2.13.0 is the CPU build this kind of machine keeps on disk (about 2 minutes
 # into a fresh venv); a newer one would be a CUDA build of several GB.
-.venv/bin/python -m pip install -q -c constraints/test.txt -e '.[test,train,torch,plot]'
+.venv/bin/python -m pip install -q -c constraints/test.txt -e '.[test,train,torch,plot,docs]'
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -158,7 +158,7 @@ def test_audio_stream_matches_the_python_reference(task_bundles, webgpu_browser,
     assert len(native["segments"]) == 2
 
 
-SCREENSHOTS = os.environ.get("BUNDLER_SCREENSHOTS")  # a folder: the README's demo screenshots
+SCREENSHOTS = os.environ.get("BUNDLER_SCREENSHOTS")  # a folder: the docs' demo screenshots
 
 
 @pytest.mark.parametrize("name, file, expected", [

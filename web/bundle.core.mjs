@@ -6,7 +6,8 @@
 export const SCHEMA_VERSION = 1; // the newest bundle.json layout this module reads
 export const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
 
-// Stable codes of BundleError (and of the entries of model.fallbackReasons); see the README.
+// Stable codes of BundleError (and of the entries of model.fallbackReasons), each with its meaning:
+// docs/reference/errors.md is generated from this list.
 export const ERROR_CODES = [
   'bad-option', // load() options: wrong type or value
   'schema-version', // bundle.json is newer than this bundle.mjs (or its version is not a number)

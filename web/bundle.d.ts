@@ -1,4 +1,4 @@
-// Types of bundle.mjs (see the onnx-bundler README for the contract).
+// Types of bundle.mjs (see onnx-bundler's docs/reference/bundle-mjs.md).
 
 export type ExecutionProvider = 'webgpu' | 'wasm';
 export type TensorType =
@@ -152,7 +152,7 @@ export interface Task {
   sample_rate_input?: string;
 }
 
-/** The stable codes of BundleError and of model.fallbackReasons (see the README). */
+/** The stable codes of BundleError and of model.fallbackReasons (docs/reference/errors.md). */
 export type ErrorCode =
   | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
   | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'

@@ -6,8 +6,8 @@
 //
 // Everything comes from this bundle (models/, runtime/): nothing is fetched from any other origin.
 // Files are found through bundle.files.mjs (URLs that an app's bundler rewrites to where it
-// emitted them), or under load({ baseUrl }). The contract is documented in the README of
-// onnx-bundler.
+// emitted them), or under load({ baseUrl }). The contract is documented in onnx-bundler's
+// docs/reference/bundle-mjs.md.
 
 import {
   BundleError,

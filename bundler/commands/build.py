@@ -120,7 +120,7 @@ def _move_into_place(staging: Path, output: Path) -> None:
 
 
 def verification_record(report: ConformanceReport | None, reason: str | None) -> Verification:
-    """What bundle.json says about the build-time browser check (see the README)."""
+    """What bundle.json says about the build-time browser check (docs/reference/bundle-json.md)."""
     if report is None:
         return Verification("not_done", reason=reason, hint="run: bundle test DIR")
     if report.not_done is not None:

@@ -127,7 +127,7 @@ def _task_of(source: Path, manifest: dict[str, Any] | None) -> Task:
     task = manifest_file.from_json(manifest).task if manifest and "tool" in manifest else None
     if task is None:
         raise ConfigError(f"--image/--audio need a bundle built with --task; {source} has no task"
-                          " (see the README's Task apps)")
+                          " (see docs/how-to/task-apps.md)")
     return task
 
 

@@ -24,7 +24,7 @@ def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
     kind, why = guess
     if spec.kind == "generic":
         return (f"hint: this looks like {kind} ({why}); build with --task {kind} to get the task"
-                " API and demo (see the README's Task apps)")
+                " API and demo (see docs/how-to/task-apps.md)")
     return f"hint: the model looks like {kind} ({why}), not {spec.kind} as asked"
 
 

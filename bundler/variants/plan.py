@@ -1,6 +1,6 @@
 """Which variants a build makes and which one `load()` picks (for `auto`, select.py chooses).
 
-The rule for `quantize`, `variants` and `default_variant` (the README's options section says the
+The rule for `quantize`, `variants` and `default_variant` (docs/how-to/quantize.md says the
 same):
 
 - neither quantize nor variants: fp32 ships, and is the default;

@@ -1,4 +1,4 @@
-// The task API of a loaded model (see the README's Task apps): model.classify(), model.detect()
+// The task API of a loaded model (see docs/how-to/task-apps.md): model.classify(), model.detect()
 // and model.stream() call these with the model and bundle.json's `task` record (checked by
 // taskOf in bundle.core.mjs). load() imports this module only for a bundle built with --task.
 import { AudioStream, segments } from './audio.mjs';
