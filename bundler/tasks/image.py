@@ -168,6 +168,8 @@ def fit_image(pixels: np.ndarray, task: Task) -> tuple[np.ndarray, Geometry]:
         return fit_image(padded, stretched)[0], geometry(source_width, source_height, task)
     height, width = task.size or (source_height, source_width)
     place = geometry(source_width, source_height, task)
+    if task.filter in OWNER_RESIZES and min(place.width, place.height) < 1:
+        return np.full((1, height, width, 3), _pad_value(task), np.uint8), place  # too thin
     if task.filter in OWNER_RESIZES:
         resized = OWNER_RESIZES[task.filter](pixels, int(place.width), int(place.height))
         inside_y = _inside(height, int(place.top), int(place.height))

@@ -43,18 +43,21 @@ METADATA_LABELS = "metadata"  # labels = "metadata": from the model's metadata_p
 
 def _float(value: Any) -> float:
     """A number, or a fraction written NUMERATOR/DENOMINATOR ("1/255")."""
-    if isinstance(value, str) and "/" in value:
-        numerator, _, denominator = value.partition("/")
-        top, bottom = _float(numerator.strip()), _float(denominator.strip())
-        if bottom == 0:
-            raise ValueError(f"{value!r} divides by zero")
-        return top / bottom
+    expected = f"expected a number or a fraction like 1/255, got {value!r}"
     if isinstance(value, bool):
-        raise ValueError(f"expected a number or a fraction like 1/255, got {value!r}")
+        raise ValueError(expected)
     try:
+        if isinstance(value, str) and "/" in value:
+            numerator, _, denominator = value.partition("/")
+            top, bottom = float(numerator), float(denominator)
+            if bottom == 0:
+                raise ZeroDivisionError
+            return top / bottom
         return float(value)
+    except ZeroDivisionError:
+        raise ValueError(f"{value!r} divides by zero") from None
     except (TypeError, ValueError):
-        raise ValueError(f"expected a number or a fraction like 1/255, got {value!r}") from None
+        raise ValueError(expected) from None
 
 
 def _int(value: Any, low: int = 1) -> int:
