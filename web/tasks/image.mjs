@@ -187,10 +187,19 @@ function antialias({ data, width: sourceWidth, height: sourceHeight }, place, xs
   }
 }
 
+// The last padded canvas: webcam frames of one size reuse it (only the source part is rewritten).
+let lastCanvas = { key: null, padded: null };
+
 // pad-then-resize: the source padded (RGBA) to its canvas, then stretched to the input.
 function fitPadded({ data, width: sourceWidth, height: sourceHeight }, task) {
   const [canvasWidth, canvasHeight, left, top] = canvas(sourceWidth, sourceHeight, task);
-  const padded = new Uint8ClampedArray(canvasWidth * canvasHeight * 4).fill(task.pad_value ?? 114);
+  const key = [canvasWidth, canvasHeight, left, top, sourceWidth, sourceHeight,
+               task.pad_value ?? 114].join();
+  if (lastCanvas.key !== key) {
+    lastCanvas = { key, padded: new Uint8ClampedArray(canvasWidth * canvasHeight * 4)
+      .fill(task.pad_value ?? 114) };
+  }
+  const { padded } = lastCanvas;
   for (let y = 0; y < sourceHeight; y++) {
     padded.set(data.subarray(y * sourceWidth * 4, (y + 1) * sourceWidth * 4),
                ((top + y) * canvasWidth + left) * 4);

@@ -124,24 +124,34 @@ export function pilBilinearTable(size, count) {
   return { first, used, weights, taps };
 }
 
-// One pass of Pillow's resample along `axis` (0: rows, 1: columns): RGB out.
+const pilByte = (total) => {
+  const value = total >> PIL_PRECISION_BITS;
+  return value < 0 ? 0 : value > 255 ? 255 : value;
+};
+
+// One pass of Pillow's resample along the rows (axis 0) or the columns (axis 1): RGB out.
 function pilPass(data, width, height, stride, axis, count) {
-  const table = pilBilinearTable(axis === 0 ? height : width, count);
+  const { first, used, weights, taps } = pilBilinearTable(axis === 0 ? height : width, count);
   const [outWidth, outHeight] = axis === 0 ? [width, count] : [count, height];
-  const out = new Uint8Array(outWidth * outHeight * 3);
+  const out = new Uint8ClampedArray(outWidth * outHeight * 3); // as the source: one element kind
   const step = axis === 0 ? width * stride : stride; // source bytes between taps
   for (let y = 0; y < outHeight; y++) {
     for (let x = 0; x < outWidth; x++) {
       const i = axis === 0 ? y : x;
-      const start = axis === 0 ? (table.first[i] * width + x) * stride
-        : (y * width + table.first[i]) * stride;
-      const used = table.used[i];
-      const at = i * table.taps;
-      for (let k = 0; k < 3; k++) {
-        let total = PIL_HALF;
-        for (let t = 0; t < used; t++) total += data[start + t * step + k] * table.weights[at + t];
-        out[(y * outWidth + x) * 3 + k] = Math.min(Math.max(total >> PIL_PRECISION_BITS, 0), 255);
+      let at = axis === 0 ? (first[i] * width + x) * stride : (y * width + first[i]) * stride;
+      let red = PIL_HALF;
+      let green = PIL_HALF;
+      let blue = PIL_HALF;
+      for (let t = i * taps, end = t + used[i]; t < end; t++, at += step) {
+        const weight = weights[t];
+        red = (red + Math.imul(data[at], weight)) | 0; // < 2^31: 255 * 2^22 + 2^21 at most
+        green = (green + Math.imul(data[at + 1], weight)) | 0;
+        blue = (blue + Math.imul(data[at + 2], weight)) | 0;
       }
+      const target = (y * outWidth + x) * 3;
+      out[target] = pilByte(red);
+      out[target + 1] = pilByte(green);
+      out[target + 2] = pilByte(blue);
     }
   }
   return out;
