@@ -22,7 +22,8 @@ PACKAGE_JSON = "package.json"
 PACKAGE_VERSION = "1.0.0"
 NODE_ENTRY = "node.mjs"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks)
-TASK_MODULES = ("index.mjs", "image.mjs", "classify.mjs", "detect.mjs", "audio.mjs")
+TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
+                "audio.mjs")
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
 PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",

@@ -146,9 +146,10 @@ class Task:
     output: str
     size: list[int] | None = None  # [height, width] of the image the graph takes
     resize: Literal["stretch", "letterbox", "center-crop"] | None = None
-    filter: Literal["bilinear", "nearest", "antialias"] | None = None
+    filter: Literal["bilinear", "nearest", "antialias", "cv2-linear", "pil-bilinear"] | None = None
     pad_value: int | None = None
     placement: Literal["centre", "top-left"] | None = None
+    letterbox_order: Literal["resize-then-pad", "pad-then-resize"] | None = None
     crop_fraction: float | None = None
     layout: Literal["NCHW", "NHWC"] | None = None
     channels: Literal["RGB", "BGR"] | None = None
@@ -162,6 +163,7 @@ class Task:
     iou_threshold: float | None = None
     max_detections: int | None = None
     output_layout: Literal["yolov8", "yolov5", "nms-inside"] | None = None
+    nms: Literal["per-class", "class-agnostic"] | None = None
     sample_rate: int | None = None
     chunk_size: int | None = None
     context_size: int | None = None  # samples of the previous chunk given before each chunk

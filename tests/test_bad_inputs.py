@@ -327,6 +327,11 @@ CASES = [
     Case("config task threshold out of range", _config('[task]\nkind = "object-detection"\n'
                                                        "score_threshold = 5\n"),
          "task setting 'score_threshold': expected a number from 0 to 1", MODEL_COMMANDS),
+    Case("config task scale divides by zero", _config('[task]\nkind = "object-detection"\n'
+                                                      'scale = "1/0"\n'),
+         "task setting 'scale': '1/0' divides by zero", MODEL_COMMANDS),
+    Case("--task nms misspelt", _flags("--task", "object-detection", "--task", "nms=agnostic"),
+         "task setting 'nms': expected one of per-class, class-agnostic", MODEL_COMMANDS),
     Case("--task labels file missing", _flags("--task", "image-classification", "--task",
                                               "labels=/nonexistent/labels.txt"), "labels.txt",
          MODEL_COMMANDS),

@@ -203,6 +203,39 @@ def test_bundle_test_compares_task_answers_and_catches_a_drifted_twin(task_bundl
     assert "task answers differ from the Python reference" in result.stderr.splitlines()[-1]
 
 
+def test_owner_style_detector_build_matches_python_in_the_browser_on_a_photograph(
+        tmp_path, runtime_dist):
+    """--task nms=class-agnostic, letterbox-order=pad-then-resize, filter=cv2-linear,
+    scale=1/255 from the command line; bundle test --image on a real photograph: the browser's
+    answers are Python's (the report), and class-agnostic NMS dropped the overlapping box of the
+    other class that per-class NMS keeps."""
+    import matplotlib
+
+    photo = Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+    model = task_models.detector(tmp_path / "models")
+    settings = ["object-detection", "letterbox-order=pad-then-resize", "filter=cv2-linear",
+                "scale=1/255", "placement=top-left", "pad-value=0", "score-threshold=0.05",
+                "iou-threshold=0.45"]
+    counts = {}
+    for nms in ("class-agnostic", "per-class"):
+        output = tmp_path / nms
+        flags = [item for setting in [*settings, f"nms={nms}"] for item in ("--task", setting)]
+        result = run_cli("build", model, "-o", output, "--runtime-dir", runtime_dist, *flags)
+        assert result.returncode == 0, result.stderr
+        manifest, run = _native(output)
+        assert (manifest.task.nms, manifest.task.letterbox_order, manifest.task.filter,
+                manifest.task.scale) == (nms, "pad-then-resize", "cv2-linear", 1 / 255)
+        counts[nms] = len(run_image(run, manifest.task, read_image(photo))["detections"])
+        if nms == "class-agnostic":
+            report = tmp_path / "report.json"
+            result = run_cli("test", output, "--ep", "wasm", "--no-fallback", "--image", photo,
+                             "--report", report)
+            assert result.returncode == 0, result.stderr
+            (entry,) = json.loads(report.read_text())["task"]
+            assert entry["passed"] and entry["native_count"] == entry["browser_count"] > 0
+    assert counts["per-class"] == counts["class-agnostic"] + 1
+
+
 TWINS = """async ({ base, file, tasks, output }) => {
   const { toPixels, fitImage } = await import(base + 'tasks/image.mjs');
   const { detections } = await import(base + 'tasks/detect.mjs');
@@ -232,10 +265,15 @@ def test_the_javascript_twins_compute_what_the_python_spec_does(task_bundles, we
     from bundler.tasks.image import Geometry, fit_image
 
     directory = task_bundles["detector"]
-    settings = [dict(resize=resize, filter=filter, placement=placement, crop_fraction=0.875)
-                for resize, placement in [("stretch", "centre"), ("letterbox", "centre"),
-                                          ("letterbox", "top-left"), ("center-crop", "centre")]
-                for filter in ("bilinear", "nearest", "antialias")]
+    settings = [dict(resize=resize, filter=filter, placement=placement, crop_fraction=0.875,
+                     letterbox_order=order)
+                for resize, placement, order in [
+                    ("stretch", "centre", None), ("letterbox", "centre", None),
+                    ("letterbox", "top-left", None), ("center-crop", "centre", None),
+                    ("letterbox", "centre", "pad-then-resize"),
+                    ("letterbox", "top-left", "pad-then-resize")]
+                for filter in ("bilinear", "nearest", "antialias", "cv2-linear",
+                               "pil-bilinear")]
     tasks = [Task(kind="object-detection", input="images", output="output0", size=[45, 70],
                   pad_value=114, **setting) for setting in settings]
     rng = np.random.default_rng(7)

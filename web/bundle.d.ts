@@ -129,7 +129,8 @@ export interface Task {
   output: string;
   size?: [number, number];
   resize?: 'stretch' | 'letterbox' | 'center-crop';
-  filter?: 'bilinear' | 'nearest' | 'antialias';
+  filter?: 'bilinear' | 'nearest' | 'antialias' | 'cv2-linear' | 'pil-bilinear';
+  letterbox_order?: 'resize-then-pad' | 'pad-then-resize';
   pad_value?: number;
   placement?: 'centre' | 'top-left';
   crop_fraction?: number;
@@ -145,6 +146,7 @@ export interface Task {
   iou_threshold?: number;
   max_detections?: number;
   output_layout?: 'yolov8' | 'yolov5' | 'nms-inside';
+  nms?: 'per-class' | 'class-agnostic';
   sample_rate?: number;
   chunk_size?: number;
   context_size?: number;

@@ -4,10 +4,14 @@
   yolov5     [1, N, 5+C]: box = columns 0-3 of row n, score = objectness (column 4) times the
              highest class score, class = its column
   nms-inside [1, N, 6] or [N, 6]: x1, y1, x2, y2, score, class (NMS already done)
-Kept: score >= threshold; then per-class greedy NMS: by score (ties: the earlier candidate first),
-a box is dropped when its IoU with a kept box of its class is > iou_threshold; at most
-max_detections, by score. Boxes are mapped back to the source's pixels (image.Geometry) and
-clipped to it."""
+Kept: score >= threshold; then per-class greedy NMS (nms = per-class, Ultralytics' default): by
+score (ties: the earlier candidate first), a box is dropped when its IoU with a kept box of its
+class is > iou_threshold; at most max_detections, by score.
+nms = class-agnostic is cv2.dnn.NMSBoxes (eta 1, no top_k) over every class at once: kept when
+score > float32(threshold); by score (ties: the earlier candidate first), a box is dropped when
+float32(1 - float32(1 - IoU)) > float32(iou_threshold), IoU as OpenCV's Rect2d (x1, y1, x2 - x1,
+y2 - y1) gives it (cv_iou); at most max_detections.
+Boxes are mapped back to the source's pixels (image.Geometry) and clipped to it."""
 
 from __future__ import annotations
 
@@ -28,6 +32,35 @@ def iou(a: Box, b: Box) -> float:
     inter = width * height
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
+
+
+def _float32(value: float) -> float:
+    return float(np.float32(value))
+
+
+def cv_iou(a: Box, b: Box) -> float:
+    """IoU as cv2.dnn.NMSBoxes computes it: Rect2d's area, intersection (operator &) and
+    jaccardDistance, in float64, the overlap then rounded to float32 twice as OpenCV does."""
+    rect_a, rect_b = ((box[0], box[1], box[2] - box[0], box[3] - box[1]) for box in (a, b))
+    area_a, area_b = rect_a[2] * rect_a[3], rect_b[2] * rect_b[3]
+    if area_a + area_b <= np.finfo(np.float64).eps:
+        return 1.0
+    inter = _intersection(rect_a, rect_b)
+    return _float32(1 - _float32(1 - inter / (area_a + area_b - inter)))
+
+
+def _intersection(a: Box, b: Box) -> float:
+    """OpenCV's Rect_ operator & on (x, y, width, height), its area."""
+    if a[2] <= 0 or a[3] <= 0 or b[2] <= 0 or b[3] <= 0:
+        return 0.0
+    x_min, x_max = (a, b) if a[0] < b[0] else (b, a)
+    y_min, y_max = (a, b) if a[1] < b[1] else (b, a)
+    if ((x_min[0] < 0 and x_min[0] + x_min[2] < x_max[0])
+            or (y_min[1] < 0 and y_min[1] + y_min[3] < y_max[1])):
+        return 0.0
+    width = min(x_min[2] - (x_max[0] - x_min[0]), x_max[2])
+    height = min(y_min[3] - (y_max[1] - y_min[1]), y_max[3])
+    return width * height if width > 0 and height > 0 else 0.0
 
 
 def candidates(output: np.ndarray, task: Task, threshold: float
@@ -57,12 +90,15 @@ def candidates(output: np.ndarray, task: Task, threshold: float
 
 
 def non_max_suppression(found: list[tuple[float, int, Box]], iou_threshold: float,
-                        max_detections: int) -> list[tuple[float, int, Box]]:
+                        max_detections: int, class_agnostic: bool = False
+                        ) -> list[tuple[float, int, Box]]:
     order = sorted(range(len(found)), key=lambda i: -found[i][0])  # stable: ties keep order
     kept: list[tuple[float, int, Box]] = []
+    overlap, limit = (cv_iou, _float32(iou_threshold)) if class_agnostic else (iou, iou_threshold)
     for i in order:
         score, cls, box = found[i]
-        if all(other[1] != cls or iou(box, other[2]) <= iou_threshold for other in kept):
+        if all((other[1] != cls and not class_agnostic) or overlap(box, other[2]) <= limit
+               for other in kept):
             kept.append(found[i])
             if len(kept) == max_detections:
                 break
@@ -74,9 +110,16 @@ def detections(output: np.ndarray, task: Task, place: Geometry, source_width: in
     """The detections in the source's pixels: [{label, index, score, box: {x, y, width,
     height}}], by score."""
     threshold = task.score_threshold if threshold is None else threshold
-    found = candidates(output, task, threshold if threshold is not None else 0.25)
+    threshold = threshold if threshold is not None else 0.25
+    agnostic = task.nms == "class-agnostic"
+    if agnostic:  # cv2.dnn.NMSBoxes: score > float32(threshold)
+        threshold = _float32(threshold)
+    found = candidates(output, task, threshold)
+    if agnostic:
+        found = [item for item in found if item[0] > threshold]
     if task.output_layout != "nms-inside":
-        found = non_max_suppression(found, task.iou_threshold or 0.7, task.max_detections or 300)
+        found = non_max_suppression(found, task.iou_threshold or 0.7, task.max_detections or 300,
+                                    agnostic)
     else:
         found = sorted(found, key=lambda item: -item[0])[:task.max_detections or 300]
     result = []

@@ -19,6 +19,15 @@ axis, output i = u - left reads the source around c = (i + 0.5) / sx with f = ma
 source pixels j from max(floor(c - f + 0.5), 0) to min(floor(c + f + 0.5), sw) - 1, weights
 max(0, 1 - |(j - c + 0.5) / f|) divided by their sum (added in order of j); rows first, each
 stored as floor(value + 0.5) clipped to 0-255, then columns the same way on those rows.
+cv2-linear and pil-bilinear resize the whole source to nw x nh (W x H for stretch) in OpenCV's
+and Pillow's own integer arithmetic (bundler.tasks.resample), then place it at (left, top).
+letterbox_order = pad-then-resize (cv2.copyMakeBorder to a square, then cv2.dnn.blobFromImage's
+resize): the source is first padded with pad_value to the smallest canvas of the model's aspect
+ratio that holds it: cw = sw, ch = round(sw * H / W) when sw * H >= sh * W, else ch = sh,
+cw = round(sh * W / H); placed in it at floor((cw - sw) / 2), floor((ch - sh) / 2) (centre) or
+(0, 0) (top-left); the canvas is then stretched to W x H with `filter`, so that the padding
+blends into the edge pixels as in the owner's pipeline. Its geometry: sx = W / cw, sy = H / ch,
+left and top the source's offset in the canvas times sx, sy (fractions of a pixel).
 A box in input pixels maps back to the source as x' = (x - left) / sx, w' = w / sx.
 """
 
@@ -32,6 +41,9 @@ import numpy as np
 
 from bundler.errors import ConfigError
 from bundler.manifest import Task
+from bundler.tasks.resample import resize_cv2_linear, resize_pil_bilinear
+
+OWNER_RESIZES = {"cv2-linear": resize_cv2_linear, "pil-bilinear": resize_pil_bilinear}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +52,10 @@ class Geometry:
 
     scale_x: float
     scale_y: float
-    left: int
-    top: int
-    width: int  # of the scaled source in the input
-    height: int
+    left: float  # whole pixels, except after pad-then-resize
+    top: float
+    width: float  # of the scaled source in the input
+    height: float
 
     def to_json(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -53,8 +65,30 @@ def _round(value: float) -> int:
     return math.floor(value + 0.5)
 
 
+def _pads_first(task: Task) -> bool:
+    return task.resize == "letterbox" and task.letterbox_order == "pad-then-resize"
+
+
+def canvas(source_width: int, source_height: int, task: Task) -> tuple[int, int, int, int]:
+    """pad-then-resize: (width, height) of the padded source and the source's (left, top) in it."""
+    height, width = task.size or (source_height, source_width)
+    if source_width * height >= source_height * width:
+        canvas_width, canvas_height = source_width, _round(source_width * height / width)
+    else:
+        canvas_width, canvas_height = _round(source_height * width / height), source_height
+    if task.placement == "top-left":
+        return canvas_width, canvas_height, 0, 0
+    return (canvas_width, canvas_height, (canvas_width - source_width) // 2,
+            (canvas_height - source_height) // 2)
+
+
 def geometry(source_width: int, source_height: int, task: Task) -> Geometry:
     height, width = task.size or (source_height, source_width)
+    if _pads_first(task):
+        canvas_width, canvas_height, left, top = canvas(source_width, source_height, task)
+        scale_x, scale_y = width / canvas_width, height / canvas_height
+        return Geometry(scale_x, scale_y, left * scale_x, top * scale_y,
+                        source_width * scale_x, source_height * scale_y)
     if task.resize == "stretch":
         return Geometry(width / source_width, height / source_height, 0, 0, width, height)
     ratio = (min if task.resize == "letterbox" else max)(width / source_width,
@@ -70,11 +104,16 @@ def geometry(source_width: int, source_height: int, task: Task) -> Geometry:
                     new_width, new_height)
 
 
+def _inside(count: int, start: int, extent: int) -> np.ndarray:
+    positions = np.arange(count) - start
+    return (positions >= 0) & (positions < extent)
+
+
 def _axis(count: int, start: int, extent: int, scale: float, size: int, bilinear: bool
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per output position along one axis: (inside, index0, index1, fraction)."""
     positions = np.arange(count, dtype=np.float64) - start
-    inside = (positions >= 0) & (positions < extent)
+    inside = _inside(count, start, extent)
     if bilinear:
         coordinate = np.clip((positions + 0.5) / scale - 0.5, 0, size - 1)
         index0 = np.floor(coordinate).astype(np.int64)
@@ -121,8 +160,23 @@ def _antialias(pixels: np.ndarray, place: Geometry, height: int, width: int) -> 
 def fit_image(pixels: np.ndarray, task: Task) -> tuple[np.ndarray, Geometry]:
     """RGB uint8 [h, w, 3] -> (uint8 [1, H, W, 3] for the graph, where the source lies in it)."""
     source_height, source_width = pixels.shape[:2]
+    if _pads_first(task):
+        canvas_width, canvas_height, left, top = canvas(source_width, source_height, task)
+        padded = np.full((canvas_height, canvas_width, 3), _pad_value(task), np.uint8)
+        padded[top:top + source_height, left:left + source_width] = pixels
+        stretched = dataclasses.replace(task, resize="stretch", letterbox_order=None)
+        return fit_image(padded, stretched)[0], geometry(source_width, source_height, task)
     height, width = task.size or (source_height, source_width)
     place = geometry(source_width, source_height, task)
+    if task.filter in OWNER_RESIZES and min(place.width, place.height) < 1:
+        return np.full((1, height, width, 3), _pad_value(task), np.uint8), place  # too thin
+    if task.filter in OWNER_RESIZES:
+        resized = OWNER_RESIZES[task.filter](pixels, int(place.width), int(place.height))
+        inside_y = _inside(height, int(place.top), int(place.height))
+        inside_x = _inside(width, int(place.left), int(place.width))
+        rows = (np.arange(height) - int(place.top)).clip(0, resized.shape[0] - 1)
+        columns = (np.arange(width) - int(place.left)).clip(0, resized.shape[1] - 1)
+        return _placed(resized[rows][:, columns], inside_y, inside_x, task), place
     if task.filter == "antialias":
         inside_y = _axis(height, place.top, place.height, place.scale_y, source_height, False)[0]
         inside_x = _axis(width, place.left, place.width, place.scale_x, source_width, False)[0]
@@ -141,11 +195,14 @@ def fit_image(pixels: np.ndarray, task: Task) -> tuple[np.ndarray, Geometry]:
     return _placed(value, inside_y, inside_x, task), place
 
 
+def _pad_value(task: Task) -> int:
+    return task.pad_value if task.pad_value is not None else 114
+
+
 def _placed(value: np.ndarray, inside_y: np.ndarray, inside_x: np.ndarray, task: Task
             ) -> np.ndarray:
     """`value` where the source lies, the pad value elsewhere, as [1, H, W, 3]."""
-    pad = task.pad_value if task.pad_value is not None else 114
-    out = np.full(value.shape, pad, np.uint8)
+    out = np.full(value.shape, _pad_value(task), np.uint8)
     mask = inside_y[:, None] & inside_x[None, :]
     out[mask] = value[mask]
     return out[None]

@@ -159,12 +159,16 @@ def _image_task(spec: TaskSpec, inputs: list[TensorSpec], output: str,
         raise ConfigError(f"task setting 'size': {size[0]}x{size[1]}, but input {image.name!r}"
                           f" is {fixed[0]}x{fixed[1]}")
     detection = spec.kind == "object-detection"
+    resize = spec.resize or ("letterbox" if detection else "stretch")
+    if spec.letterbox_order == "pad-then-resize" and resize != "letterbox":
+        raise ConfigError(f"task setting 'letterbox_order': pad-then-resize is a letterbox, but"
+                          f" resize is {resize}; give resize=letterbox or drop letterbox_order")
     # scores that come out of a Softmax already are probabilities: not again, unless asked
     softmax = spec.softmax if "softmax" in spec.given else output not in softmax_outputs
     return Task(
         kind=spec.kind, input=image.name, output=output, size=list(size),
-        resize=spec.resize or ("letterbox" if detection else "stretch"), filter=spec.filter,
-        pad_value=spec.pad_value, placement=spec.placement, layout=layout,
+        resize=resize, filter=spec.filter, pad_value=spec.pad_value, placement=spec.placement,
+        letterbox_order=spec.letterbox_order if resize == "letterbox" else None, layout=layout,
         crop_fraction=spec.crop_fraction if spec.resize == "center-crop" else None,
         channels=spec.channels, scale=spec.scale, mean=list(spec.mean), std=list(spec.std),
         softmax=None if detection else softmax, top_k=None if detection else spec.top_k,
@@ -172,6 +176,7 @@ def _image_task(spec: TaskSpec, inputs: list[TensorSpec], output: str,
         iou_threshold=spec.iou_threshold if detection else None,
         max_detections=spec.max_detections if detection else None,
         output_layout=spec.output_layout if detection else None,
+        nms=spec.nms if detection else None,
     )
 
 

@@ -4,12 +4,16 @@ against the model by `bundler.tasks.resolve` into bundle.json's `task` record.
 
 This module is the spec both pipelines follow (`bundler/tasks/*.py` and `web/tasks/*.mjs`):
   - image: the source's RGB pixels are fitted to `size` (stretch, letterbox or center-crop) with
-    `filter` (`bilinear`: half-pixel centres, no antialias; `nearest`), as uint8 [1, H, W, 3];
-    the graph (see bundler.tasks.graph) does the rest (cast, channel order, scale, mean/std,
-    layout).
+    `filter` (`bilinear`: half-pixel centres, no antialias; `nearest`; `antialias`; `cv2-linear`
+    and `pil-bilinear`: OpenCV's and Pillow's own fixed-point resizes, see
+    bundler.tasks.resample), as uint8 [1, H, W, 3]; a letterbox resizes then pads
+    (`letterbox_order = resize-then-pad`, Ultralytics' LetterBox) or pads the source to the
+    model's aspect ratio then resizes (`pad-then-resize`, cv2.copyMakeBorder then
+    cv2.dnn.blobFromImage); the graph (see bundler.tasks.graph) does the rest (cast, channel
+    order, scale, mean/std, layout).
   - classification: softmax over the scores (unless `softmax = false`), top-k with labels.
-  - detection: boxes decoded from the `output_layout`, per-class NMS, mapped back to the
-    source's pixels.
+  - detection: boxes decoded from the `output_layout`, NMS (`nms = per-class`, Ultralytics'
+    default, or `class-agnostic`, cv2.dnn.NMSBoxes), mapped back to the source's pixels.
   - audio-stream: samples resampled (linear) to `sample_rate`, cut into `chunk_size` chunks, each
     given with the last `context_size` samples before it; the state outputs are fed back as the
     state inputs of the next chunk.
@@ -24,7 +28,9 @@ from typing import Any, Literal, get_args
 
 TaskKind = Literal["generic", "image-classification", "object-detection", "audio-stream"]
 ResizeMode = Literal["stretch", "letterbox", "center-crop"]
-ResizeFilter = Literal["bilinear", "nearest", "antialias"]
+ResizeFilter = Literal["bilinear", "nearest", "antialias", "cv2-linear", "pil-bilinear"]
+LetterboxOrder = Literal["resize-then-pad", "pad-then-resize"]
+NmsMode = Literal["per-class", "class-agnostic"]
 Placement = Literal["centre", "top-left"]
 Layout = Literal["NCHW", "NHWC"]
 ChannelOrder = Literal["RGB", "BGR"]
@@ -36,12 +42,22 @@ METADATA_LABELS = "metadata"  # labels = "metadata": from the model's metadata_p
 
 
 def _float(value: Any) -> float:
+    """A number, or a fraction written NUMERATOR/DENOMINATOR ("1/255")."""
+    expected = f"expected a number or a fraction like 1/255, got {value!r}"
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(expected)
     try:
+        if isinstance(value, str) and "/" in value:
+            numerator, _, denominator = value.partition("/")
+            top, bottom = float(numerator), float(denominator)
+            if bottom == 0:
+                raise ZeroDivisionError
+            return top / bottom
         return float(value)
+    except ZeroDivisionError:
+        raise ValueError(f"{value!r} divides by zero") from None
     except (TypeError, ValueError):
-        raise ValueError(f"expected a number, got {value!r}") from None
+        raise ValueError(expected) from None
 
 
 def _int(value: Any, low: int = 1) -> int:
@@ -180,6 +196,7 @@ _SETTINGS: dict[str, Any] = {
     "filter": _choice(get_args(ResizeFilter)),
     "pad_value": _byte,
     "placement": _choice(get_args(Placement)),
+    "letterbox_order": _choice(get_args(LetterboxOrder)),
     "layout": _choice(get_args(Layout)),
     "channels": _choice(get_args(ChannelOrder)),
     "crop_fraction": _crop_fraction,
@@ -193,6 +210,7 @@ _SETTINGS: dict[str, Any] = {
     "iou_threshold": _fraction,
     "max_detections": _int,
     "output_layout": _choice(get_args(OutputLayout)),
+    "nms": _choice(get_args(NmsMode)),
     "sample_rate": _int,
     "chunk_size": _int,
     "context_size": lambda value: _int(value, 0),
@@ -212,6 +230,7 @@ class TaskSpec:
     filter: ResizeFilter = "bilinear"
     pad_value: int = 114
     placement: Placement = "centre"
+    letterbox_order: LetterboxOrder = "resize-then-pad"
     crop_fraction: float = 1.0  # center-crop: the part of the resized image kept (0.875: 256->224)
     layout: Layout | None = None  # default: from the input's shape (3 on axis 1: NCHW)
     channels: ChannelOrder = "RGB"
@@ -225,6 +244,7 @@ class TaskSpec:
     iou_threshold: float = 0.7  # Ultralytics' predict() defaults
     max_detections: int = 300
     output_layout: OutputLayout = "yolov8"
+    nms: NmsMode = "per-class"
     sample_rate: int = 16000
     chunk_size: int = 512
     context_size: int = 0  # samples of the previous chunk put before each one (Silero VAD: 64)

@@ -1,5 +1,5 @@
-// Object detection's postprocessing: YOLO decoding, per-class NMS and the boxes in the source's
-// pixels. The spec is bundler/tasks/detect.py.
+// Object detection's postprocessing: YOLO decoding, per-class or class-agnostic NMS and the
+// boxes in the source's pixels. The spec is bundler/tasks/detect.py.
 import { labelOf } from './classify.mjs';
 
 export function iou(a, b) {
@@ -8,6 +8,29 @@ export function iou(a, b) {
   const inter = width * height;
   const union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
   return union > 0 ? inter / union : 0;
+}
+
+// OpenCV's Rect_ operator & on [x, y, width, height]: the intersection's area.
+function intersection(a, b) {
+  if (a[2] <= 0 || a[3] <= 0 || b[2] <= 0 || b[3] <= 0) return 0;
+  const [xMin, xMax] = a[0] < b[0] ? [a, b] : [b, a];
+  const [yMin, yMax] = a[1] < b[1] ? [a, b] : [b, a];
+  if ((xMin[0] < 0 && xMin[0] + xMin[2] < xMax[0]) || (yMin[1] < 0 && yMin[1] + yMin[3] < yMax[1])) {
+    return 0;
+  }
+  const width = Math.min(xMin[2] - (xMax[0] - xMin[0]), xMax[2]);
+  const height = Math.min(yMin[3] - (yMax[1] - yMin[1]), yMax[3]);
+  return width > 0 && height > 0 ? width * height : 0;
+}
+
+// IoU as cv2.dnn.NMSBoxes computes it (Rect2d, jaccardDistance, float32 overlap).
+export function cvIou(a, b) {
+  const [rectA, rectB] = [a, b].map((box) => [box[0], box[1], box[2] - box[0], box[3] - box[1]]);
+  const areaA = rectA[2] * rectA[3];
+  const areaB = rectB[2] * rectB[3];
+  if (areaA + areaB <= Number.EPSILON) return 1;
+  const inter = intersection(rectA, rectB);
+  return Math.fround(1 - Math.fround(1 - inter / (areaA + areaB - inter)));
 }
 
 // [score, class, [x1, y1, x2, y2]] of every prediction at or above the threshold.
@@ -42,12 +65,15 @@ export function candidates({ data, dims }, task, threshold) {
   return found;
 }
 
-export function nonMaxSuppression(found, iouThreshold, maxDetections) {
+export function nonMaxSuppression(found, iouThreshold, maxDetections, classAgnostic = false) {
   const order = [...found.keys()].sort((a, b) => found[b][0] - found[a][0]);
   const kept = [];
+  const [overlap, limit] = classAgnostic ? [cvIou, Math.fround(iouThreshold)]
+    : [iou, iouThreshold];
   for (const i of order) {
     const [, cls, box] = found[i];
-    if (kept.every((other) => other[1] !== cls || iou(box, other[2]) <= iouThreshold)) {
+    if (kept.every((other) => (other[1] !== cls && !classAgnostic)
+                              || overlap(box, other[2]) <= limit)) {
       kept.push(found[i]);
       if (kept.length === maxDetections) break;
     }
@@ -56,11 +82,15 @@ export function nonMaxSuppression(found, iouThreshold, maxDetections) {
 }
 
 export function detections(output, task, place, sourceWidth, sourceHeight, threshold) {
-  let found = candidates(output, task, threshold ?? task.score_threshold ?? 0.25);
+  const agnostic = task.nms === 'class-agnostic';
+  let least = threshold ?? task.score_threshold ?? 0.25;
+  if (agnostic) least = Math.fround(least); // cv2.dnn.NMSBoxes: score > float32(threshold)
+  let found = candidates(output, task, least);
+  if (agnostic) found = found.filter(([score]) => score > least);
   const max = task.max_detections ?? 300;
   found = task.output_layout === 'nms-inside'
     ? found.sort((a, b) => b[0] - a[0]).slice(0, max)
-    : nonMaxSuppression(found, task.iou_threshold ?? 0.7, max);
+    : nonMaxSuppression(found, task.iou_threshold ?? 0.7, max, agnostic);
   const clip = (value, limit) => Math.min(Math.max(value, 0), limit);
   return found.map(([score, index, [x1, y1, x2, y2]]) => {
     const left = clip((x1 - place.left) / place.scale_x, sourceWidth);

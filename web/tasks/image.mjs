@@ -2,6 +2,7 @@
 // (the same geometry and the same float64 arithmetic, in the same order, so the browser and
 // Python feed the model the same bytes).
 import { BundleError } from '../bundle.core.mjs';
+import { OWNER_RESIZES } from './resample.mjs';
 
 const BITMAP_OPTIONS = { colorSpaceConversion: 'none', premultiplyAlpha: 'none',
                          imageOrientation: 'from-image' };
@@ -66,9 +67,29 @@ export async function toPixels(source) {
 
 const round = (value) => Math.floor(value + 0.5);
 
+const padsFirst = (task) => task.resize === 'letterbox' && task.letterbox_order === 'pad-then-resize';
+
+// pad-then-resize: [width, height] of the padded source and the source's [left, top] in it.
+export function canvas(sourceWidth, sourceHeight, task) {
+  const [height, width] = task.size;
+  const [canvasWidth, canvasHeight] = sourceWidth * height >= sourceHeight * width
+    ? [sourceWidth, round(sourceWidth * height / width)]
+    : [round(sourceHeight * width / height), sourceHeight];
+  if (task.placement === 'top-left') return [canvasWidth, canvasHeight, 0, 0];
+  return [canvasWidth, canvasHeight, Math.floor((canvasWidth - sourceWidth) / 2),
+          Math.floor((canvasHeight - sourceHeight) / 2)];
+}
+
 // Where the source lies in the model's input: { scale_x, scale_y, left, top, width, height }.
 export function geometry(sourceWidth, sourceHeight, task) {
   const [height, width] = task.size;
+  if (padsFirst(task)) {
+    const [canvasWidth, canvasHeight, left, top] = canvas(sourceWidth, sourceHeight, task);
+    const scaleX = width / canvasWidth;
+    const scaleY = height / canvasHeight;
+    return { scale_x: scaleX, scale_y: scaleY, left: left * scaleX, top: top * scaleY,
+             width: sourceWidth * scaleX, height: sourceHeight * scaleY };
+  }
   if (task.resize === 'stretch') {
     return { scale_x: width / sourceWidth, scale_y: height / sourceHeight, left: 0, top: 0,
              width, height };
@@ -166,11 +187,54 @@ function antialias({ data, width: sourceWidth, height: sourceHeight }, place, xs
   }
 }
 
+// The last padded canvas: webcam frames of one size reuse it (only the source part is rewritten).
+let lastCanvas = { key: null, padded: null };
+
+// pad-then-resize: the source padded (RGBA) to its canvas, then stretched to the input.
+function fitPadded({ data, width: sourceWidth, height: sourceHeight }, task) {
+  const [canvasWidth, canvasHeight, left, top] = canvas(sourceWidth, sourceHeight, task);
+  const key = [canvasWidth, canvasHeight, left, top, sourceWidth, sourceHeight,
+               task.pad_value ?? 114].join();
+  if (lastCanvas.key !== key) {
+    lastCanvas = { key, padded: new Uint8ClampedArray(canvasWidth * canvasHeight * 4)
+      .fill(task.pad_value ?? 114) };
+  }
+  const { padded } = lastCanvas;
+  for (let y = 0; y < sourceHeight; y++) {
+    padded.set(data.subarray(y * sourceWidth * 4, (y + 1) * sourceWidth * 4),
+               ((top + y) * canvasWidth + left) * 4);
+  }
+  const stretched = { ...task, resize: 'stretch', letterbox_order: null };
+  const { data: fitted } = fitImage({ data: padded, width: canvasWidth, height: canvasHeight },
+                                    stretched);
+  return { data: fitted, place: geometry(sourceWidth, sourceHeight, task) };
+}
+
+// cv2-linear, pil-bilinear: the whole source resized by the owner's arithmetic, then placed.
+function fitOwner({ data, width: sourceWidth, height: sourceHeight }, task, place, out) {
+  const [height, width] = task.size;
+  if (Math.min(place.width, place.height) < 1) return; // too thin: nothing but padding
+  const resized = OWNER_RESIZES[task.filter](data, sourceWidth, sourceHeight, 4, place.width,
+                                             place.height);
+  const first = Math.max(place.left, 0);
+  const last = Math.min(place.left + place.width, width);
+  for (let v = Math.max(place.top, 0); v < Math.min(place.top + place.height, height); v++) {
+    const row = (v - place.top) * place.width - place.left;
+    out.set(resized.subarray((row + first) * 3, (row + last) * 3), (v * width + first) * 3);
+  }
+}
+
 // RGBA pixels -> { data: Uint8Array [H * W * 3] RGB, place } for the graph's uint8 input.
 export function fitImage(pixels, task) {
+  if (padsFirst(task)) return fitPadded(pixels, task);
   const { data, width: sourceWidth, height: sourceHeight } = pixels;
   const [height, width] = task.size;
   const place = geometry(sourceWidth, sourceHeight, task);
+  if (Object.hasOwn(OWNER_RESIZES, task.filter)) {
+    const out = new Uint8Array(height * width * 3).fill(task.pad_value ?? 114);
+    fitOwner(pixels, task, place, out);
+    return { data: out, place };
+  }
   const bilinear = task.filter !== 'nearest';
   const ys = axis(height, place.top, place.height, place.scale_y, sourceHeight, bilinear);
   const xs = axis(width, place.left, place.width, place.scale_x, sourceWidth, bilinear);
