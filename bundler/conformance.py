@@ -27,6 +27,7 @@ from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory
+from bundler.tolerance import Tolerance, tolerance_for
 from bundler.user_inputs import InputValue, UserInputs, load_user_inputs, reference_for
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
@@ -191,13 +192,12 @@ def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[s
     return problems
 
 
-def compare(
-    name: str, browser: np.ndarray, native: np.ndarray, *, atol: float = 0.0, rtol: float = 0.0,
-    range_fraction: float | None = None,
-) -> OutputCheck:
+def compare(name: str, browser: np.ndarray, native: np.ndarray, tolerance: Tolerance,
+            ) -> OutputCheck:
     """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
     with `range_fraction`, when |browser - native| <= atol + range_fraction * the native output's
     range. Integer and boolean outputs must be equal."""
+    atol, rtol, range_fraction = tolerance.atol, tolerance.rtol, tolerance.range_fraction
     if browser.shape != native.shape:
         return OutputCheck(name, float("inf"), float("inf"), False,
                            f"shape {list(browser.shape)} != native {list(native.shape)}")
@@ -321,12 +321,7 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
         if check.fallback_reason:
             check.error += f" ({check.fallback_reason})"
         return check
-    if not _quantized(variant):
-        tolerance = session.settings.tolerances[expect_ep]
-    else:
-        # relative to the output's range, never tighter than fp32's absolute tolerance
-        tolerance = {**session.settings.quantized_tolerances[expect_ep],
-                     "atol": session.settings.tolerances[expect_ep]["atol"]}
+    tolerance = tolerance_for("browser", variant.kind, expect_ep, session.settings)
     for case, browser_outputs in zip(reference.cases, result["outputs"], strict=True):
         for spec in outputs:
             name = f"{spec.name} [{case.label}]" if case.label else spec.name
@@ -335,12 +330,8 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
                                                  "missing from the browser's outputs"))
                 continue
             browser = _decode_output(browser_outputs[spec.name])
-            check.outputs.append(compare(name, browser, case.outputs[spec.name], **tolerance))
+            check.outputs.append(compare(name, browser, case.outputs[spec.name], tolerance))
     return check
-
-
-def _quantized(variant: Variant) -> bool:
-    return variant.kind != "fp32"
 
 
 def check_bundle(
@@ -402,8 +393,8 @@ def _check_bundle(
             references[variant.name] = reference
             if recorded and recorded["dims"] == reference.dims and \
                     recorded.get("inputs") == user.digest:
-                changed = fingerprint_mismatch(recorded, reference,
-                                               rtol=2e-2 if _quantized(variant) else 1e-4)
+                changed = fingerprint_mismatch(
+                    recorded, reference, tolerance_for("fingerprint", variant.kind).rtol)
                 if changed:
                     report.problems.append(
                         f"variant {variant.name}: native outputs of {variant.file} differ"
