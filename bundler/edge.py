@@ -40,6 +40,7 @@ from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, fingerprint, native_reference
 from bundler.samples import generated_samples
 from bundler.tolerance import tolerance_for
+from bundler.variants.default import default_to_ship
 from bundler.variants.make import make_variants
 from bundler.variants.ort_format import save_ort
 from bundler.variants.registry import is_quantized
@@ -195,7 +196,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
                 _ship_ort(variant.entry, work, staging, prepared, samples, inputs, options.dims,
                           source_bytes)
         names = [variant.entry["name"] for variant in variants]
-        default = options.default_variant or (RECOMMENDED if RECOMMENDED in names else names[0])
+        default = default_to_ship(names, options.default_variant, RECOMMENDED)
         if not isinstance(default, str) or default not in names:
             raise ConfigError(f"default_variant {default!r} is not one of the shipped variants"
                               f" ({', '.join(names)}); --target edge takes one name")

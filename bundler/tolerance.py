@@ -53,13 +53,14 @@ TOLERANCES: dict[Comparison, dict[Precision, Tolerance]] = {
 
 def tolerance_for(comparison: Comparison, kind: str = "fp32", ep: str = "cpu",
                   settings: BrowserSettings | None = None) -> Tolerance:
-    """The tolerance of `comparison` for a variant of `kind` run on `ep` (`settings`: the browser
-    settings, for "browser" only)."""
+    """The tolerance of `comparison` for a variant of `kind` run on `ep`; "browser" reads
+    `settings` (default: playwright.config.py's)."""
     from bundler.variants.registry import is_quantized  # loads the kind's module: only here
 
     if comparison == "browser":
-        if settings is None:
-            raise ValueError("the browser tolerance is read from the browser settings")
+        from bundler.browser import load_settings
+
+        settings = settings or load_settings()
         exact = settings.tolerances[ep]
         if not is_quantized(kind):
             return Tolerance(**exact)

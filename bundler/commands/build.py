@@ -61,6 +61,7 @@ from bundler.site import finish_site, human_bytes, render_site
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.variants.default import default_to_ship
 from bundler.variants.make import Variant as MadeVariant
 from bundler.variants.make import make_variants
 from bundler.variants.select import fitting_names, select
@@ -249,7 +250,7 @@ def build(
             outputs=list(outputs),
             variants=[Variant(**variant.entry) for variant in variants],
             # auto: the first candidate while the candidates are checked, then the chosen one
-            default_variant=variants[0].entry["name"] if plan.auto else plan.default,
+            default_variant=default_to_ship([v.entry["name"] for v in variants], plan.default),
             source=Source(source.name, model_bytes(source)),
             optimization=optimization,
             notes=notes,
