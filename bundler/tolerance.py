@@ -55,21 +55,25 @@ def tolerance_for(comparison: Comparison, kind: str = "fp32", ep: str = "cpu",
                   settings: BrowserSettings | None = None) -> Tolerance:
     """The tolerance of `comparison` for a variant of `kind` run on `ep`; "browser" reads
     `settings` (default: playwright.config.py's)."""
-    from bundler.variants.registry import is_quantized  # loads the kind's module: only here
-
     if comparison == "browser":
         from bundler.browser import load_settings
 
         settings = settings or load_settings()
         exact = settings.tolerances[ep]
-        if not is_quantized(kind):
+        if not _quantized(kind):
             return Tolerance(**exact)
         # relative to the output's range, never tighter than fp32's absolute tolerance
         return Tolerance(**{**settings.quantized_tolerances[ep], "atol": exact["atol"]})
     row = TOLERANCES[comparison]
-    if "quantized" in row and is_quantized(kind):
+    if "quantized" in row and _quantized(kind):
         return row["quantized"]
     if ep != "cpu" and "accelerator" in row:
         return row["accelerator"]
     return row["exact"]
 
+
+
+def _quantized(kind: str) -> bool:
+    from bundler.variants.registry import is_quantized  # loads onnx: only where a kind matters
+
+    return is_quantized(kind)

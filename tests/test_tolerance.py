@@ -1,6 +1,9 @@
 """One tolerance policy (bundler.tolerance): each comparison's bound, by variant kind and EP, and
 the browser's read from the settings file (the user's override)."""
 
+import subprocess
+import sys
+
 import pytest
 
 from bundler.browser import load_settings
@@ -45,3 +48,16 @@ def test_browser_tolerances_come_from_the_settings_file(tmp_path) -> None:
     settings = load_settings(own)
     assert tolerance_for("browser", "fp32", "wasm", settings) == Tolerance(atol=0.5, rtol=0.25)
     assert tolerance_for("browser", "int8", "wasm", settings).atol == 0.5
+
+
+def test_the_cli_reads_its_defaults_without_numpy_or_onnxruntime() -> None:
+    code = ("import sys\n"
+            "import bundler.cli\n"
+            "from bundler.tolerance import tolerance_for\n"
+            "from bundler.variants.default import default_variant\n"
+            "tolerance_for('conversion'); default_variant({'wasm': 'int8'}, 'webgpu')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+            " ('numpy', 'onnx', 'onnxruntime')))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
