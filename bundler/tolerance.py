@@ -72,7 +72,6 @@ def tolerance_for(comparison: Comparison, kind: str = "fp32", ep: str = "cpu",
     return row["exact"]
 
 
-
 def _quantized(kind: str) -> bool:
     from bundler.variants.registry import is_quantized  # loads onnx: only where a kind matters
 
