@@ -188,8 +188,8 @@ def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[s
     return problems
 
 
-def compare(name: str, browser: np.ndarray, native: np.ndarray, tolerance: Tolerance,
-            ) -> OutputCheck:
+def compare(name: str, browser: np.ndarray, native: np.ndarray,
+            tolerance: Tolerance) -> OutputCheck:
     """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
     with `range_fraction`, when |browser - native| <= atol + range_fraction * the native output's
     range. Integer and boolean outputs must be equal."""
