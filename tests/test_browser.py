@@ -61,6 +61,8 @@ def test_bundle_test_passes_then_fails_once_a_weight_is_changed(build_bundle, tm
     passed = run_cli("test", directory, "--report", report)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert json.loads(report.read_text())["ok"] is True
+    assert json.loads(report.read_text())["verified"] == {"status": "passed", "covers": [
+        "model files", "outputs in Chromium", "no outside requests", "fallback to WASM"]}
     _change_a_weight(directory / manifest["variants"][0]["file"])
     failed = run_cli("test", directory, "--report", report)
     assert failed.returncode != 0
