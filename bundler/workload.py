@@ -63,17 +63,15 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
     """The axes the task sets (INPUT:AXIS -> size), as its app feeds the model."""
     if task is None:
         return {}
-    specs = {spec.name: spec for spec in inputs}
-    image = specs.get(task.input)
-    if task.kind in IMAGE_KINDS and image is not None and task.size:
-        height, width = task.size
-        return {axis_key(image, axis): size for axis, size in enumerate((1, height, width, 3))}
-    if task.kind != "audio-stream" or image is None or not image.shape:
+    fed = next((spec for spec in inputs if spec.name == task.input), None)
+    if fed is None or not fed.shape:
         return {}
+    if task.kind in IMAGE_KINDS:
+        height, width = task.size or (0, 0)
+        return {axis_key(fed, axis): size for axis, size in enumerate((1, height, width, 3))}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
             for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
-    dims[axis_key(image, len(image.shape) - 1)] = (task.chunk_size or 0) + (task.context_size
-                                                                           or 0)
+    dims[axis_key(fed, len(fed.shape) - 1)] = (task.chunk_size or 0) + (task.context_size or 0)
     return dims
 
 
