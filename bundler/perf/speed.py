@@ -4,7 +4,8 @@ Short on purpose (it runs during the build): one headless Chromium page loads ev
 the WASM EP through bundle.mjs, runs each WARMUP_RUNS times (the JIT's warm-up), then times them
 in SPEED_ROUNDS interleaved rounds, so that machine noise hits them all alike; a candidate's speed
 is the median of its rounds. WebGPU is not timed: the build's Chromium has only SwiftShader, whose
-figures are not GPU figures, so WebGPU gets the WASM choice.
+figures are not GPU figures, so WebGPU gets the WASM choice. The inputs are those of the sizes
+the accuracy was measured at (bundle.json's `workload`), recorded with the speeds.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bundler.reference import Feeds
 from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
+from bundler.workload import inputs_label
 
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
@@ -146,13 +148,16 @@ def speed_record(measured: str | None, reason: str | None = None) -> dict[str, A
     return record
 
 
-def speed_rows(candidates: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Rows for the build report's table of auto's candidates."""
-    return [[c["name"], str(c["bytes"]), "yes" if c["within_budget"] else "no",
+def speed_rows(candidates: Sequence[Mapping[str, Any]],
+               record: Mapping[str, Any]) -> list[list[str]]:
+    """Rows for the build report's table of auto's candidates (`record`: selection.speed)."""
+    inputs = (f"{inputs_label(record['inputs'])} ({record['dims_source']})"
+              if "inputs" in record else "-")
+    return [[c["name"], inputs, str(c["bytes"]), "yes" if c["within_budget"] else "no",
              "yes" if c["browser_verified"] else "no",
              str(c.get(f"{SPEED_EP}_ms", "-")), "SHIPS" if c["chosen"] else ""]
             for c in candidates]
 
 
-SPEED_COLUMNS = ("candidate", "bytes", "within budget", "passed in browser",
+SPEED_COLUMNS = ("candidate", "inputs (dims from)", "bytes", "within budget", "passed in browser",
                  f"{SPEED_EP} ms (steady median)", "")
