@@ -30,6 +30,7 @@ from bundler.conformance import compare
 from bundler.errors import BundlerError, first_line
 from bundler.modelio import NUMPY_TYPES, TYPE_NAMES
 from bundler.runtime import BUILDS
+from bundler.tolerance import tolerance_for
 
 CATEGORIES = ("pytorch-converted", "pytorch-operator", "simple")
 BUNDLES_DIR = "bundles"
@@ -208,7 +209,7 @@ def judge(expected: Sequence[DataSet], result: dict[str, Any], settings: Browser
     tolerances of the EP that ran, integers, booleans and strings exactly."""
     if "error" in result:
         return "errored", first_line(result["error"]), None
-    tolerance = settings.tolerances[result["ep"]]
+    tolerance = tolerance_for("browser", "fp32", result["ep"], settings)
     worst = 0.0
     for data_set, got in zip(expected, result["outputs"], strict=True):
         for want in data_set.outputs:
@@ -222,7 +223,7 @@ def judge(expected: Sequence[DataSet], result: dict[str, Any], settings: Browser
                         f" != expected {want.value.ravel()[:6].tolist()}"
                         f" (shape {list(want.value.shape)})"), None
                 continue
-            check = compare(want.name, actual, want.value, **tolerance)
+            check = compare(want.name, actual, want.value, tolerance)
             if not check.passed:
                 return "mismatched", (f"{want.name}: worst abs error {check.max_abs_error:.3g}"
                                       f" {check.note}").rstrip(), check.max_normalized_error

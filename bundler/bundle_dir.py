@@ -8,17 +8,9 @@ from typing import Any
 
 from bundler import manifest as manifest_file
 from bundler.errors import ModelError
+from bundler.variants.default import default_variant
 
 EDGE_MANIFEST = "edge.json"  # bundler.edge writes it (not imported: that pulls in the build)
-
-
-def default_variant_name(manifest: dict[str, Any]) -> str:
-    """bundle.json's default_variant; when it is a map per EP, the WASM one (native runs on CPU
-    kernels, as the WASM build does)."""
-    default = manifest["default_variant"]
-    if isinstance(default, str):
-        return default
-    return default.get("wasm") or next(iter(default.values()))
 
 
 def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str, Any],
@@ -33,7 +25,8 @@ def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str
             raise ModelError(f"{edge} is not valid JSON ({error}); rebuild it") from None
     else:
         manifest = manifest_file.load(directory).to_json()
-    name = variant or default_variant_name(manifest)
+    # the default on WASM: native runs on CPU kernels, as the WASM build does
+    name = variant or default_variant(manifest["default_variant"], "wasm")
     entries = {entry["name"]: entry for entry in manifest["variants"]}
     if name not in entries:
         raise ModelError(f"{directory} has no variant {name!r} (it has: {', '.join(entries)})")

@@ -16,10 +16,12 @@ import click
 from bundler import __version__
 from bundler.errors import first_line
 from bundler.options import EXECUTION_PROVIDERS, OPTIONS
+from bundler.tolerance import tolerance_for
 
 # bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
 EP_PRIORITY_NAMES = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
                      "cpu")
+CONVERSION = tolerance_for("conversion")  # bundle export's check of the exported model
 
 
 def _click_option(key: str) -> Callable[[Callable], Callable]:
@@ -281,8 +283,8 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
               help="Batch sizes to validate at (comma list).")
 @click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
               help="Random inputs per batch size.")
-@click.option("--rtol", default=1e-3, show_default=True, type=float)
-@click.option("--atol", default=1e-4, show_default=True, type=float)
+@click.option("--rtol", default=CONVERSION.rtol, show_default=True, type=float)
+@click.option("--atol", default=CONVERSION.atol, show_default=True, type=float)
 @click.option("--build", "then_build", is_flag=True, help="Then bundle build the exported model.")
 @click.option("--build-output", type=click.Path(path_type=Path), default=Path("dist"),
               show_default=True, help="Output folder of --build.")

@@ -20,6 +20,7 @@ from onnx import defs, version_converter
 from bundler.errors import ModelError, first_line
 from bundler.modelio import cpu_session, walk_nodes
 from bundler.reference import run_native
+from bundler.tolerance import tolerance_for
 
 AI_ONNX = "ai.onnx"
 
@@ -41,9 +42,6 @@ WEB_RUNTIME_LIMITS: dict[str, RuntimeLimits] = {
 # onnxruntime has no kernels for older ai.onnx opsets ("Could not find an implementation for
 # Add(6)"); the version converter raises such models to this one.
 OLDEST_IMPLEMENTED_OPSET = 7
-# A converted model against its original, natively: |converted - original| <= ATOL + RTOL *
-# |original| (integer and bool outputs exactly). The same bound as the WASM check in the browser.
-ATOL, RTOL = 1e-4, 1e-3
 # Element types and the IR version that introduced them (onnx docs/IR.md).
 _TYPE_IR = {
     onnx.TensorProto.FLOAT8E4M3FN: 9, onnx.TensorProto.FLOAT8E4M3FNUZ: 9,
@@ -265,13 +263,17 @@ def verify_fit(original: Path, fitted: Path, fit: Fit,
         for name, value in got.items():
             if not _agrees(np.asarray(value), np.asarray(expected[name])):
                 raise _broken(fit, f"output {name!r} differs from the original's")
+    bound = tolerance_for("conversion")
     return (f"conversion verified: same outputs as the original ({evaluator}) on {len(cases)}"
-            f" input case(s), |diff| <= {ATOL:g} + {RTOL:g}·|original|, integers exactly")
+            f" input case(s), |diff| <= {bound.atol:g} + {bound.rtol:g}·|original|, integers"
+            " exactly")
 
 
 def _agrees(got: np.ndarray, expected: np.ndarray) -> bool:
+    """|converted - original| <= atol + rtol * |original|, integer and bool outputs exactly."""
     if got.shape != expected.shape:
         return False
     if not np.issubdtype(expected.dtype, np.floating):
         return bool(np.array_equal(got, expected))
-    return bool(np.allclose(got, expected, atol=ATOL, rtol=RTOL, equal_nan=True))
+    bound = tolerance_for("conversion")
+    return bool(np.allclose(got, expected, atol=bound.atol, rtol=bound.rtol, equal_nan=True))

@@ -27,7 +27,9 @@ from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory
+from bundler.tolerance import Tolerance, tolerance_for
 from bundler.user_inputs import InputValue, UserInputs, load_user_inputs, reference_for
+from bundler.verified import verdict
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
@@ -131,13 +133,8 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.not_done is None
-            and not self.problems
-            and not self.external_requests
-            and all(check.acceptable for check in self.checks)
-            and any(check.passed for check in self.checks)
-        )
+        """Verified, as bundler.verified defines it (without the task check)."""
+        return verdict(self).status == "passed"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -191,13 +188,12 @@ def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[s
     return problems
 
 
-def compare(
-    name: str, browser: np.ndarray, native: np.ndarray, *, atol: float = 0.0, rtol: float = 0.0,
-    range_fraction: float | None = None,
-) -> OutputCheck:
+def compare(name: str, browser: np.ndarray, native: np.ndarray, tolerance: Tolerance,
+            ) -> OutputCheck:
     """np.allclose-style: passes when |browser - native| <= atol + rtol * |native| everywhere, or
     with `range_fraction`, when |browser - native| <= atol + range_fraction * the native output's
     range. Integer and boolean outputs must be equal."""
+    atol, rtol, range_fraction = tolerance.atol, tolerance.rtol, tolerance.range_fraction
     if browser.shape != native.shape:
         return OutputCheck(name, float("inf"), float("inf"), False,
                            f"shape {list(browser.shape)} != native {list(native.shape)}")
@@ -321,12 +317,7 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
         if check.fallback_reason:
             check.error += f" ({check.fallback_reason})"
         return check
-    if not _quantized(variant):
-        tolerance = session.settings.tolerances[expect_ep]
-    else:
-        # relative to the output's range, never tighter than fp32's absolute tolerance
-        tolerance = {**session.settings.quantized_tolerances[expect_ep],
-                     "atol": session.settings.tolerances[expect_ep]["atol"]}
+    tolerance = tolerance_for("browser", variant.kind, expect_ep, session.settings)
     for case, browser_outputs in zip(reference.cases, result["outputs"], strict=True):
         for spec in outputs:
             name = f"{spec.name} [{case.label}]" if case.label else spec.name
@@ -335,12 +326,8 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
                                                  "missing from the browser's outputs"))
                 continue
             browser = _decode_output(browser_outputs[spec.name])
-            check.outputs.append(compare(name, browser, case.outputs[spec.name], **tolerance))
+            check.outputs.append(compare(name, browser, case.outputs[spec.name], tolerance))
     return check
-
-
-def _quantized(variant: Variant) -> bool:
-    return variant.kind != "fp32"
 
 
 def check_bundle(
@@ -402,8 +389,8 @@ def _check_bundle(
             references[variant.name] = reference
             if recorded and recorded["dims"] == reference.dims and \
                     recorded.get("inputs") == user.digest:
-                changed = fingerprint_mismatch(recorded, reference,
-                                               rtol=2e-2 if _quantized(variant) else 1e-4)
+                changed = fingerprint_mismatch(
+                    recorded, reference, tolerance_for("fingerprint", variant.kind).rtol)
                 if changed:
                     report.problems.append(
                         f"variant {variant.name}: native outputs of {variant.file} differ"

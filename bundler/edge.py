@@ -39,14 +39,17 @@ from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, fingerprint, native_reference
 from bundler.samples import generated_samples
+from bundler.tolerance import tolerance_for
+from bundler.variants.default import default_to_ship
 from bundler.variants.make import make_variants
 from bundler.variants.ort_format import save_ort
+from bundler.variants.registry import is_quantized
 
 EDGE_MANIFEST = "edge.json"
 EDGE_OUTPUT = Path("edge")
 CONFIG_FILE = "required_operators_and_types.config"
 RECOMMENDED = "int8-static"
-ORT_TOLERANCE = 1e-4  # absolute and relative, .ort against the .onnx it was made from
+ORT_CHECK = tolerance_for("ort-edge")  # .ort against the .onnx it was made from
 CHECK_SAMPLES = 4
 
 
@@ -81,7 +84,7 @@ def _fingerprint(model: Path, inputs: tuple[TensorSpec, ...], dims: dict[str, in
 
 def check_ort(ort_file: Path, original: Path, samples: list[dict[str, np.ndarray]]) -> float:
     """Load `ort_file` natively, run it and `original` on `samples`; the worst absolute
-    difference, or QuantizeError when it is beyond ORT_TOLERANCE (nothing ships then)."""
+    difference, or QuantizeError when it is beyond ORT_CHECK (nothing ships then)."""
     try:
         converted = cpu_session(ort_file)
     except Exception as error:  # noqa: BLE001 - onnxruntime raises unrelated types
@@ -94,11 +97,11 @@ def check_ort(ort_file: Path, original: Path, samples: list[dict[str, np.ndarray
         for name, want, got in zip(names, reference.run(names, feeds), converted.run(names, feeds),
                                    strict=True):
             want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
-            if want.shape != got.shape or not np.allclose(got, want, atol=ORT_TOLERANCE,
-                                                          rtol=ORT_TOLERANCE, equal_nan=True):
+            if want.shape != got.shape or not np.allclose(got, want, atol=ORT_CHECK.atol,
+                                                          rtol=ORT_CHECK.rtol, equal_nan=True):
                 raise QuantizeError(
                     f"{ort_file.name} differs from {original.name} on output {name!r} beyond"
-                    f" {ORT_TOLERANCE}; ship the .onnx instead (--target web)")
+                    f" {ORT_CHECK.atol}; ship the .onnx instead (--target web)")
             if want.size:
                 worst = max(worst, float(np.nanmax(np.abs(got - want), initial=0.0)))
     return worst
@@ -153,14 +156,14 @@ def _ship_ort(entry: dict[str, Any], work: Path, staging: Path, prepared: Path,
     onnx_file = work / entry["file"]
     shipped = staging / "models" / f"{entry['name']}.ort"
     to_edge_ort(onnx_file, shipped)
-    fp32 = entry["kind"] == "fp32"
+    fp32 = not is_quantized(entry["kind"])
     worst = check_ort(shipped, prepared if fp32 else onnx_file, samples)
     size = shipped.stat().st_size
     entry.update(file=f"models/{shipped.name}", bytes=size, sha256=sha256_of(shipped),
                  ratio=round(size / source_bytes, 4),
                  reference=_fingerprint(shipped, inputs, dims))
     entry["ort_check"] = {"against": "original model" if fp32 else onnx_file.name,
-                          "max_abs_error": float(f"{worst:.3g}"), "tolerance": ORT_TOLERANCE,
+                          "max_abs_error": float(f"{worst:.3g}"), "tolerance": ORT_CHECK.atol,
                           "samples": len(samples)}
 
 
@@ -193,7 +196,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
                 _ship_ort(variant.entry, work, staging, prepared, samples, inputs, options.dims,
                           source_bytes)
         names = [variant.entry["name"] for variant in variants]
-        default = options.default_variant or (RECOMMENDED if RECOMMENDED in names else names[0])
+        default = default_to_ship(names, options.default_variant, RECOMMENDED)
         if not isinstance(default, str) or default not in names:
             raise ConfigError(f"default_variant {default!r} is not one of the shipped variants"
                               f" ({', '.join(names)}); --target edge takes one name")

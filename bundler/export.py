@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from bundler.errors import ConfigError, ExportError
+from bundler.tolerance import tolerance_for
 
 DEFAULT_OPSET = 17
 BATCH = "batch"
 DEFAULT_BATCH_SIZES = (1, 3)
 DEFAULT_SAMPLES = 3
-DEFAULT_RTOL, DEFAULT_ATOL = 1e-3, 1e-4
+CONVERSION = tolerance_for("conversion")  # the exported model against the PyTorch one
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "bool")
 INSTALL_HINT = "bundle export needs PyTorch: pip install 'onnx-bundler[torch]'"
 
@@ -163,7 +164,7 @@ class ExportReport:
 def export(source: str, shapes: Sequence[InputShape], output: Path, *,
            opset: int = DEFAULT_OPSET, output_names: Sequence[str] = (),
            batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, samples: int = DEFAULT_SAMPLES,
-           rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL) -> ExportReport:
+           rtol: float = CONVERSION.rtol, atol: float = CONVERSION.atol) -> ExportReport:
     """Export, validate, and keep `output` only when every check passed."""
     torch = require_torch()
     if not shapes:

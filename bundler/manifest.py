@@ -18,6 +18,7 @@ from typing import Any, Literal
 from bundler.errors import ModelError
 from bundler.files import FILES_MODULE, files_module
 from bundler.modelio import TensorSpec
+from bundler.variants.default import default_variant
 
 SCHEMA_VERSION = 1
 MANIFEST_FILE = "bundle.json"
@@ -193,10 +194,7 @@ class Manifest:
 
     def default_for(self, ep: str) -> Variant:
         """The variant load() picks on `ep` by default."""
-        default = self.default_variant
-        if isinstance(default, str):
-            return self.variant(default)
-        return self.variant(default.get(ep, next(iter(default.values()))))
+        return self.variant(default_variant(self.default_variant, ep))
 
     def to_json(self) -> JSON:
         data = _to_json(self)

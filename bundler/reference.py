@@ -19,6 +19,7 @@ import onnxruntime as ort
 from bundler.errors import ConfigError, first_line
 from bundler.input_values import Rule, derive_rules
 from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
+from bundler.tolerance import tolerance_for
 
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
@@ -346,13 +347,16 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
     return {**record, "inputs": inputs} if inputs else record
 
 
-def fingerprint_mismatch(recorded: Mapping, reference: Reference, rtol: float = 1e-4) -> str | None:
+def fingerprint_mismatch(recorded: Mapping, reference: Reference,
+                         rtol: float | None = None) -> str | None:
     """Which output no longer matches the recorded fingerprint, or None.
 
     Native onnxruntime on the same file agrees with itself to float rounding (across CPUs too),
-    so the bound is tight: relative 1e-4, and absolute 1e-7 of the output's largest value, which
-    still sees a changed weight behind saturated probabilities. Quantized variants pass a looser
-    `rtol` (their integer kernels differ between CPUs)."""
+    so the bound is tight: the fingerprint's exact `rtol` by default (bundler.tolerance), and
+    absolute 1e-7 of the output's largest value, which still sees a changed weight behind
+    saturated probabilities. Quantized variants and accelerators pass a looser `rtol`."""
+    if rtol is None:
+        rtol = tolerance_for("fingerprint").rtol
     current = fingerprint(reference)["outputs"]
     for name, expected in recorded["outputs"].items():
         got = current.get(name)

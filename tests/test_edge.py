@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 from onnxruntime.tools.reduced_build_config_parser import parse_config
 
-from bundler.edge import CONFIG_FILE, ORT_TOLERANCE, check_ort
+from bundler.edge import CONFIG_FILE, ORT_CHECK, check_ort
 from bundler.errors import QuantizeError
 from bundler.resources import example_calibration, example_model
 from tests import models
@@ -42,7 +42,7 @@ def test_example_ships_ort_variants_with_int8_static_as_default(example_edge):
     int8 = manifest["variants"][1]
     assert int8["accuracy"]["data"] == "calibration" and int8["accuracy"]["top1_agreement"] >= 0.95
     for variant in manifest["variants"]:
-        assert variant["ort_check"]["max_abs_error"] <= ORT_TOLERANCE
+        assert variant["ort_check"]["max_abs_error"] <= ORT_CHECK.atol
         assert variant["bytes"] == (directory / variant["file"]).stat().st_size
 
 

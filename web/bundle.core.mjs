@@ -109,6 +109,8 @@ export function checkSchemaVersion(manifest) {
 
 // --- which variant on which EP ----------------------------------------------------------------
 
+// The one default-variant rule, as bundler/variants/default.py's default_variant() says it (the
+// cases of tests/data/default_variant_cases.json hold for both).
 export function pickVariant(manifest, ep, requested) {
   const defaults = manifest.default_variant;
   const name = requested ?? (typeof defaults === 'string'

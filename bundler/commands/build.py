@@ -24,7 +24,7 @@ from bundler import __version__
 from bundler import manifest as manifest_file
 from bundler.analysis import model_warnings
 from bundler.browser import chromium_executable, load_settings
-from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
+from bundler.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
 from bundler.files import rename_to_hashed
@@ -61,9 +61,11 @@ from bundler.site import finish_site, human_bytes, render_site
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.variants.default import default_to_ship
 from bundler.variants.make import Variant as MadeVariant
 from bundler.variants.make import make_variants
 from bundler.variants.select import fitting_names, select
+from bundler.verified import verdict
 
 # What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
 FITTED_BY_PREPARE = {"opset", "ir-version"}
@@ -141,7 +143,7 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
             fallback = entry
         else:
             results.setdefault(check.variant, {})[check.label] = entry
-    return Verification("passed" if report.ok else "failed", dims=report.dims, results=results,
+    return Verification(verdict(report).status, dims=report.dims, results=results,
                         fallback=fallback, problems=report.problems or None)
 
 
@@ -249,7 +251,7 @@ def build(
             outputs=list(outputs),
             variants=[Variant(**variant.entry) for variant in variants],
             # auto: the first candidate while the candidates are checked, then the chosen one
-            default_variant=variants[0].entry["name"] if plan.auto else plan.default,
+            default_variant=default_to_ship([v.entry["name"] for v in variants], plan.default),
             source=Source(source.name, model_bytes(source)),
             optimization=optimization,
             notes=notes,
@@ -269,7 +271,7 @@ def build(
         finish_site(staging, manifest, options.templates)
         _move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
-    if options.strict and (failures := strict_failures(manifest.verification)):
+    if options.strict and (failures := strict_failures(report, manifest.verification)):
         raise VerificationFailed(f"--strict: {failures[0]}" + (
             f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
             + f"; the bundle is in {output}/")
@@ -306,17 +308,25 @@ def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
     reporter.info(f"auto: shipping {choice.chosen}")
 
 
-def strict_failures(verification: Verification) -> list[str]:
-    """Why a --strict build fails: every requested EP must have passed the browser check."""
-    if verification.status == "not_done":
+def strict_failures(report: ConformanceReport | None, verification: Verification) -> list[str]:
+    """Why a --strict build fails (bundler.verified's verdict with every_ep), in bundle.json's
+    order: every requested EP, and the fallback, must have passed the browser check."""
+    outcome = verdict(report, every_ep=True)
+    if report is None or outcome.status == "not_done":
         return [f"not verified in the browser ({verification.reason})"]
-    failures = [f"{variant} on {ep} did not pass the browser check"
-                + (f" ({entry.error})" if entry.error else "")
-                for variant, results in (verification.results or {}).items()
-                for ep, entry in results.items() if not entry.passed]
-    if verification.fallback is not None and not verification.fallback.passed:
+    # per variant, as verification.results lists them
+    runs: dict[str, list[EPCheck]] = {c.variant: [] for c in report.checks
+                                      if c.requested is not None}
+    for check in outcome.failed:
+        if check.requested is not None:
+            runs[check.variant].append(check)
+    failures = [f"{check.variant} on {check.label} did not pass the browser check"
+                + (f" ({check.error})" if check.error else "")
+                for checks in runs.values() for check in checks]
+    if any(check.requested is None for check in outcome.failed):
         failures.append("the fallback to WASM did not pass the browser check")
-    return failures + list(verification.problems or [])
+    return failures + report.problems + [f"the page requested {url}, outside 127.0.0.1"
+                                         for url in report.external_requests]
 
 
 def _cases_for(options: BuildOptions, user: UserInputs) -> CasesFor:

@@ -33,12 +33,10 @@ from bundler.reference import (
     native_reference,
     resolve_shapes,
 )
+from bundler.tolerance import tolerance_for
 
 MAX_JSON_VALUES = 10000
 PREVIEW = 8
-# Relative bound against the recorded fingerprint: CPU agrees with itself to rounding; integer
-# kernels differ between CPUs; accelerators compute in other orders (and TF32 on CUDA).
-RTOL = {"cpu": 1e-4, "quantized": 2e-2, "accelerator": 1e-2}
 _ORT_TYPES = {"float": "float32", "double": "float64"}
 
 
@@ -107,11 +105,10 @@ def _reference_check(session: Session, variant: dict[str, Any], specs: list[Tens
         return {"compared": False, "detail": error.reason}
     ours = Reference(reference.dims, tuple(Case(case.label, case.feeds, session.run(case.feeds))
                                            for case in reference.cases))
-    kind = ("quantized" if variant.get("kind", "fp32") != "fp32"
-            else "cpu" if session.ep == "cpu" else "accelerator")
-    mismatch = fingerprint_mismatch(recorded, ours, rtol=RTOL[kind])
-    return {"compared": True, "matches": mismatch is None, "rtol": RTOL[kind],
-            "detail": mismatch or f"matches the build's reference (rtol {RTOL[kind]})"}
+    rtol = tolerance_for("fingerprint", variant.get("kind", "fp32"), session.ep).rtol
+    mismatch = fingerprint_mismatch(recorded, ours, rtol)
+    return {"compared": True, "matches": mismatch is None, "rtol": rtol,
+            "detail": mismatch or f"matches the build's reference (rtol {rtol})"}
 
 
 def _output_json(value: np.ndarray) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from bundler.options import EXECUTION_PROVIDERS
 from bundler.tasks.check import COLUMNS as TASK_COLUMNS
 from bundler.tasks.check import TaskComparison, TaskInput, check_task
 from bundler.user_inputs import InputValue
+from bundler.verified import Verdict, verdict
 
 
 def check(
@@ -45,9 +46,11 @@ def check(
                           check_fallback=check_fallback, reporter=reporter, sample=sample,
                           inputs=inputs)
     task = _task_check(directory, execution_providers, task_files, reporter)
+    outcome = verdict(result, task or None)  # no task answers: not a task bundle
     if report is not None:
         report.write_text(json.dumps({**result.to_json(), "task": [
-            {**dataclasses.asdict(entry), "passed": entry.passed} for entry in task]}, indent=2)
+            {**dataclasses.asdict(entry), "passed": entry.passed} for entry in task],
+            "verified": {"status": outcome.status, "covers": list(outcome.covers)}}, indent=2)
             + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())
     if task:
@@ -55,22 +58,28 @@ def check(
                        [entry.row() for entry in task])
     for url in result.external_requests:
         reporter.warn(f"the page requested {url}, outside the bundle's origin")
-    if result.not_done is not None:
-        raise BundlerError(f"cannot test: {result.not_done.reason}; pass {result.not_done.hint}")
-    if result.problems:
-        more = len(result.problems) - 1
-        raise BundlerError(result.problems[0] + (f" (and {more} more problems)" if more else ""))
-    if result.external_requests:
-        raise BundlerError(f"the page made {len(result.external_requests)} request(s) outside"
-                           f" 127.0.0.1, e.g. {result.external_requests[0]}")
-    if not result.ok:
-        raise BundlerError("the browser does not compute what native onnxruntime computes"
-                           " (see the table above)")
-    if failed := [entry for entry in task if not entry.passed]:
-        raise BundlerError(f"the browser's task answers differ from the Python reference on"
-                           f" {failed[0].ep} ({failed[0].file}: {failed[0].error})")
+    if outcome.status != "passed":
+        raise BundlerError(_why_not(result, outcome))
     reporter.info("All checks passed.")
     return result
+
+
+def _why_not(result: ConformanceReport, outcome: Verdict) -> str:
+    """The one line saying what failed, the most basic first."""
+    if result.not_done is not None:
+        return f"cannot test: {result.not_done.reason}; pass {result.not_done.hint}"
+    if result.problems:
+        more = len(result.problems) - 1
+        return result.problems[0] + (f" (and {more} more problems)" if more else "")
+    if result.external_requests:
+        return (f"the page made {len(result.external_requests)} request(s) outside 127.0.0.1,"
+                f" e.g. {result.external_requests[0]}")
+    if not result.ok:
+        return ("the browser does not compute what native onnxruntime computes (see the table"
+                " above)")
+    failed = outcome.failed_tasks[0]
+    return (f"the browser's task answers differ from the Python reference on {failed.ep}"
+            f" ({failed.file}: {failed.error})")
 
 
 def _task_check(directory: Path, execution_providers: Sequence[str], files: Sequence[Path],

@@ -28,9 +28,9 @@ from bundler.tasks.detect import iou
 from bundler.tasks.image import read_image
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
+from bundler.tolerance import tolerance_for
 
 MIN_IOU = 0.99
-SCORE_TOLERANCE = {"fp32": 1e-3, "quantized": 2e-2}
 COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
            "worst score difference", "lowest IoU", "result")
 
@@ -206,7 +206,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                                     "ignoreVerification": True}})
                 finally:
                     page.close()
-            tolerance = SCORE_TOLERANCE["fp32" if variant.kind == "fp32" else "quantized"]
+            tolerance = tolerance_for("task-scores", variant.kind).atol
             for item, want, index in zip(inputs, native, range(len(inputs)), strict=True):
                 result = TaskComparison(ep, variant.name, item.name)
                 if "error" in got:

@@ -135,6 +135,7 @@ KIND = KindSpec(
     name="fp16",
     keeps_float=f"inputs, outputs, {', '.join(_KEEP_FLOAT32)}, ai.onnx.ml ops",
     needs_calibration=False,
+    quantized=True,
     advice="try int8-weights, or keep fp32",
     make=make,
 )

@@ -15,6 +15,7 @@ KIND = KindSpec(
     name="fp32",
     keeps_float="everything",
     needs_calibration=False,
+    quantized=False,
     advice="check that the file is readable",
     make=make,
 )

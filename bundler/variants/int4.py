@@ -63,6 +63,7 @@ KIND = KindSpec(
     name="int4",
     keeps_float="compute, weights other than eligible MatMuls'",
     needs_calibration=False,
+    quantized=True,
     advice="try int8-weights",
     make=make,
 )

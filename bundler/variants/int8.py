@@ -65,6 +65,7 @@ KIND = KindSpec(
     name="int8",
     keeps_float=f"ops other than {', '.join(_OP_TYPES)}",
     needs_calibration=False,
+    quantized=True,
     advice="try int8-weights",
     make=make,
 )

@@ -130,6 +130,7 @@ KIND = KindSpec(
     name="int8-static",
     keeps_float="ops without a QDQ kernel, nodes the quantizer failed on",
     needs_calibration=True,
+    quantized=True,
     advice="try int8 or int8-weights, which need no calibration",
     make=make,
 )

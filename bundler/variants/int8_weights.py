@@ -126,6 +126,7 @@ KIND = KindSpec(
     name="int8-weights",
     keeps_float=f"compute, weights under {_MIN_ELEMENTS} elements",
     needs_calibration=False,
+    quantized=True,
     advice="try fp16",
     make=make,
 )

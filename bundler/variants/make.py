@@ -27,7 +27,7 @@ from bundler.samples import generated_samples, load_samples
 from bundler.user_inputs import UserInputs, reference_for
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
-from bundler.variants.registry import kind_spec, make_variant
+from bundler.variants.registry import is_quantized, kind_spec, make_variant
 
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
@@ -70,16 +70,20 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
         source = "validation" if validation else "sample" if user.samples else "calibration"
         return Samples(calibration or list(user.samples) or None,
                        validation or list(user.samples) or calibration, source)
-    if options.kinds == ("fp32",) and not options.verify:
+    if not _any_quantized(options.kinds) and not options.verify:
         return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
     try:
         generated = generated_samples(source_model, inputs, options.dims, user.fixed)
     except NotRunnable as error:
         return Samples(None, None, "none", f"no accuracy measured: {error.reason}; pass"
                        f" {error.hint} or --calibration")
-    if options.kinds != ("fp32",):
+    if _any_quantized(options.kinds):
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE)
+
+
+def _any_quantized(kinds: Sequence[str]) -> bool:
+    return any(is_quantized(kind) for kind in kinds)
 
 
 def _optimize(source: Path, destination: Path, options: BuildOptions,
@@ -145,7 +149,7 @@ def make_variants(
     plan = options.plan
     user = user or UserInputs()
     samples = _samples(options, source, info.inputs, is_example, reporter, user)
-    if samples.validation is None and plan.kinds != ("fp32",):
+    if samples.validation is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[Variant] = []
@@ -190,7 +194,7 @@ def make_variants(
                 "data": samples.source,
             },
             "settings": result.settings,
-            "notes": result.notes + ([samples.note] if samples.note and kind != "fp32" else []),
+            "notes": result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             "reference": reference,
         }
         variants.append(Variant(entry, metrics, latency))

@@ -26,6 +26,7 @@ import onnxruntime as ort
 
 from bundler.errors import ModelError, QuantizeError, first_line
 from bundler.modelio import cpu_session
+from bundler.tolerance import tolerance_for
 from bundler.variants.metrics import Feeds, run_all
 from bundler.variants.tools import is_large
 
@@ -37,6 +38,7 @@ import sys
 from pathlib import Path
 import onnxruntime as ort
 from bundler.modelio import cpu_session
+from bundler.tolerance import tolerance_for
 cpu_session(Path(sys.argv[1]), level=getattr(ort.GraphOptimizationLevel, sys.argv[3]),
             optimized_path=Path(sys.argv[2]), save_format="ORT")
 """
@@ -95,9 +97,11 @@ def to_ort_format(src: Path, dst: Path, feeds: Feeds | None = None) -> None:
     if not feeds:
         return
     names, expected = run_all(src, feeds, level=basic)
+    bound = tolerance_for("ort-web")
     for feed, wanted in zip(feeds, expected, strict=True):
         for name, a, b in zip(names, wanted, converted.run(names, feed), strict=True):
-            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
+            if a.shape != b.shape or not np.allclose(a, b, rtol=bound.rtol, atol=bound.atol,
+                                                     equal_nan=True):
                 raise QuantizeError(
                     f"{dst.name} gives other values than {src.name} for output {name!r};"
                     " ship the .onnx"

@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, cast
 
 from bundler.errors import ConfigError
+from bundler.variants.default import DefaultVariant, default_to_ship
 from bundler.variants.kinds import VARIANT_KINDS, VariantKind
-
-DefaultVariant = str | dict[str, str]  # a variant name, or one per execution provider
 
 
 class VariantPlan(NamedTuple):
@@ -52,9 +51,8 @@ def variants_to_make(
             )
         return VariantPlan(listed or VARIANT_KINDS, None)
     kinds = _kinds([quantize, *listed] if quantize else listed) or ("fp32",)
-    if default_variant is None:
-        return VariantPlan(kinds, kinds[0])
-    return VariantPlan(kinds, _shipped_default(default_variant, kinds))
+    given = None if default_variant is None else _shipped_default(default_variant, kinds)
+    return VariantPlan(kinds, default_to_ship(kinds, given))
 
 
 def _kinds(names: Sequence[str]) -> tuple[VariantKind, ...]:

@@ -31,6 +31,11 @@ def kind_spec(kind: str) -> KindSpec:
     return spec
 
 
+def is_quantized(kind: str) -> bool:
+    """Whether `kind` computes in lower precision than the model, as its spec says."""
+    return kind_spec(kind).quantized
+
+
 def make_variant(
     kind: VariantKind,
     src: Path,

@@ -20,6 +20,7 @@ from bundler.conformance import ConformanceReport
 from bundler.errors import QuantizeError
 from bundler.manifest import Selection
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
+from bundler.variants.default import default_variant
 from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
 from bundler.variants.make import Variant
 from bundler.variants.metrics import Metrics
@@ -166,5 +167,5 @@ def select(
         "chosen": c.name in shipped,
     } for c in candidates(None)]
     return AutoChoice(chosen, [name for name in names if name not in shipped],
-                      Selection("auto", str(budget), by_ep.get("wasm", shipped[0]), record,
+                      Selection("auto", str(budget), default_variant(chosen, "wasm"), record,
                                 objective=objective, speed=speed_record))

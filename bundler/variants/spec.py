@@ -56,5 +56,6 @@ class KindSpec:
     name: VariantKind
     keeps_float: str  # what stays float32, in a few words (shown beside the measurements)
     needs_calibration: bool
+    quantized: bool  # computes in lower precision than the model: compared more loosely
     advice: str  # what to try instead when making it fails
     make: Callable[[Job], None]

@@ -2,6 +2,7 @@
 // validation and queue) under Node, with onnxruntime-web's own Tensor from $ORT_WEB_DIST (the
 // cached onnxruntime-web dist/). Run by tests/test_bundle_node.py.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -90,6 +91,17 @@ describe('variant choice', () => {
     assert.equal(pickVariant(perEp, 'webgpu', 'int8').name, 'int8');
     assert.deepEqual(planAttempts(perEp, ['webgpu', 'wasm']).map((a) => a.variant.name),
       ['fp32', 'int8']);
+  });
+
+  test('the default-variant rule holds on the cases bundler.variants.default is tested on', () => {
+    const cases = JSON.parse(readFileSync(new URL('../data/default_variant_cases.json',
+      import.meta.url), 'utf8'));
+    assert.ok(cases.length >= 6);
+    for (const { default_variant: defaults, ep, picks } of cases) {
+      const names = typeof defaults === 'string' ? [defaults] : Object.values(defaults);
+      const manifest = bundle({ default_variant: defaults, variants: names.map(variant) });
+      assert.equal(pickVariant(manifest, ep).name, picks, JSON.stringify({ defaults, ep }));
+    }
   });
 
   test('an unknown variant is a bad option, before any EP is looked at', () => {
