@@ -56,6 +56,12 @@ RESOURCES_JS = """
                        bytes: entry.encodedBodySize, transfer: entry.transferSize }));
 """
 
+# The dims of the tensors a run took and gave, as the page holds them (what it really ran).
+DIMS_OF_JS = """
+  const dimsOf = (tensors) => Object.fromEntries(Object.entries(tensors).map(
+    ([name, tensor]) => [name, Array.from(tensor.dims, Number)]));
+"""
+
 _LOAD_JS = """
 async ({ base, ep, variant, threads, feeds, cache }) => {
   """ + WASM_TIMING_JS + """
@@ -82,13 +88,13 @@ async ({ base, ep, variant, threads, feeds, cache }) => {
   """ + DECODE_JS + """
   const inputs = decode(feeds);
   const runStarted = performance.now();
-  await model.run(inputs);
+  const outputs = await model.run(inputs);
   const firstRun = performance.now() - runStarted;
   globalThis.__bench = { model, inputs };
-  """ + RESOURCES_JS + """
+  """ + RESOURCES_JS + DIMS_OF_JS + """
   return { ep: model.ep, variant: model.variant, threads: model.threads,
            crossOriginIsolated: model.crossOriginIsolated, started, ready, firstRun,
-           stages, compile, resources };
+           stages, compile, resources, inputDims: dimsOf(inputs), outputDims: dimsOf(outputs) };
 }
 """
 
@@ -167,6 +173,8 @@ class PageResult:
     memory: dict[str, int] | None = None
     adapter: dict[str, str] | None = None
     profile: Profile | None = None
+    inputs: dict[str, list[int]] | None = None  # the dims of the tensors the page ran
+    outputs: dict[str, list[int]] | None = None  # and of those the first run gave
 
     def to_json(self) -> dict[str, Any]:
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
@@ -262,6 +270,7 @@ def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping
         result.variant = loaded.get("variant") or result.variant
         result.cross_origin_isolated = loaded["crossOriginIsolated"]
         result.cold = _cold(loaded)
+        result.inputs, result.outputs = loaded.get("inputDims"), loaded.get("outputDims")
         times = [loaded["firstRun"]]
         while len(times) < runs:
             progress(f"run {len(times) + 1}/{runs}")

@@ -30,6 +30,7 @@ from bundler.reference import Feeds
 from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
+from bundler.workload import inputs_label
 
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
@@ -146,13 +147,16 @@ def speed_record(measured: str | None, reason: str | None = None) -> dict[str, A
     return record
 
 
-def speed_rows(candidates: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Rows for the build report's table of auto's candidates."""
-    return [[c["name"], str(c["bytes"]), "yes" if c["within_budget"] else "no",
+def speed_rows(candidates: Sequence[Mapping[str, Any]],
+               record: Mapping[str, Any]) -> list[list[str]]:
+    """Rows for the build report's table of auto's candidates (`record`: selection.speed)."""
+    inputs = (f"{inputs_label(record['inputs'])} ({record['dims_source']})"
+              if "inputs" in record else "-")
+    return [[c["name"], inputs, str(c["bytes"]), "yes" if c["within_budget"] else "no",
              "yes" if c["browser_verified"] else "no",
              str(c.get(f"{SPEED_EP}_ms", "-")), "SHIPS" if c["chosen"] else ""]
             for c in candidates]
 
 
-SPEED_COLUMNS = ("candidate", "bytes", "within budget", "passed in browser",
+SPEED_COLUMNS = ("candidate", "inputs (dims from)", "bytes", "within budget", "passed in browser",
                  f"{SPEED_EP} ms (steady median)", "")
