@@ -112,17 +112,21 @@ export async function interleaved(runs, warmup, rounds) {
   return times;
 }
 
-// auto's timing (speed.py): the variants `names` on WASM, interleaved; one that does not load
-// or run is left out with its error.
-export async function timeVariants({ base, names, feeds, warmup, rounds }) {
+// The variants `names` on `ep`, each loaded and warmed up, then timed interleaved (auto's timing,
+// speed.py, and benchmarks/variants.py): name -> ms per round, and each one's load() ms. One that
+// does not load or run is left out with its error.
+export async function timeVariants({ base, names, ep = 'wasm', feeds, warmup, rounds }) {
   const { load, decode } = await openBundle(base);
   const inputs = decode(feeds);
   const models = {};
   const errors = {};
+  const loadMs = {};
   for (const name of names) {
     try {
-      models[name] = await load({ variant: name, executionProviders: ['wasm'],
+      const started = performance.now();
+      models[name] = await load({ variant: name, executionProviders: [ep],
                                   ignoreVerification: true });
+      loadMs[name] = performance.now() - started;
       for (let i = 0; i < warmup; i++) await models[name].run(inputs);
     } catch (error) {
       errors[name] = messageOf(error);
@@ -134,5 +138,5 @@ export async function timeVariants({ base, names, feeds, warmup, rounds }) {
   const times = await interleaved(runs, 0, rounds);
   const threads = Object.values(models)[0]?.threads ?? null;
   for (const model of Object.values(models)) await model.release();
-  return { times, errors, threads };
+  return { times, errors, threads, loadMs };
 }
