@@ -48,7 +48,7 @@ from bundler.reference import native_reference
 from bundler.runtime import fetch_runtime
 from bundler.server import HARNESS_PATH, serve_directory
 
-PAGES_MODULE = Path(__file__).with_suffix(".mjs")  # the hand-written pages, in JavaScript
+PAGES_MODULE = Path(__file__).with_name("pages.mjs")  # the hand-written pages
 RAW_MODULE = f"/raw/{PAGES_MODULE.name}"  # where the served site has it
 INTERLEAVED = "steady median ms, interleaved in one page"
 RAW_FILES = ("ort.webgpu.min.mjs", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs",

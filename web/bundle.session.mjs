@@ -123,8 +123,9 @@ function atStage(stage, error) {
 
 // runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
 // bundle.mjs). `models` caches fetched model bytes by path across the EPs one load() tries.
-// sessionOptions: internal, for onnx-bundler's own harness (web/dev/): more InferenceSession
-// options (enableProfiling: release() then ends the profile first). Not part of the API.
+// sessionOptions: internal, for onnx-bundler's own harness (web/dev/, tests/js/ops_page.mjs):
+// more InferenceSession options (enableProfiling: release() then ends the profile first; a
+// graphOptimizationLevel; `extra`). Not part of the API.
 export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models,
                                     sessionOptions = {} }) {
   // The model is fetched while the runtime is fetched and compiled, not after it.
@@ -145,7 +146,7 @@ export async function openSession({ runtime, model, ep, numThreads, cache, onPro
   try {
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
     const session = await serialised(ort, () => ort.InferenceSession.create(
-      bytes, { ...sessionOptions, executionProviders: [ep], graphOptimizationLevel: 'all' }));
+      bytes, { graphOptimizationLevel: 'all', ...sessionOptions, executionProviders: [ep] }));
     await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session, sessionOptions.enableProfiling === true);

@@ -1,6 +1,6 @@
-// bench_pages.mjs: benchmarks/bench_pages.py's pages written by hand (onnxruntime-web imported
-// directly, the fp32 model), measured by the same harness as the bundle (web/dev/bench.mjs,
-// served at /__bundler__/dev/). Copied next to the raw runtime files it loads.
+// pages.mjs: the benchmarks' pages written by hand (onnxruntime-web imported directly, without
+// bundle.mjs: what they compare the bundle with), on the same harness as the bundle
+// (web/dev/*.mjs, served at /__bundler__/dev/). A benchmark copies it into the folder it serves.
 
 import { coldLoadOf, interleaved } from '/__bundler__/dev/bench.mjs';
 import { decodeTensors, openBundle } from '/__bundler__/dev/harness.mjs';
@@ -14,7 +14,8 @@ function ortTensors(ort, tensors) {
     name, new ort.Tensor(type, data, dims)]));
 }
 
-// base: the bundle's folder, whose bundle.core.mjs decodes the inputs (after `ready`).
+// bench_pages.py: a hand-written page's cold load. base: the bundle's folder, whose
+// bundle.core.mjs decodes the inputs (after `ready`).
 export function rawColdLoad({ base, module, model, eps, feeds }, importStarted) {
   return coldLoadOf(async () => {
     const started = performance.now();
@@ -32,7 +33,7 @@ export function rawColdLoad({ base, module, model, eps, feeds }, importStarted) 
   }, importStarted);
 }
 
-// Steady state: the bundle and both pages in one page (their own runtime instances), warmed up,
+// bench_pages.py's steady state: the bundle and both pages in one page (their own runtime instances), warmed up,
 // then run in turn, round after round, so that machine noise hits all alike.
 export async function interleavedPages({ base, feeds, warmup, rounds }) {
   const { load, decode } = await openBundle(base);
@@ -48,4 +49,26 @@ export async function interleavedPages({ base, feeds, warmup, rounds }) {
                        'docs page': await raw('../raw/ort.webgpu.min.mjs', ['webgpu', 'wasm']),
                        'wasm page': await raw('../raw/ort.wasm.min.mjs', ['wasm']) },
   warmup, rounds);
+}
+
+// runtime_builds.py: the model on the WASM EP of each runtime build (name -> { module, mjs,
+// wasm }), each in its own runtime instance: the first result's ms and the interleaved runs.
+export async function timeBuilds({ base, modules, model, feeds, runs }) {
+  const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', base).href);
+  const bytes = new Uint8Array(await (await fetch(new URL(model, base))).arrayBuffer());
+  const first = {};
+  const sessions = {};
+  for (const [name, { module, mjs, wasm }] of Object.entries(modules)) {
+    const started = performance.now();
+    const ort = await import(new URL(module, base).href);
+    ort.env.wasm.wasmPaths = { mjs: new URL(mjs, base).href, wasm: new URL(wasm, base).href };
+    const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'] });
+    const tensors = ortTensors(ort, decodeTensors(feeds, TYPED_ARRAYS));
+    await session.run(tensors);
+    sessions[name] = () => session.run(tensors);
+    first[name] = performance.now() - started;
+  }
+  const times = await interleaved(sessions, 0, runs);
+  return Object.fromEntries(Object.keys(sessions).map(
+    (name) => [name, { first: first[name], times: times[name] }]));
 }
