@@ -34,11 +34,11 @@ from bundler.conformance import encode_feeds, integrity_problems
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.hosting.publish import assembled
-from bundler.manifest import Manifest, files_to_json
+from bundler.manifest import Manifest
 from bundler.manifest import load as load_manifest
 from bundler.options import EXECUTION_PROVIDERS
 from bundler.perf.native import all_cores, native_latency
-from bundler.perf.page import PageResult, measure_page, profile_page, profile_request
+from bundler.perf.page import PageResult, measure_page, profile_page
 from bundler.perf.plot import require_matplotlib, write_plot
 from bundler.perf.profile import Profile, native_profile, profile_rows
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
@@ -238,7 +238,6 @@ def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: 
     encoded = encode_feeds(feeds, manifest.inputs)
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     count = total_runs(report.steady_runs)
-    files = files_to_json(manifest.files)
     with serve_directory(report.directory) as base_url, playwright_session() as playwright, \
             launch(playwright, settings, webgpu="webgpu" in eps) as browser:
         report.browser_version = browser.version
@@ -249,8 +248,7 @@ def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: 
                                           timeout, lambda what, ep=ep, name=name:
                                           reporter.info(f"  {name} on {ep}: {what}"))
                     if profile and result.error is None:
-                        request = profile_request(manifest.runtime.builds[ep], files,
-                                                  manifest.variant(name).file, threads, encoded)
+                        request = {"variant": name, "threads": threads, "feeds": encoded}
                         try:
                             result.profile = profile_page(browser, base_url, request, ep,
                                                           PROFILE_RUNS, timeout)

@@ -25,8 +25,9 @@ from bundler.browser import BrowserSettings, launch, load_settings, playwright_s
 from bundler.conformance import encode_feeds
 from bundler.console import Reporter
 from bundler.errors import first_line
+from bundler.harness import harness_call
 from bundler.manifest import Manifest
-from bundler.perf.page import DECODE_JS
+from bundler.perf.page import BENCH_MODULE
 from bundler.reference import Feeds
 from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
@@ -36,37 +37,6 @@ from bundler.workload import inputs_label
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
 SPEED_EP = "wasm"
-
-_INTERLEAVED_JS = """
-async ({ base, names, feeds, warmup, rounds }) => {
-  """ + DECODE_JS + """
-  const { load } = await import(new URL('bundle.mjs', base).href);
-  const inputs = decode(feeds);
-  const models = {};
-  const errors = {};
-  for (const name of names) {
-    try {
-      models[name] = await load({ variant: name, executionProviders: ['wasm'],
-                                  ignoreVerification: true });
-      for (let i = 0; i < warmup; i++) await models[name].run(inputs);
-    } catch (error) {
-      errors[name] = String(error?.message ?? error);
-      delete models[name];
-    }
-  }
-  const times = Object.fromEntries(Object.keys(models).map((name) => [name, []]));
-  for (let round = 0; round < rounds; round++) {
-    for (const [name, model] of Object.entries(models)) {
-      const started = performance.now();
-      await model.run(inputs);
-      times[name].push(performance.now() - started);
-    }
-  }
-  const threads = Object.values(models)[0]?.threads ?? null;
-  for (const model of Object.values(models)) await model.release();
-  return { times, errors, threads };
-}
-"""
 
 
 def _measurement_key(manifest: Manifest, names: Sequence[str], encoded: Any,
@@ -119,7 +89,7 @@ def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: F
             page = context.new_page()
             page.set_default_timeout(timeout * len(names))
             page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
-            timed = page.evaluate(_INTERLEAVED_JS, {
+            timed = page.evaluate(harness_call(BENCH_MODULE, "timeVariants"), {
                 "base": base_url, "names": list(names), "feeds": encoded,
                 "warmup": WARMUP_RUNS, "rounds": SPEED_ROUNDS})
         finally:
