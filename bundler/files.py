@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.modelio import sha256_of
+from bundler.tasks.kinds.registry import KINDS
 
 HASH_LENGTH = 8
 FILES_MODULE = "bundle.files.mjs"
@@ -22,8 +23,8 @@ PACKAGE_JSON = "package.json"
 PACKAGE_VERSION = "1.0.0"
 NODE_ENTRY = "node.mjs"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks)
-TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
-                "audio.mjs")
+TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs",
+                *(kind.web_module for kind in KINDS.values() if kind.web_module))
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
 PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",

@@ -142,7 +142,7 @@ class Task:
     resolved against the model. The numeric preprocessing (scale, mean/std, channel order,
     layout) is in the shipped graph already; it is recorded for the reader."""
 
-    kind: Literal["image-classification", "object-detection", "audio-stream"]
+    kind: str  # a name in bundler.tasks.kinds.registry, not generic
     input: str
     output: str
     size: list[int] | None = None  # [height, width] of the image the graph takes

@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 from bundler.errors import ConfigError
 from bundler.hosting.registry import HOST_NAMES
 from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE, parse_size
+from bundler.tasks.kinds.registry import GENERIC, TASK_KINDS
 from bundler.tasks.spec import TaskSpec, parse_task
 from bundler.variants.budget import parse_budget
 from bundler.variants.kinds import (
@@ -302,8 +303,9 @@ class BuildOptions:
                             " for native onnxruntime and a reduced-build config, in edge/).",
                             default="web", on_command_line=False)
 
-    task: TaskSpec = option(parse_task, "The app's task: generic (default), image-classification,"
-                            " object-detection or audio-stream; then its settings as KEY=VALUE"
+    task: TaskSpec = option(parse_task, f"The app's task: {GENERIC} (default),"
+                            f" {', '.join(TASK_KINDS[1:-1])} or {TASK_KINDS[-1]};"
+                            " then its settings as KEY=VALUE"
                             " (repeat: --task object-detection --task labels=labels.txt).",
                             default=TaskSpec(), repeatable=True)
 

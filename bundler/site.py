@@ -21,6 +21,7 @@ from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, TASK_MODULES, 
 from bundler.hosting.publish import COI_WORKER, republish
 from bundler.manifest import MANIFEST_FILE, Manifest
 from bundler.resources import resource
+from bundler.tasks.kinds.registry import KINDS
 from bundler.typings import DECLARATION_FILES, declarations
 
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
@@ -78,6 +79,9 @@ def _environment(templates: Path | None) -> jinja2.Environment:
     )
     environment.filters["human_bytes"] = human_bytes
     environment.filters["shape"] = _shape
+    # the page's task section: each kind's heading and what it is fed
+    environment.globals["task_kinds"] = {name: {"heading": kind.heading, "media": kind.media}
+                                         for name, kind in KINDS.items()}
     return environment
 
 

@@ -23,6 +23,7 @@ import click
 
 from bundler.cli import main as cli_main
 from bundler.options import OPTIONS
+from bundler.tasks.kinds.registry import KINDS
 from bundler.tasks.spec import TaskSpec
 
 log = logging.getLogger("mkdocs.plugins.onnx_bundler")
@@ -122,10 +123,13 @@ def bundle_toml_table() -> str:
 
 def task_settings_table() -> str:
     hints = typing.get_type_hints(TaskSpec)
-    rows = ["| setting | default | accepted values |", "|---|---|---|"]
+    rows = ["| setting | default | accepted values | read by |", "|---|---|---|---|"]
     for field in task_settings():
+        kinds = [name for name, kind in KINDS.items()
+                 if field.name == "kind" or field.name in kind.settings]
         rows.append(f"| `{field.name}` | {_cell(_value(field.default))}"
-                    f" | {_cell(_accepted(hints[field.name]))} |")
+                    f" | {_cell(_accepted(hints[field.name]))}"
+                    f" | {', '.join(f'`{name}`' for name in kinds)} |")
     return "\n".join(rows)
 
 

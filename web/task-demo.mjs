@@ -2,7 +2,7 @@
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
 // file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
-import { segments } from './tasks/index.mjs';
+import { KINDS, segments } from './tasks/index.mjs';
 
 const $ = (id) => document.getElementById(id);
 const COLOURS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#008080', '#9a6324'];
@@ -42,19 +42,18 @@ async function drawImage(source, found) {
   if (source instanceof Blob) bitmap.close();
 }
 
-async function analyseImage(model, source) {
-  const detection = model.manifest.task.kind === 'object-detection';
-  if (detection) {
-    const found = await model.detect(source);
-    await drawImage(source, found);
-    listResults(found.length ? found.map(({ label, score, box }) => `${label}: ${
-      score.toFixed(3)} at x ${Math.round(box.x)}, y ${Math.round(box.y)}, ${
-      Math.round(box.width)}×${Math.round(box.height)}`) : ['Nothing found above the threshold.']);
-  } else {
-    const classes = await model.classify(source);
-    await drawImage(source, []);
-    listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
-  }
+async function detectObjects(model, source) {
+  const found = await model.detect(source);
+  await drawImage(source, found);
+  listResults(found.length ? found.map(({ label, score, box }) => `${label}: ${
+    score.toFixed(3)} at x ${Math.round(box.x)}, y ${Math.round(box.y)}, ${
+    Math.round(box.width)}×${Math.round(box.height)}`) : ['Nothing found above the threshold.']);
+}
+
+async function classifyImage(model, source) {
+  const classes = await model.classify(source);
+  await drawImage(source, []);
+  listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
 }
 
 // Chunk scores as bars, segments (score >= threshold) shaded, the newest chunks at the right.
@@ -132,7 +131,7 @@ function liveToggle(button, device, constraints, setStatus, begin) {
 }
 
 // The webcam: one frame analysed at a time, as fast as the model goes.
-function webcam(model, button, setStatus) {
+function webcam(model, button, setStatus, analyse) {
   return liveToggle(button, 'webcam', { video: true }, setStatus, async (media, running) => {
     const video = document.createElement('video');
     video.muted = true;
@@ -147,7 +146,7 @@ function webcam(model, button, setStatus) {
         await new Promise((resolve) => requestAnimationFrame(resolve));
         if (!running()) break;
         const frame = await createImageBitmap(video);
-        await analyseImage(model, frame);
+        await analyse(model, frame);
         frame.close();
         frames++;
         $('task-rate').textContent = `${(frames / ((performance.now() - started) / 1000))
@@ -178,9 +177,14 @@ function microphone(model, button, setStatus) {
   });
 }
 
+// What the demo does with a file or a live frame, by the kind's model method; the live device,
+// by what the kind is fed (see KINDS in tasks/index.mjs).
+const ANALYSE = { classify: classifyImage, detect: detectObjects, stream: analyseAudio };
+const LIVE = { image: webcam, audio: microphone };
+
 export function startTaskDemo(model, { setStatus }) {
-  const audio = model.manifest.task.kind === 'audio-stream';
-  const analyse = (file) => (audio ? analyseAudio(model, file) : analyseImage(model, file))
+  const { method, media } = KINDS[model.manifest.task.kind];
+  const analyse = (file) => ANALYSE[method](model, file)
     .catch((error) => setStatus(`Could not analyse ${file.name ?? 'it'}: ${error.message}`,
                                 'error'));
   const picker = $('task-file');
@@ -205,7 +209,7 @@ export function startTaskDemo(model, { setStatus }) {
     if (file) analyse(file);
   });
   const live = $('task-live');
-  live.addEventListener('click', (audio ? microphone : webcam)(model, live, setStatus));
+  live.addEventListener('click', LIVE[media](model, live, setStatus, ANALYSE[method]));
   picker.disabled = false;
   live.disabled = !navigator.mediaDevices;
 }

@@ -33,6 +33,7 @@ from bundler.reference import (
     native_reference,
     resolve_shapes,
 )
+from bundler.tasks.kinds.registry import kind_of
 from bundler.tolerance import tolerance_for
 
 MAX_JSON_VALUES = 10000
@@ -144,19 +145,10 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
     result = {"ep": session.ep, "task": task.kind, **result}
     if as_json:
         click.echo(json.dumps(result, indent=2))
-    elif "classes" in result:
-        reporter.table(f"{image}: top {len(result['classes'])}", ["label", "score"],
-                       [[c["label"], f"{c['score']:.4f}"] for c in result["classes"]])
-    elif "detections" in result:
-        reporter.table(f"{image}: {len(result['detections'])} detections",
-                       ["label", "score", "x", "y", "width", "height"],
-                       [[d["label"], f"{d['score']:.4f}",
-                         *(f"{d['box'][k]:.1f}" for k in ("x", "y", "width", "height"))]
-                        for d in result["detections"]])
     else:
-        reporter.table(f"{audio}: {len(result['chunks'])} chunks, segments scoring >="
-                       f" {task.score_threshold}", ["start s", "end s"],
-                       [[f"{s['start']:.3f}", f"{s['end']:.3f}"] for s in result["segments"]])
+        kind = kind_of(task.kind)
+        assert kind.report is not None
+        kind.report(reporter, image or audio, task, result)  # type: ignore[arg-type]
     return result
 
 

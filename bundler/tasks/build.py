@@ -9,9 +9,9 @@ import onnx
 
 from bundler.manifest import Task
 from bundler.modelio import TensorSpec, read_model, save_model
-from bundler.tasks.graph import prepend_image_preprocessing
+from bundler.tasks.kinds.registry import GENERIC, kind_of
 from bundler.tasks.resolve import likely_task
-from bundler.tasks.spec import IMAGE_KINDS, TaskSpec
+from bundler.tasks.spec import TaskSpec
 
 TASK_MODEL = "task.onnx"
 
@@ -22,7 +22,7 @@ def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
     if guess is None or guess[0] == spec.kind:
         return None
     kind, why = guess
-    if spec.kind == "generic":
+    if spec.kind == GENERIC:
         return (f"hint: this looks like {kind} ({why}); build with --task {kind} to get the task"
                 " API and demo (see docs/how-to/task-apps.md)")
     return f"hint: the model looks like {kind} ({why}), not {spec.kind} as asked"
@@ -31,7 +31,7 @@ def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
 def shipped_inputs(inputs: tuple[TensorSpec, ...], task: Task | None) -> tuple[TensorSpec, ...]:
     """The model's inputs as shipped: an image task's image input becomes uint8 [1, H, W, 3]
     (what --sample, --calibration and --validation arrays must then hold)."""
-    if task is None or task.kind not in IMAGE_KINDS:
+    if task is None or kind_of(task.kind).media != "image":
         return inputs
     height, width = task.size or (0, 0)
     return tuple(TensorSpec(spec.name, "uint8", (1, height, width, 3)) if spec.name == task.input
@@ -39,11 +39,13 @@ def shipped_inputs(inputs: tuple[TensorSpec, ...], task: Task | None) -> tuple[T
 
 
 def with_task_graph(source: Path, task: Task | None, work: Path) -> Path:
-    """The model to prepare: `source`, or for an image task a copy with the preprocessing."""
-    if task is None or task.kind not in IMAGE_KINDS:
+    """The model to prepare: `source`, or for a task with a preprocessing graph (an image task)
+    a copy with it."""
+    preprocess = kind_of(task.kind).preprocess if task is not None else None
+    if task is None or preprocess is None:
         return source
     work.mkdir(parents=True, exist_ok=True)
-    model = prepend_image_preprocessing(read_model(source), task)
+    model = preprocess(read_model(source), task)
     target = work / TASK_MODEL
     save_model(model, target)
     return target

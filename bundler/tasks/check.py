@@ -25,13 +25,12 @@ from bundler.modelio import cpu_session
 from bundler.reference import run_native
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
-from bundler.tasks.detect import iou
 from bundler.tasks.image import read_image
+from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
 from bundler.tolerance import tolerance_for
 
-MIN_IOU = 0.99
 COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
            "worst score difference", "lowest IoU", "result")
 
@@ -66,66 +65,9 @@ class TaskInput:
 
     @classmethod
     def made(cls, task: Task) -> TaskInput:
-        if task.kind == "audio-stream":
+        if kind_of(task.kind).media == "audio":
             return cls("generated.wav", wav_bytes(speech_like(2.0, 22050), 22050))
         return cls("generated.png", png_bytes(picture(240, 320)))
-
-
-def _compare_classes(native: list[dict], browser: list[dict], result: TaskComparison,
-                     tolerance: float) -> None:
-    result.native_count, result.browser_count = len(native), len(browser)
-    result.worst_score_difference = max((abs(a["score"] - b["score"])
-                                         for a, b in zip(native, browser, strict=False)),
-                                        default=0.0)
-    if [c["label"] for c in native] != [c["label"] for c in browser]:
-        result.error = (f"labels differ: native {[c['label'] for c in native]}, browser"
-                        f" {[c['label'] for c in browser]}")
-    elif result.worst_score_difference > tolerance:
-        result.error = f"scores differ by more than {tolerance}"
-
-
-def _same_count(native: list[dict], browser: list[dict], result: TaskComparison,
-                what: str) -> bool:
-    result.native_count, result.browser_count = len(native), len(browser)
-    if len(native) != len(browser):
-        result.error = f"a different number of {what}"
-    return len(native) == len(browser)
-
-
-def _compare_detections(native: list[dict], browser: list[dict], result: TaskComparison,
-                        tolerance: float) -> None:
-    if not _same_count(native, browser, result, "detections"):
-        return
-    box = lambda d: (d["box"]["x"], d["box"]["y"], d["box"]["x"] + d["box"]["width"],  # noqa: E731
-                     d["box"]["y"] + d["box"]["height"])
-    unmatched = list(browser)
-    lowest = 1.0
-    for want in native:  # each native detection: the same-label browser one that overlaps most
-        same = [got for got in unmatched if got["label"] == want["label"]]
-        if not same:
-            result.error = f"no {want['label']!r} detection in the browser to match"
-            return
-        best = max(same, key=lambda got: iou(box(want), box(got)))
-        unmatched.remove(best)
-        lowest = min(lowest, iou(box(want), box(best)))
-        result.worst_score_difference = max(result.worst_score_difference,
-                                            abs(want["score"] - best["score"]))
-    result.lowest_iou = lowest
-    if lowest < MIN_IOU:
-        result.error = f"a box overlaps its native twin by IoU {lowest:.4f} < {MIN_IOU}"
-    elif result.worst_score_difference > tolerance:
-        result.error = f"scores differ by more than {tolerance}"
-
-
-def _compare_chunks(native: list[dict], browser: list[dict], result: TaskComparison,
-                    tolerance: float) -> None:
-    if not _same_count(native, browser, result, "chunks"):
-        return
-    result.worst_score_difference = max((abs(a["score"] - b["score"])
-                                         for a, b in zip(native, browser, strict=True)),
-                                        default=0.0)
-    if result.worst_score_difference > tolerance:
-        result.error = f"chunk scores differ by more than {tolerance}"
 
 
 def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
@@ -133,22 +75,22 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     """(the native answers, what the page is given) for each input."""
     task = manifest.task
     assert task is not None
+    kind = kind_of(task.kind)
     session = cpu_session(model)
     run = lambda feeds: run_native(session, feeds)  # noqa: E731
-    answers, items = [], []
+    found, items = [], []
     for item in inputs:
         path = folder / item.name
         path.write_bytes(item.data)
-        if task.kind == "audio-stream":
+        if kind.media == "audio":
             samples, rate = read_wav(path)
-            answers.append(run_audio(run, task, manifest.inputs, samples, rate)["chunks"])
+            found.append(run_audio(run, task, manifest.inputs, samples, rate)[kind.answers])
             items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
                           .decode(), "rate": rate})
         else:
-            result = run_image(run, task, read_image(path), top_k=5)
-            answers.append(result.get("classes", result.get("detections")))
+            found.append(run_image(run, task, read_image(path), top_k=5)[kind.answers])
             items.append({"file": base64.b64encode(item.data).decode()})
-    return answers, items
+    return found, items
 
 
 def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
@@ -158,8 +100,8 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
     task = manifest.task
     if task is None:
         raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
-    compare = {"image-classification": _compare_classes, "object-detection": _compare_detections,
-               "audio-stream": _compare_chunks}[task.kind]
+    kind = kind_of(task.kind)
+    assert kind.compare is not None
     comparisons: list[TaskComparison] = []
     shipped = [ep for ep in execution_providers if ep in manifest.runtime.builds]
     with contextlib.ExitStack() as stack:
@@ -176,7 +118,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                 try:
                     page.goto(base_url + HARNESS_PATH.lstrip("/"))
                     got = page.evaluate(harness_call("conformance.mjs", "runTask"), {
-                        "base": base_url, "kind": task.kind, "items": items,
+                        "base": base_url, "method": kind.method, "items": items,
                         "options": {"executionProviders": [ep], "variant": variant.name,
                                     "ignoreVerification": True}})
                 finally:
@@ -187,6 +129,6 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                 if "error" in got:
                     result.error = got["error"]
                 else:
-                    compare(want, got["results"][index], result, tolerance)
+                    kind.compare(want, got["results"][index], result, tolerance)
                 comparisons.append(result)
     return comparisons

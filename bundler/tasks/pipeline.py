@@ -11,32 +11,31 @@ from bundler.errors import ConfigError
 from bundler.manifest import Task
 from bundler.modelio import TensorSpec
 from bundler.tasks.audio import AudioStream, Run, resample, segments
-from bundler.tasks.classify import top_classes
-from bundler.tasks.detect import detections
 from bundler.tasks.image import fit_image
+from bundler.tasks.kinds.registry import kind_of, kinds_fed
 
 
 def run_image(run: Run, task: Task, pixels: np.ndarray, *, top_k: int | None = None,
               threshold: float | None = None) -> dict[str, Any]:
-    """RGB uint8 [h, w, 3] -> {"classes": [...]} or {"detections": [...]}, with the geometry."""
-    if task.kind not in ("image-classification", "object-detection"):
+    """RGB uint8 [h, w, 3] -> the answer under the kind's `answers` key ({"classes": [...]},
+    {"detections": [...]}), with the geometry."""
+    kind = kind_of(task.kind)
+    if kind.media != "image" or kind.answers is None or kind.postprocess is None:
         raise ConfigError(f"--image: this bundle's task is {task.kind}, not an image task")
     image, place = fit_image(pixels, task)
     output = run({task.input: image})[task.output]
     height, width = pixels.shape[:2]
     result: dict[str, Any] = {"width": width, "height": height, "geometry": place.to_json()}
-    if task.kind == "image-classification":
-        result["classes"] = top_classes(output, task, top_k)
-    else:
-        result["detections"] = detections(output, task, place, width, height, threshold)
+    result[kind.answers] = kind.postprocess(output, task, place, width, height, top_k, threshold)
     return result
 
 
 def run_audio(run: Run, task: Task, inputs: list[TensorSpec], samples: np.ndarray,
               sample_rate: int) -> dict[str, Any]:
     """All the samples pushed at once, then flushed: {chunks, segments}."""
-    if task.kind != "audio-stream":
-        raise ConfigError(f"--audio: this bundle's task is {task.kind}, not audio-stream")
+    if kind_of(task.kind).media != "audio":
+        audio_kinds = " or ".join(kind.name for kind in kinds_fed("audio"))
+        raise ConfigError(f"--audio: this bundle's task is {task.kind}, not {audio_kinds}")
     stream = AudioStream(run, task, inputs)
     chunks = stream.push(samples, sample_rate) + stream.flush()
     threshold = task.score_threshold if task.score_threshold is not None else 0.5

@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-TaskKind = Literal["generic", "image-classification", "object-detection", "audio-stream"]
+from bundler.tasks.kinds.registry import GENERIC, TASK_KINDS
+
+TaskKindName = Literal[TASK_KINDS]  # type: ignore[valid-type]  # the registry's names
 ResizeMode = Literal["stretch", "letterbox", "center-crop"]
 ResizeFilter = Literal["bilinear", "nearest", "antialias", "cv2-linear", "pil-bilinear"]
 LetterboxOrder = Literal["resize-then-pad", "pad-then-resize"]
@@ -36,8 +38,6 @@ Layout = Literal["NCHW", "NHWC"]
 ChannelOrder = Literal["RGB", "BGR"]
 OutputLayout = Literal["yolov8", "yolov5", "nms-inside"]
 
-TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
-IMAGE_KINDS = ("image-classification", "object-detection")
 METADATA_LABELS = "metadata"  # labels = "metadata": from the model's metadata_props (names)
 
 
@@ -222,7 +222,7 @@ _SETTINGS: dict[str, Any] = {
 class TaskSpec:
     """What was asked for; None: not given (resolved from the model, or the kind's default)."""
 
-    kind: TaskKind = "generic"
+    kind: TaskKindName = GENERIC
     input: str | None = None  # the image or audio input (default: the first float input)
     output: str | None = None  # the scores or boxes output (default: the first output)
     size: tuple[int, int] | None = None  # (height, width) the model takes

@@ -23,21 +23,22 @@ export async function runCases({ base, options, cases }) {
 
 // The task API's answers: items are { file } (an image file, base64) or, for 'audio-stream',
 // { samples (float32, base64), rate }.
-export async function runTask({ base, options, kind, items }) {
+// One task answer per item through the bundle's own method (`method`: the task kind's, see
+// web/tasks/index.mjs's KINDS).
+export async function runTask({ base, options, method, items }) {
   const { load } = await openBundle(base);
   let model;
   try {
     model = await load(options);
     const results = [];
     for (const item of items) {
-      if (kind === 'audio-stream') {
+      if (method === 'stream') {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
       } else {
         const blob = new Blob([fromBase64(item.file)]);
-        results.push(kind === 'object-detection' ? await model.detect(blob)
-          : await model.classify(blob, { topK: 5 }));
+        results.push(await model[method](blob, { topK: 5 }));  // detect() ignores topK
       }
     }
     return { ep: model.ep, results };

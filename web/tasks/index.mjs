@@ -8,6 +8,15 @@ import { forWorker, runOnImage } from './image.mjs';
 
 export { segments };
 
+// The task kinds, keyed by bundle.json's task.kind (bundler/tasks/kinds/ is their Python side):
+// the model method each answers through and what it is fed. What dispatches on the kind (the
+// demo page) looks it up here.
+export const KINDS = {
+  'image-classification': { method: 'classify', media: 'image' },
+  'object-detection': { method: 'detect', media: 'image' },
+  'audio-stream': { method: 'stream', media: 'audio' },
+};
+
 // On this page, or in the model's worker: the source is then sent there (an ImageBitmap of it,
 // transferred; a Blob as it is) and read, resized and run in the worker.
 async function onImage(model, source, task) {

@@ -1,0 +1,90 @@
+"""What a task kind module provides: its `KIND = TaskKind(...)`.
+
+A kind module (named after the kind, `object-detection` -> `object_detection.py`) is light (no
+numpy, onnx or onnxruntime at import), so `--task`'s choices and `bundle --help` read the names
+from the registry; what needs them is imported when called. Its browser twin is the entry of the
+same name in web/tasks/index.mjs's KINDS table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+
+    from bundler.console import Reporter
+    from bundler.manifest import Task
+    from bundler.modelio import TensorSpec
+    from bundler.tasks.check import TaskComparison
+    from bundler.tasks.image import Geometry
+    from bundler.tasks.spec import TaskSpec
+
+Media = Literal["image", "audio"]
+FLOATS = ("float32", "float16", "float64")
+
+
+@dataclass(frozen=True)
+class ModelIO:
+    """What a kind resolves its settings against: the model's inputs, its tensor outputs, the
+    output the task reads (`output` given, else the first) and the outputs a Softmax makes."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    output: str
+    softmax_outputs: set[str]
+
+
+# (output, task, geometry, source width, source height, top_k, threshold) -> the answer
+Postprocess = Callable[["np.ndarray", "Task", "Geometry", int, int, "int | None", "float | None"],
+                       list[dict[str, Any]]]
+# (native answer, browser answer, the comparison to fill in, score tolerance)
+Compare = Callable[[list[dict], list[dict], "TaskComparison", float], None]
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One task kind. Every part but `name` and `settings` is None for `generic` (no task)."""
+
+    name: str  # as `--task` takes it and bundle.json's task.kind records it
+    settings: tuple[str, ...]  # the TaskSpec settings it reads (bundler.tasks.spec)
+    media: Media | None = None  # what it is fed: `bundle run --image/--audio`, `bundle test`
+    method: str | None = None  # its browser API: model.classify(), detect() or stream()
+    answers: str | None = None  # the key of the twin pipeline's result with the answer
+    heading: str | None = None  # the demo section's heading (templates/index.html.j2)
+    web_module: str | None = None  # its browser twin's postprocessing, in web/tasks/
+    # why the model looks like this kind, from its inputs and tensor outputs; None if it doesn't
+    looks_like: Callable[[list[TensorSpec], list[TensorSpec]], str | None] | None = None
+    resolve: Callable[[TaskSpec, ModelIO], Task] | None = None  # bundle.json's task record
+    # how many classes `output` (its shape) scores, to check the labels against; None: unknown
+    class_count: Callable[[Task, Sequence[Any]], int | None] | None = None
+    # the model with the task's preprocessing prepended (the shipped graph); None: as it is
+    preprocess: Callable[[onnx.ModelProto, Task], onnx.ModelProto] | None = None
+    postprocess: Postprocess | None = None  # an image kind's answer from the model's output
+    compare: Compare | None = None  # `bundle test`: the browser's answer against the native one
+    # `bundle run --image/--audio`: the answer, printed (reporter, file, task, result)
+    report: Callable[[Reporter, Path, Task, dict[str, Any]], None] | None = None
+
+
+def image_layout(spec: TensorSpec) -> str | None:
+    """NCHW or NHWC from where a 4-d input has 3 channels; None otherwise."""
+    shape = spec.shape or ()
+    if len(shape) != 4:
+        return None
+    if shape[1] == 3:
+        return "NCHW"
+    if shape[3] == 3:
+        return "NHWC"
+    return None
+
+
+def same_count(native: list[dict], browser: list[dict], result: TaskComparison,
+               what: str) -> bool:
+    result.native_count, result.browser_count = len(native), len(browser)
+    if len(native) != len(browser):
+        result.error = f"a different number of {what}"
+    return len(native) == len(browser)

@@ -1,0 +1,96 @@
+"""The task kind registry: every kind is the module of its name and has every part (settings,
+resolution, graph, twin pipeline, check, demo, `bundle run` report, browser twin), and `--task`
+offers exactly the registered kinds (and the browser's KINDS table the same ones)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import re
+import subprocess
+import typing
+
+import pytest
+
+from bundler.cli import build
+from bundler.files import TASK_MODULES
+from bundler.npmtools import node_executable
+from bundler.options import OPTIONS, load_options
+from bundler.resources import resource
+from bundler.tasks.check import TaskComparison
+from bundler.tasks.kinds.registry import GENERIC, KINDS, TASK_KINDS, kind_of
+from bundler.tasks.spec import TaskSpec, parse_task
+from tests.conftest import run_cli
+
+SETTINGS = {field.name for field in dataclasses.fields(TaskSpec)} - {"kind", "given"}
+TASKS = [name for name in TASK_KINDS if name != GENERIC]
+WEB_TASKS = resource("web") / "tasks"
+
+
+@pytest.mark.parametrize("name", TASK_KINDS)
+def test_every_kind_is_the_module_of_its_name(name: str):
+    kind = importlib.import_module(f"bundler.tasks.kinds.{name.replace('-', '_')}").KIND
+    assert kind is KINDS[name] is kind_of(name) and kind.name == name
+    assert set(kind.settings) <= SETTINGS and len(set(kind.settings)) == len(kind.settings)
+
+
+def test_generic_is_the_default_and_has_no_task_parts():
+    assert TaskSpec().kind == GENERIC == TASK_KINDS[0]
+    parts = [field.name for field in dataclasses.fields(KINDS[GENERIC])
+             if field.name not in ("name", "settings")]
+    assert all(getattr(KINDS[GENERIC], part) is None for part in parts)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_task_kind_has_every_part(name: str):
+    kind = KINDS[name]
+    assert kind.media in ("image", "audio") and kind.answers and kind.heading
+    assert kind.method and re.search(rf"export (async )?function {kind.method}\(",
+                                     (WEB_TASKS / "index.mjs").read_text(encoding="utf-8"))
+    assert kind.web_module in TASK_MODULES and (WEB_TASKS / kind.web_module).is_file()
+    assert callable(kind.looks_like) and callable(kind.resolve) and callable(kind.compare)
+    assert callable(kind.report)
+    # an image kind is fed pixels through the prepended graph and answers from the output
+    assert (kind.preprocess is not None) == (kind.postprocess is not None) == (
+        kind.media == "image")
+    # the check: an answer against itself passes, against nothing fails
+    answer = [{"label": "a", "index": 0, "score": 0.9, "start": 0.0, "end": 0.1,
+               "box": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]
+    same = TaskComparison("wasm", "fp32", "file")
+    kind.compare(answer, answer, same, 1e-4)
+    assert same.passed, same.error
+    other = TaskComparison("wasm", "fp32", "file")
+    kind.compare(answer, [], other, 1e-4)
+    assert not other.passed
+
+
+def test_every_task_setting_applies_to_some_kind():
+    assert set().union(*(kind.settings for kind in KINDS.values())) == SETTINGS
+
+
+def test_task_choices_come_from_the_registry(tmp_path):
+    assert typing.get_args(typing.get_type_hints(TaskSpec)["kind"]) == TASK_KINDS
+    assert all(name in OPTIONS["task"].help for name in TASK_KINDS)
+    for name in TASK_KINDS:
+        assert parse_task(name, tmp_path).kind == name
+        assert load_options(None, {"task": {"kind": name}}, cwd=tmp_path).task.kind == name
+    flag = next(param for param in build.params if param.name == "task")
+    assert flag.help == OPTIONS["task"].help
+    result = run_cli("build", "--task", "segmentation", "-o", tmp_path / "dist")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"expected one of {', '.join(TASK_KINDS)}, got 'segmentation'" in result.stderr, (
+        result.stderr)
+
+
+def test_the_browser_kinds_table_matches_the_registry(tmp_path):
+    """web/tasks/index.mjs's KINDS (what the demo dispatches on) has each task kind's method and
+    media, as the Python kinds say."""
+    script = tmp_path / "kinds.mjs"
+    script.write_text(f"import {{ KINDS }} from '{(WEB_TASKS / 'index.mjs').as_uri()}';\n"
+                      "process.stdout.write(JSON.stringify(KINDS));\n", encoding="utf-8")
+    result = subprocess.run([str(node_executable()), str(script)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        name: {"method": KINDS[name].method, "media": KINDS[name].media} for name in TASKS}
