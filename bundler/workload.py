@@ -27,7 +27,7 @@ import numpy as np
 from bundler.manifest import Manifest, Task
 from bundler.modelio import TensorSpec
 from bundler.reference import Feeds, Reference, implied_dims
-from bundler.tasks.spec import IMAGE_KINDS
+from bundler.tasks.kinds.registry import kind_of
 from bundler.user_inputs import UserInputs, reference_for
 
 DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
@@ -66,7 +66,7 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
     fed = next((spec for spec in inputs if spec.name == task.input), None)
     if fed is None or not fed.shape:
         return {}
-    if task.kind in IMAGE_KINDS:
+    if kind_of(task.kind).media == "image":
         height, width = task.size or (0, 0)
         return {axis_key(fed, axis): size for axis, size in enumerate((1, height, width, 3))}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
