@@ -8,7 +8,6 @@ that class of bug."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,21 +59,33 @@ def lane(tmp_path_factory: pytest.TempPathFactory) -> Lane:
     return Lane(tmp_path_factory.mktemp("realsize"))
 
 
-def passed_in_browser(manifest: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
-    """Asserts the build's browser check passed and returns the per-EP results of a variant."""
+# onnxruntime-web 1.31.1's WebGPU EP computes Silero VAD wrong (max abs error 1.01 against native
+# onnxruntime, where WASM agrees to 2e-5): the build records it as failed and load() runs WASM.
+# When a runtime update fixes it, this test fails and the entry goes.
+KNOWN_FAILURES = {"streaming": {"webgpu"}}
+
+
+def browser_results(manifest: dict[str, Any], name: str, variant: str) -> dict[str, Any]:
+    """The per-EP results of a variant, asserting the build's browser check passed on every EP
+    but the known failures (an EP the device lacks a feature for is not a failure) and the
+    fallback to WASM passed."""
     verification = manifest["verification"]
-    assert verification["status"] == "passed", json.dumps(verification)[:2000]
+    results = verification["results"][variant]
+    assert set(results) == {"webgpu", "wasm"} and results["wasm"]["passed"], results
+    failed = {ep for ep, entry in results.items()
+              if not entry["passed"] and entry.get("unsupported") != "device"}
+    assert failed == KNOWN_FAILURES.get(name, set()), json.dumps(verification)[:2000]
+    assert verification["status"] == ("failed" if failed else "passed")
     assert verification["fallback"]["passed"], verification["fallback"]
-    return lambda variant: verification["results"][variant]
+    return results
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_builds_with_default_options_and_runs_on_webgpu_and_wasm(lane: Lane, name: str) -> None:
     _, manifest, _ = lane.build(name)
     assert [v["name"] for v in manifest["variants"]] == ["fp32"]
-    results = passed_in_browser(manifest)("fp32")
-    assert set(results) == {"webgpu", "wasm"}
-    assert all(entry["passed"] for entry in results.values()), results
+    results = browser_results(manifest, name, "fp32")
+    assert all(results[ep]["passed"] for ep in set(results) - KNOWN_FAILURES.get(name, set()))
 
 
 @pytest.mark.parametrize("name", AUTO_MODELS)
@@ -88,7 +99,7 @@ def test_quantize_auto_ships_one_variant_that_passed_in_the_browser(lane: Lane,
     assert f"auto: shipping {chosen}" in log
     candidate = next(c for c in selection["candidates"] if c["name"] == chosen)
     assert candidate["within_budget"] and candidate["browser_verified"], candidate
-    assert passed_in_browser(manifest)(chosen)["wasm"]["passed"]
+    browser_results(manifest, name, chosen)
 
 
 def test_the_image_models_are_the_size_users_ship(lane: Lane) -> None:
@@ -109,7 +120,7 @@ def test_classifier_builds_for_its_task(lane: Lane) -> None:
     assert manifest["task"]["kind"] == "image-classification"
     assert manifest["task"]["size"] == [224, 224]
     assert manifest["inputs"][0]["type"] == "uint8"
-    assert all(e["passed"] for e in passed_in_browser(manifest)("fp32").values())
+    assert all(e["passed"] for e in browser_results(manifest, "classifier", "fp32").values())
 
 
 def test_detector_builds_for_its_task_with_quantize_auto(lane: Lane) -> None:
@@ -118,7 +129,7 @@ def test_detector_builds_for_its_task_with_quantize_auto(lane: Lane) -> None:
     assert manifest["task"]["kind"] == "object-detection"
     assert manifest["task"]["output_layout"] == "yolov8"
     assert manifest["inputs"][0]["type"] == "uint8"
-    assert passed_in_browser(manifest)(manifest["default_variant"])["wasm"]["passed"]
+    browser_results(manifest, "detector", manifest["default_variant"])
 
 
 def test_bundle_test_passes_on_a_built_real_model(lane: Lane) -> None:
