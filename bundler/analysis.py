@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from bundler.compat import limits_for
+from bundler.dim_expressions import implied_by
 from bundler.modelio import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
 from bundler.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
 
@@ -212,8 +213,8 @@ def _warnings(model: onnx.ModelProto, walker: _Walker, info: dict[str, Any],
             " 2 GB limit and too big for the browser's 32-bit WASM heap",
             "--quantize int4 or int8-weights, or ship it natively (--target edge keeps external"
             " data)"))
-    symbolic = sorted({d for spec in info["inputs"] for d in spec["shape"] or ()
-                       if isinstance(d, str)})
+    named = {d for spec in info["inputs"] for d in spec["shape"] or () if isinstance(d, str)}
+    symbolic = sorted(d for d in named if not implied_by(d, named))  # a + b follows from a, b
     if symbolic and SHAPE_OPS & set(walker.histogram):
         flags = " ".join(f"--fix-dim {d if d != '?' else 'INPUT:AXIS'}=VALUE" for d in symbolic)
         warnings.append(ModelWarning(

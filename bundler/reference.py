@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from bundler.dim_expressions import expression_size, implied_by
 from bundler.errors import ConfigError, first_line
 from bundler.input_values import Rule, derive_rules
 from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
@@ -23,6 +24,9 @@ from bundler.tolerance import tolerance_for
 
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
+# Guessed sizes whose generated inputs would take more are passed over: all dims at 640 made a
+# GPT-2's past key/values [640, 8, 640, 64] x 8, and its attention took 15 GB until the OOM kill.
+MAX_TRY_BYTES = 256 * 2**20
 INTEGER_RANGE = (0, 8)  # small, so ids and indices stay valid for most embeddings and gathers
 DEFAULT_SEED = 0
 
@@ -52,12 +56,18 @@ def _dim_key(spec: TensorSpec, axis: int) -> str:
     return f"{spec.name}:{axis}"
 
 
+def _dim_names(inputs: Sequence[TensorSpec]) -> set[str]:
+    return {dim for spec in inputs for dim in spec.shape or () if isinstance(dim, str)}
+
+
 def open_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> list[str]:
-    """Symbolic dims the user did not fix, as the key `--dim` takes for each."""
+    """Symbolic dims the user did not fix, as the key `--dim` takes for each; a dim that is
+    arithmetic on others (`past_sequence_length + sequence_length`) follows from them."""
     keys: list[str] = []
+    names = _dim_names(inputs)
     for spec in inputs:
         for axis, dim in enumerate(spec.shape or ()):
-            if isinstance(dim, int):
+            if isinstance(dim, int) or implied_by(dim, names):
                 continue
             key = dim if dim != "?" else _dim_key(spec, axis)
             if key not in dims and _dim_key(spec, axis) not in dims and key not in keys:
@@ -83,14 +93,18 @@ def check_dims(inputs: Sequence[TensorSpec], dims: Mapping[str, int]) -> None:
 def resolve_shapes(
     inputs: Sequence[TensorSpec], dims: Mapping[str, int], default: int = 1
 ) -> dict[str, tuple[int, ...]]:
+    named = {name: dims.get(name, default) for name in _dim_names(inputs)}
     shapes = {}
     for spec in inputs:
         shape = []
         for axis, dim in enumerate(spec.shape or ()):
             if isinstance(dim, int):
                 shape.append(dim)
+            elif (given := dims.get(_dim_key(spec, axis), dims.get(dim))) is not None:
+                shape.append(given)
             else:
-                shape.append(dims.get(_dim_key(spec, axis), dims.get(dim, default)))
+                implied = expression_size(dim, named)
+                shape.append(default if implied is None else implied)
         shapes[spec.name] = tuple(shape)
     return shapes
 
@@ -239,6 +253,11 @@ def pin(feeds: Feeds, values: Mapping[str, object]) -> Feeds:
     return pinned
 
 
+def _input_bytes(inputs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]) -> int:
+    return sum(int(np.prod(shapes[spec.name])) * np.dtype(NUMPY_TYPES.get(spec.type, np.float64))
+               .itemsize for spec in inputs)
+
+
 def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
             tries: Sequence[dict[str, int]], seed: int, rules: Mapping[str, Rule],
             label: str = "", values: Mapping[str, object] | None = None,
@@ -247,8 +266,11 @@ def _search(runner: ort.InferenceSession, inputs: Sequence[TensorSpec],
     which it runs at all); `values` pins inputs to a value."""
     first_error: Exception | None = None
     runnable = None
-    for chosen in tries:
-        feeds = pin(make_feeds(inputs, resolve_shapes(inputs, chosen), seed, rules), values or {})
+    for index, chosen in enumerate(tries):
+        shapes = resolve_shapes(inputs, chosen)
+        if index and _input_bytes(inputs, shapes) > MAX_TRY_BYTES:  # a guess, not the user's
+            continue
+        feeds = pin(make_feeds(inputs, shapes, seed, rules), values or {})
         try:
             outputs = run_native(runner, feeds)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types

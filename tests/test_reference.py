@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
+from onnx import helper
 
+from bundler.dim_expressions import expression_size
 from bundler.modelio import TensorSpec, read_model, signature
 from bundler.reference import (
     INTEGER_RANGE,
@@ -11,6 +13,7 @@ from bundler.reference import (
     fingerprint_mismatch,
     make_feeds,
     native_reference,
+    open_dims,
     resolve_shapes,
 )
 from tests import models
@@ -83,3 +86,54 @@ def test_sizes_with_constant_outputs_are_passed_over(tmp_path):
     path = models.ALL["symbolic_hw"](tmp_path)
     reference = native_reference(path, specs(path), {})
     assert np.ptp(reference.cases[0].outputs["features"]) > 0
+
+
+def _kv_cache_mask(directory):
+    """out = concat(past, x) * mask[:, :past + seq], read by a Gather over range(past + seq) as
+    GPT-2's export reads its attention mask: a mask shorter than the keys fails."""
+    nodes = [helper.make_node("Concat", ["past", "x"], ["keys"], axis=1),
+             helper.make_node("Shape", ["keys"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["length"]),
+             helper.make_node("Range", ["zero", "length", "one"], ["positions"]),
+             helper.make_node("Gather", ["mask", "positions"], ["picked"], axis=1),
+             helper.make_node("Cast", ["picked"], ["weights"], to=models.F32),
+             helper.make_node("Mul", ["keys", "weights"], ["out"])]
+    return models._save(models._graph(
+        "kv_cache_mask", nodes,
+        [models._io("past", models.F32, [1, "past"]), models._io("x", models.F32, [1, "seq"]),
+         models._io("mask", models.I64, [1, "past + seq"])],
+        [models._io("out", models.F32, [1, None])],
+        [models._const("zero", 0, np.int64), models._const("one", 1, np.int64)]), directory)
+
+
+def test_a_dim_named_by_a_sum_of_dims_is_sized_as_that_sum(tmp_path):
+    """optimum's decoders take an attention mask of `past_sequence_length + sequence_length`:
+    sized 1 on its own, the mask was shorter than the keys and every build's check failed with
+    'indices element out of data bounds'."""
+    model = _kv_cache_mask(tmp_path)
+    inputs = specs(model)
+    assert open_dims(inputs, {}) == ["past", "seq"]
+    assert resolve_shapes(inputs, {"past": 3, "seq": 2})["mask"] == (1, 5)
+    reference = native_reference(model, inputs, {"past": 4})
+    assert reference.dims == {"past": 4, "seq": 1}
+    assert reference.feeds["mask"].shape == reference.cases[0].outputs["out"].shape == (1, 5)
+
+
+def test_expression_sizes_follow_the_dims_they_name():
+    sizes = {"s0": 3, "s1": 4}
+    assert [expression_size(dim, sizes) for dim in ("s0 + 1", "2*s1", "s0*s1 - 2", "s1//2")] == [
+        4, 8, 10, 2]
+    assert [expression_size(dim, sizes) for dim in ("s0", "s2 + 1", "s0 - 9", "s0 ** 2")] == [
+        None, None, None, None]
+
+
+def test_guessed_sizes_whose_inputs_would_not_fit_in_memory_are_not_tried(tmp_path):
+    """Runs only at n = 640, where x [1, n, n, n] would be 1 GiB: guessing it took a GPT-2's
+    build to 15 GB and the OOM killer; the user can still ask for it with --dim."""
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["out"])]
+    model = models._save(models._graph(
+        "needs_a_huge_input", nodes, [models._io("x", models.F32, [1, "n", "n", "n"])],
+        [models._io("out", models.F32, [640 ** 3])],
+        [models._const("flat", [640 ** 3], np.int64)]), tmp_path)
+    with pytest.raises(NotRunnable):
+        native_reference(model, specs(model), {})
