@@ -40,72 +40,16 @@ from bundler.commands.bench import bench
 from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
+from bundler.harness import harness_call
 from bundler.options import DEFAULT_RUNTIME_VERSION, merge
-from bundler.perf.page import (
-    DECODE_JS,
-    RESOURCES_JS,
-    WASM_TIMING_JS,
-    Link,
-    PageResult,
-    measure_loaded,
-    measure_page,
-)
+from bundler.perf.page import Link, PageResult, measure_loaded, measure_page
 from bundler.perf.stats import ratio, total_runs
 from bundler.reference import native_reference
 from bundler.runtime import fetch_runtime
 from bundler.server import HARNESS_PATH, serve_directory
 
-RAW_PAGE_JS = """
-async ({ base, module, model, eps, feeds }) => {
-  """ + WASM_TIMING_JS + """
-  const started = performance.now();
-  const ort = await import(new URL(module, base).href);
-  const session = await ort.InferenceSession.create(new URL(model, base).href,
-                                                    { executionProviders: eps });
-  const ready = performance.now();
-  """ + DECODE_JS + """
-  const tensors = Object.fromEntries(Object.entries(decode(feeds)).map(([name, feed]) => [
-    name, new ort.Tensor(feed.type, feed.data, feed.dims)]));
-  const runStarted = performance.now();
-  await session.run(tensors);
-  const firstRun = performance.now() - runStarted;
-  globalThis.__bench = { model: { run: () => session.run(tensors) }, inputs: null };
-  """ + RESOURCES_JS + """
-  return { ep: eps.join('+'), variant: 'fp32 (original)', threads: ort.env.wasm.numThreads,
-           crossOriginIsolated, started, ready, firstRun, stages: {}, compile, resources };
-}
-"""
-# Steady state, interleaved: the three in one page (their own runtime instances), warmed up, then
-# run in turn, round after round, so that machine noise hits all alike.
-INTERLEAVED_JS = """
-async ({ base, feeds, warmup, rounds }) => {
-  """ + DECODE_JS + """
-  const inputs = decode(feeds);
-  const { load } = await import(new URL('bundle.mjs', base).href);
-  const bundle = await load();
-  const raw = async (module, eps) => {
-    const ort = await import(new URL(module, base).href);
-    const session = await ort.InferenceSession.create(
-      new URL('../raw/detector.onnx', base).href, { executionProviders: eps });
-    const tensors = Object.fromEntries(Object.entries(inputs).map(([name, feed]) => [
-      name, new ort.Tensor(feed.type, feed.data, feed.dims)]));
-    return () => session.run(tensors);
-  };
-  const pages = { 'bundle': () => bundle.run(inputs),
-                  'docs page': await raw('../raw/ort.webgpu.min.mjs', ['webgpu', 'wasm']),
-                  'wasm page': await raw('../raw/ort.wasm.min.mjs', ['wasm']) };
-  const times = Object.fromEntries(Object.keys(pages).map((name) => [name, []]));
-  for (const run of Object.values(pages)) for (let i = 0; i < warmup; i++) await run();
-  for (let round = 0; round < rounds; round++) {
-    for (const [name, run] of Object.entries(pages)) {
-      const started = performance.now();
-      await run();
-      times[name].push(performance.now() - started);
-    }
-  }
-  return times;
-}
-"""
+PAGES_MODULE = Path(__file__).with_name("pages.mjs")  # the hand-written pages
+RAW_MODULE = f"/raw/{PAGES_MODULE.name}"  # where the served site has it
 INTERLEAVED = "steady median ms, interleaved in one page"
 RAW_FILES = ("ort.webgpu.min.mjs", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs",
              "ort-wasm-simd-threaded.wasm", "ort-wasm-simd-threaded.asyncify.mjs",
@@ -201,6 +145,7 @@ def main() -> None:
     for name in RAW_FILES:
         shutil.copyfile(dist / name, raw / name)
     shutil.copyfile(model, raw / "detector.onnx")
+    shutil.copyfile(PAGES_MODULE, raw / PAGES_MODULE.name)
     feeds = encode_feeds(native_reference(model, manifest.inputs, {}).feeds, manifest.inputs)
     settings = load_settings()
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
@@ -229,7 +174,7 @@ def main() -> None:
             page = browser.new_page()
             page.set_default_timeout(timeout * 3)
             page.goto(urllib.parse.urljoin(base, HARNESS_PATH))
-            interleaved = page.evaluate(INTERLEAVED_JS, {
+            interleaved = page.evaluate(harness_call(RAW_MODULE, "interleavedPages"), {
                 "base": base + "dist/", "feeds": feeds, "warmup": 15, "rounds": args.runs})
             page.close()
     medians = {name: {figure: _median(found, read) for figure, read in FIGURES.items()}
@@ -252,7 +197,7 @@ def _raw(browser, base: str, module: str, eps: list[str], feeds, runs: int,
     # base: the bundle's folder, whose bundle.core.mjs decodes the inputs (after `ready`)
     arguments = {"base": base + "dist/", "module": f"../raw/{module}",
                  "model": "../raw/detector.onnx", "eps": eps, "feeds": feeds}
-    return measure_loaded(browser, base, RAW_PAGE_JS, arguments, runs, timeout,
+    return measure_loaded(browser, base, (RAW_MODULE, "rawColdLoad"), arguments, runs, timeout,
                           lambda what: None, PageResult(ep="+".join(eps), variant="fp32"), link)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -20,37 +21,13 @@ from bundler.browser import launch, load_settings, playwright_session
 from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
+from bundler.harness import harness_call
 from bundler.options import merge
 from bundler.reference import native_reference
 from bundler.runtime import BUILDS
 from bundler.server import HARNESS_PATH, serve_directory
 
-TIME_BUILDS = """async ({ base, modules, model, feeds, runs }) => {
-  const typed = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
-                  uint8: Uint8Array, bool: Uint8Array, float64: Float64Array };
-  const bytes = new Uint8Array(await (await fetch(base + model)).arrayBuffer());
-  const sessions = {}; const result = {};
-  for (const [name, { module, mjs, wasm }] of Object.entries(modules)) {
-    const started = performance.now();
-    const ort = await import(base + module);
-    ort.env.wasm.wasmPaths = { mjs: base + mjs, wasm: base + wasm };
-    const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'] });
-    const tensors = Object.fromEntries(Object.entries(feeds).map(([k, f]) => [k,
-      new ort.Tensor(f.type, new typed[f.type](Uint8Array.from(atob(f.data),
-                                                 (c) => c.charCodeAt(0)).buffer), f.dims)]));
-    await session.run(tensors);
-    sessions[name] = { session, tensors };
-    result[name] = { first: performance.now() - started, times: [] };
-  }
-  for (let round = 0; round < runs; round++) {
-    for (const [name, { session, tensors }] of Object.entries(sessions)) {
-      const started = performance.now();
-      await session.run(tensors);
-      result[name].times.push(performance.now() - started);
-    }
-  }
-  return result;
-}"""
+PAGES_MODULE = Path(__file__).with_name("pages.mjs")  # the timing page, in JavaScript
 
 
 def main() -> None:
@@ -62,7 +39,9 @@ def main() -> None:
     reporter = TerminalReporter()
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) / "bundle"
-        options = merge({}, {"output": str(directory), "dims": args.dim, "verify": False})
+        # unsplit files: the page loads each build by its files' paths, not by their parts
+        options = merge({}, {"output": str(directory), "dims": args.dim, "verify": False,
+                             "max_file_size": "64MiB"})
         manifest = build(args.model, options, reporter=reporter)
         inputs = manifest.inputs
         model_file = manifest.variants[0].file
@@ -71,15 +50,16 @@ def main() -> None:
         sizes = {ep: sum((directory / path).stat().st_size for path in build.values())
                  for ep, build in modules.items()}
         settings = load_settings()
+        shutil.copyfile(PAGES_MODULE, directory / PAGES_MODULE.name)
         with reporter.step("Timing both builds in Chromium without WebGPU"), \
                 serve_directory(directory) as base_url, playwright_session() as driver, \
                 launch(driver, settings, webgpu=False) as browser:
             page = browser.new_page()
             page.set_default_timeout(settings.timeouts_ms["run"] * 4)
             page.goto(base_url + HARNESS_PATH.lstrip("/"))
-            timed = page.evaluate(TIME_BUILDS, {"base": base_url, "modules": modules,
-                                                "model": model_file, "runs": args.runs,
-                                                "feeds": encode_feeds(feeds, inputs)})
+            timed = page.evaluate(harness_call(f"/{PAGES_MODULE.name}", "timeBuilds"), {
+                "base": base_url, "modules": modules, "model": model_file, "runs": args.runs,
+                "feeds": encode_feeds(feeds, inputs)})
     median = {ep: statistics.median(timed[ep]["times"]) for ep in modules}
     reporter.table(
         f"{manifest.name} on the WASM EP ({args.runs} interleaved runs)",

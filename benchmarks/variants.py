@@ -20,37 +20,13 @@ from bundler.browser import launch, load_settings, playwright_session
 from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
+from bundler.harness import harness_call
 from bundler.manifest import Manifest
 from bundler.modelio import cpu_session
 from bundler.options import merge
+from bundler.perf.page import BENCH_MODULE
 from bundler.reference import native_reference
 from bundler.server import HARNESS_PATH, serve_directory
-
-TIME_IN_PAGE = """async ({ url, variants, ep, feeds, runs }) => {
-  const typed = { float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
-                  uint8: Uint8Array, bool: Uint8Array, float64: Float64Array };
-  const decode = (text, type) => new typed[type](Uint8Array.from(atob(text),
-                                                 (c) => c.charCodeAt(0)).buffer);
-  const inputs = Object.fromEntries(Object.entries(feeds).map(([name, f]) =>
-    [name, { type: f.type, dims: f.dims, data: decode(f.data, f.type) }]));
-  const { load } = await import(url);
-  const models = {}; const result = {};
-  for (const variant of variants) {
-    const started = performance.now();
-    models[variant] = await load({ variant, executionProviders: [ep], ignoreVerification: true });
-    const loaded = performance.now();
-    await models[variant].run(inputs);
-    result[variant] = { load: loaded - started, first: performance.now() - loaded, times: [] };
-  }
-  for (let round = 0; round < runs; round++) {
-    for (const variant of variants) {
-      const started = performance.now();
-      await models[variant].run(inputs);
-      result[variant].times.push(performance.now() - started);
-    }
-  }
-  return result;
-}"""
 
 
 def native_medians(directory: Path, manifest: Manifest, feeds: dict, runs: int
@@ -92,19 +68,21 @@ def main() -> None:
             page = browser.new_page()
             page.set_default_timeout(settings.timeouts_ms["run"] * 4)
             page.goto(base_url + HARNESS_PATH.lstrip("/"))
-            timed = page.evaluate(TIME_IN_PAGE, {
-                "url": base_url + "bundle.mjs", "variants": names, "ep": args.ep,
-                "feeds": encode_feeds(feeds, inputs), "runs": args.runs,
+            timed = page.evaluate(harness_call(BENCH_MODULE, "timeVariants"), {
+                "base": base_url, "names": names, "ep": args.ep,
+                "feeds": encode_feeds(feeds, inputs), "warmup": 1, "rounds": args.runs,
             })
+        if timed["errors"]:
+            raise SystemExit(f"variants that did not run in Chromium: {timed['errors']}")
         native = native_medians(directory, manifest, feeds, args.runs)
-    browser_median = {name: statistics.median(timed[name]["times"]) for name in names}
+    browser_median = {name: statistics.median(timed["times"][name]) for name in names}
     base = manifest.variants[0]
     rows = []
     for variant in manifest.variants:
         name = variant.name
         rows.append([
             name, variant.bytes, f"{variant.bytes / base.bytes:.2f}",
-            f"{timed[name]['load']:.0f}", f"{browser_median[name]:.2f}",
+            f"{timed['loadMs'][name]:.0f}", f"{browser_median[name]:.2f}",
             f"{browser_median[base.name] / browser_median[name]:.2f}x",
             f"{native[name]:.2f}", f"{native[base.name] / native[name]:.2f}x",
             (variant.accuracy or {}).get("cosine", "-"),

@@ -21,6 +21,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.console import Reporter
 from bundler.errors import first_line
+from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
 from bundler.manifest import MANIFEST_FILE, Manifest, Variant
 from bundler.manifest import load as load_manifest
@@ -33,50 +34,6 @@ from bundler.verified import verdict
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
-
-# Runs in the page: import bundle.mjs, load, run once on the given inputs, return the outputs.
-_HARNESS_JS = """
-async ({ moduleUrl, options, cases }) => {
-  const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', moduleUrl).href);
-  const decode = (text, type) => {
-    const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-    return new TYPED_ARRAYS[type](bytes.buffer);
-  };
-  const encode = (array) => {
-    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-    let text = '';
-    for (let i = 0; i < bytes.length; i += 0x8000) {
-      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-    }
-    return btoa(text);
-  };
-  const { load } = await import(moduleUrl);
-  let model;
-  try {
-    model = await load(options);
-    const results = [];
-    for (const feeds of cases) {
-      const inputs = {};
-      for (const [name, feed] of Object.entries(feeds)) {
-        inputs[name] = { type: feed.type, dims: feed.dims, data: decode(feed.data, feed.type) };
-      }
-      const outputs = await model.run(inputs);
-      const encoded = {};
-      for (const [name, tensor] of Object.entries(outputs)) {
-        encoded[name] = { type: tensor.type, dims: tensor.dims, data: encode(tensor.data) };
-      }
-      results.push(encoded);
-    }
-    return { ep: model.ep, fallbackReason: model.fallbackReason,
-             fallbackReasons: model.fallbackReasons, variant: model.variant, outputs: results };
-  } catch (error) { // a BundleError: its code and reasons go back, not only its English
-    return { error: { code: error?.code ?? null, message: String(error?.message ?? error),
-                      reasons: error?.reasons ?? [] } };
-  } finally {
-    await model?.release();
-  }
-}
-"""
 
 
 @dataclasses.dataclass
@@ -268,10 +225,8 @@ class _Session:
         page.on("request", self._watch_request)
         try:
             page.goto(self.base_url + HARNESS_PATH.lstrip("/"))
-            result = page.evaluate(
-                _HARNESS_JS,
-                {"moduleUrl": self.base_url + "bundle.mjs", "options": options, "cases": cases},
-            )
+            result = page.evaluate(harness_call("conformance.mjs", "runCases"),
+                                   {"base": self.base_url, "options": options, "cases": cases})
             return result, None
         except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
             return None, _page_error(str(error))

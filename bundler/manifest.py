@@ -189,6 +189,8 @@ class Manifest:
     hosting: JSON | None = None  # bundler.hosting.publish.HostingOptions, as JSON
     files: list[FileEntry] | None = None
     task: Task | None = None
+    # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.workload)
+    workload: JSON | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:

@@ -64,6 +64,8 @@ INTERNAL_PREFIX = "/__bundler__/"
 HARNESS_PATH = INTERNAL_PREFIX + "harness.html"
 EVENTS_PATH = INTERNAL_PREFIX + "events"
 CLIENT_PATH = INTERNAL_PREFIX + "livereload.mjs"
+HARNESS_MODULES = INTERNAL_PREFIX + "dev/"  # web/dev/*.mjs: the harness pages' code
+_HARNESS_MODULE = re.compile(r"[a-z]+\.mjs")
 _HARNESS = b"<!doctype html><meta charset=utf-8><title>onnx-bundler harness</title>"
 _KEEPALIVE_SECONDS = 15.0
 _CLOSE_CHECK_SECONDS = 1.0
@@ -190,8 +192,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._stream_events(live, send_body)
         elif live is not None and url.path == CLIENT_PATH:
             self._send_file(resource("web") / "livereload.mjs", send_body)
+        elif url.path.startswith(HARNESS_MODULES):
+            self._send_harness_module(url.path.removeprefix(HARNESS_MODULES), send_body)
         else:
             self._send_from_root(url, send_body)
+
+    def _send_harness_module(self, name: str, send_body: bool) -> None:
+        path = resource("web") / "dev" / name
+        if not _HARNESS_MODULE.fullmatch(name) or not path.is_file():
+            self.send_error(404, explain="no such harness module")
+            return
+        self._send_file(path, send_body)
 
     def _send_from_root(self, url: urllib.parse.SplitResult, send_body: bool) -> None:
         try:

@@ -37,9 +37,10 @@ def classifier(directory: Path) -> Path:
                         [_const("w", w), _const("b", [0.1, 0.2, -0.3, 0.0])]), directory)
 
 
-def detector(directory: Path) -> Path:
+def detector(directory: Path, symbolic_size: bool = False) -> Path:
     """output0 [1, 6, 6]: rows 0-3 the constant boxes, rows 4-5 the class scores, sigmoid of the
-    image's mean red (class 0) or blue (class 1) in [0, 1] scaled (images [1, 3, 32, 32])."""
+    image's mean red (class 0) or blue (class 1) in [0, 1] scaled (images [1, 3, 32, 32]; with
+    `symbolic_size`, [1, 3, height, width])."""
     count = len(DETECTOR_BOXES)
     weights = np.zeros((3, 2 * count), np.float32)
     bias = np.full(2 * count, -6.0, np.float32)
@@ -53,7 +54,9 @@ def detector(directory: Path) -> Path:
              helper.make_node("Sigmoid", ["biased"], ["flat_scores"]),
              helper.make_node("Reshape", ["flat_scores", "score_shape"], ["scores"]),
              helper.make_node("Concat", ["boxes", "scores"], ["output0"], axis=1)]
-    return _save(_graph("task_detector", nodes, [_io("images", F32, [1, 3, 32, 32])],
+    size = ["height", "width"] if symbolic_size else [32, 32]
+    name = "task_detector_any_size" if symbolic_size else "task_detector"
+    return _save(_graph(name, nodes, [_io("images", F32, [1, 3, *size])],
                         [_io("output0", F32, [1, 6, count])],
                         [_const("w", weights), _const("b", bias),
                          _const("score_shape", [1, 2, count], np.int64),

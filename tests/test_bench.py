@@ -12,7 +12,7 @@ from bundler.commands.bench import bench
 from bundler.perf.profile import aggregate, native_profile
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, percentile, summarise, total_runs
 from bundler.reference import native_reference
-from tests import models
+from tests import models, task_models
 from tests.conftest import BuildBundle, run_cli
 
 LATENCY_FIELDS = ("first_run_ms", "warmup_mean_ms", "steady_median_ms", "steady_p90_ms")
@@ -130,3 +130,52 @@ def test_bench_of_one_variant_of_several(build_bundle: BuildBundle, tmp_path: Pa
     assert result.returncode == 0, result.stderr
     (int8,) = json.loads(out.read_text())["results"]
     assert (int8["variant"], int8["error"]) == ("int8", None)
+
+
+def test_bench_of_a_task_bundle_measures_at_the_task_size(build_bundle: BuildBundle,
+                                                          tmp_path: Path) -> None:
+    model = task_models.detector(tmp_path / "model", symbolic_size=True)
+    bundle, manifest = build_bundle(model, task={"kind": "object-detection", "size": [96, 80]})
+    assert manifest["inputs"][0]["shape"] == [1, 96, 80, 3]
+    out = tmp_path / "task.json"
+    result = run_cli("bench", bundle, "--ep", "wasm", "--runs", "1", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "guessed" not in result.stderr
+    assert "images 1x96x80x3" in result.stdout and "(task-size)" in result.stdout
+    report = json.loads(out.read_text())
+    assert (report["inputs"], report["dims_source"], report["guessed"]) == (
+        {"images": [1, 96, 80, 3]}, "task-size", [])
+    (row,) = report["results"]
+    # what the page reports of the tensors it ran, and of what the model gave back
+    assert row["inputs"] == {"images": [1, 96, 80, 3]} and row["dims_source"] == "task-size"
+    assert row["outputs"] == {"output0": [1, 6, 6]}
+
+
+def test_bench_says_when_it_guessed_the_size_and_measures_at_dim(build_bundle: BuildBundle,
+                                                                 tmp_path: Path) -> None:
+    bundle, _ = build_bundle(models.symbolic_hw(tmp_path))  # --no-verify: no record of sizes
+    guessed, given = tmp_path / "guessed.json", tmp_path / "given.json"
+    result = run_cli("bench", bundle, "--ep", "wasm", "--runs", "1", "--json", guessed)
+    assert result.returncode == 0, result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if "guessed size" in line]
+    report = json.loads(guessed.read_text())
+    assert report["dims_source"] == "guess"
+    size = report["dims"]["height"]
+    assert [(g["input"], g["axis"], g["dim"], g["value"]) for g in report["guessed"]] == [
+        ("image", 2, "height", size), ("image", 3, "width", size)]
+    assert f"input image 1x3x{size}x{size}: height={size} (axis 2)" in warning
+    assert "--dim height=VALUE --dim width=VALUE" in warning
+    (row,) = report["results"]
+    assert row["inputs"] == {"image": [1, 3, size, size]} and row["dims_source"] == "guess"
+
+    result = run_cli("bench", bundle, "--ep", "wasm", "--runs", "1", "--dim", "height=41",
+                     "--dim", "width=27", "--json", given)
+    assert result.returncode == 0, result.stderr
+    assert "guessed size" not in result.stderr
+    assert "image 1x3x41x27" in result.stdout and "(--dim)" in result.stdout
+    report = json.loads(given.read_text())
+    assert (report["dims_source"], report["guessed"]) == ("--dim", [])
+    (row,) = report["results"]
+    # the page ran 41x27 tensors: the 3x3 stride-2 conv gave 20x13 features
+    assert row["inputs"] == {"image": [1, 3, 41, 27]}
+    assert row["outputs"] == {"features": [1, 2, 20, 13]}

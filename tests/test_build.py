@@ -138,7 +138,8 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     for expected in ["bundler/templates/index.html.j2", "bundler/web/bundle.mjs",
                      "bundler/web/bundle.core.mjs", "bundler/web/bundle.d.ts",
                      "bundler/web/app.mjs", "bundler/web/task-demo.mjs",
-                     "bundler/web/tasks/index.mjs", "bundler/tasks/spec.py",
+                     "bundler/web/tasks/index.mjs", "bundler/web/dev/conformance.mjs",
+                     "bundler/web/dev/bench.mjs", "bundler/tasks/spec.py",
                      "bundler/defaults/playwright.config.py",
                      "bundler/example/digits.onnx"]:
         assert expected in names
@@ -154,6 +155,7 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     )
     assert result.returncode == 0, result.stderr
     assert (elsewhere / "out" / "index.html").is_file()
+    assert not (elsewhere / "out" / "dev").exists()  # the harness is not part of a bundle
     assert "export interface Inputs" in (elsewhere / "out" / "bundle.d.mts").read_text()
     shipped = (elsewhere / "out" / "bundle.mjs").read_bytes()
     assert shipped == (ROOT / "web" / "bundle.mjs").read_bytes()

@@ -5,12 +5,13 @@ real bundle. WebGPU: onnxruntime-web's session option `session.disable_cpu_ep_fa
 session creation fail when any node would run on the CPU EP, so an op the data claims for WebGPU
 must create, run and match native onnxruntime with it, an op it does not claim must fail with it
 and still run without it (the CPU fallback), and an ai.onnx.ml op must fail either way. WASM:
-every op the CPU data claims must run and match. (bundle.mjs takes no session options, which
-is why the page imports the bundle's runtime module itself, as bundle.mjs does.)
+every op the CPU data claims must run and match. The page (tests/js/ops_page.mjs) opens each
+session through the bundle's own session path with its internal session options.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import onnxruntime as ort
 import pytest
 
 from bundler.commands.build import build
+from bundler.harness import harness_call
 from bundler.opsupport import load_support, schema_version
 from bundler.options import BuildOptions
 from tests.op_models import CASES, OpCase, feeds
@@ -27,51 +29,13 @@ pytestmark = pytest.mark.browser
 TYPES = {np.dtype(np.float32): "float32", np.dtype(np.int32): "int32",
          np.dtype(np.int64): "int64", np.dtype(np.bool_): "bool"}
 
-RUN_ALL = """async ({ module, wasmPaths, ep, cases }) => {
-  const ort = await import(module);
-  ort.env.wasm.wasmPaths = wasmPaths;
-  ort.env.wasm.proxy = false;
-  ort.env.wasm.numThreads = 1;
-  const typed = (f) => f.type === 'float32' ? Float32Array.from(f.data)
-    : f.type === 'int32' ? Int32Array.from(f.data)
-    : f.type === 'int64' ? BigInt64Array.from(f.data.map(BigInt)) : Uint8Array.from(f.data);
-  const attempt = async (bytes, feeds, strict) => {
-    const options = { executionProviders: [ep], graphOptimizationLevel: 'disabled' };
-    if (strict) options.extra = { session: { disable_cpu_ep_fallback: '1' } };
-    const session = await ort.InferenceSession.create(bytes, options);
-    try {
-      const inputs = {};
-      for (const [name, f] of Object.entries(feeds)) {
-        inputs[name] = new ort.Tensor(f.type, typed(f), f.dims);
-      }
-      const out = await session.run(inputs);
-      return Object.fromEntries(Object.entries(out).map(
-        ([k, t]) => [k, { dims: [...t.dims], data: Array.from(t.data, Number) }]));
-    } finally {
-      await session.release();
-    }
-  };
-  const results = {};
-  for (const c of cases) {
-    const bytes = new Uint8Array(await (await fetch(c.url)).arrayBuffer());
-    const result = {};
-    for (const strict of [true, false]) {
-      try {
-        result[strict ? 'strict' : 'loose'] = await attempt(bytes, c.feeds, strict);
-      } catch (error) {
-        result[strict ? 'strictError' : 'looseError'] = String(error?.message ?? error);
-      }
-    }
-    results[c.name] = result;
-  }
-  return results;
-}"""
+OPS_PAGE = Path(__file__).parent / "js" / "ops_page.mjs"
 
 
 @pytest.fixture(scope="module")
 def op_site(tmp_path_factory, runtime_dist) -> tuple[Path, dict]:
     site = tmp_path_factory.mktemp("ops") / "site"
-    # unsplit files: the page below loads the runtime by hand, without bundle.mjs's part fetching
+    # unsplit files: the page names the runtime's files by path, not by bundle.json's parts
     manifest = build(None, BuildOptions(output=site, verify=False, runtime_dir=runtime_dist,
                                         max_file_size="64MiB")).to_json()
     for case in CASES:
@@ -97,13 +61,11 @@ def _run_in_browser(browser, open_bundle, site: Path, manifest: dict, ep: str) -
               "feeds": {name: {"type": TYPES[value.dtype], "dims": list(value.shape),
                                "data": value.astype(np.float64).ravel().tolist()}
                         for name, value in feeds(case).items()}} for case in CASES]
+    shutil.copyfile(OPS_PAGE, site / OPS_PAGE.name)
     with open_bundle(browser, site) as page:
-        return page.evaluate(RUN_ALL, {
-            "module": page.base_url + manifest["runtime"]["builds"][ep]["module"],
-            "wasmPaths": {role: page.base_url + manifest["runtime"]["builds"][ep][role]
-                          for role in ("mjs", "wasm")},
-            "ep": ep,
-            "cases": [{**c, "url": page.base_url + c["url"]} for c in cases]})
+        return page.evaluate(harness_call(f"/{OPS_PAGE.name}", "runAll"), {
+            "base": page.base_url, "build": manifest["runtime"]["builds"][ep], "ep": ep,
+            "cases": cases})
 
 
 def _mismatch(case: OpCase, got: dict, atol: float, rtol: float) -> str | None:

@@ -138,3 +138,46 @@ def test_config_file_drives_variants(tmp_path, runtime_dist):
     manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
     assert [v["name"] for v in manifest["variants"]] == ["int8-weights"]
     assert "Variants (accuracy against fp32" in result.stdout
+
+
+def test_accuracy_is_measured_at_the_dims_the_model_is_used_at(tmp_path, runtime_dist):
+    class Recorder(Reporter):
+        def __init__(self) -> None:
+            self.warnings: list[str] = []
+            self.tables: dict[str, list] = {}
+
+        def warn(self, message: str) -> None:
+            self.warnings.append(message)
+
+        def table(self, title, columns, rows) -> None:
+            self.tables[title] = [dict(zip(columns, row, strict=True)) for row in rows]
+
+    model = models.symbolic_hw(tmp_path / "model")
+    np.savez(tmp_path / "validation.npz", image=np.random.default_rng(0).random(
+        (3, 3, 20, 24), dtype=np.float32))
+    workloads, rows, guesses = {}, {}, {}
+    for name, options in {"guess": {}, "dim": {"dims": {"height": 24, "width": 20}},
+                          "data": {"validation": tmp_path / "validation.npz"}}.items():
+        reporter = Recorder()
+        manifest = build(model, BuildOptions(output=tmp_path / name, runtime_dir=runtime_dist,
+                                             verify=False, quantize="int8", **options),
+                         reporter=reporter).to_json()
+        workloads[name] = manifest["workload"]
+        (rows[name],) = reporter.tables["Variants (accuracy against fp32, native onnxruntime)"]
+        guesses[name] = [w for w in reporter.warnings if "guessed size" in w]
+    assert workloads["guess"]["dims_source"] == "guess"
+    (size,) = {g["value"] for g in workloads["guess"]["guessed"]}  # the check's smallest size
+    assert [g["dim"] for g in workloads["guess"]["guessed"]] == ["height", "width"]
+    assert workloads["guess"]["inputs"] == {"image": [1, 3, size, size]}
+    (warning,) = guesses["guess"]
+    assert f"input image 1x3x{size}x{size}: height={size} (axis 2), width={size} (axis 3)" \
+        in warning and "--dim height=VALUE --dim width=VALUE" in warning
+    assert rows["guess"]["inputs (dims from)"] == f"image 1x3x{size}x{size} (guess)"
+    assert workloads["dim"] == {"inputs": {"image": [1, 3, 24, 20]},
+                                "dims": {"height": 24, "width": 20}, "dims_source": "--dim",
+                                "guessed": []}
+    assert rows["dim"]["inputs (dims from)"] == "image 1x3x24x20 (--dim)"
+    assert workloads["data"]["inputs"] == {"image": [1, 3, 20, 24]}
+    assert workloads["data"]["dims_source"] == "sample"
+    assert rows["data"]["inputs (dims from)"] == "image 1x3x20x24 (sample)"
+    assert guesses["dim"] == guesses["data"] == []

@@ -8,7 +8,7 @@ import pytest
 from bundler.browser import launch, playwright_session
 from bundler.variants.metrics import Metrics
 from bundler.variants.select import Candidate, choose
-from tests import quant_models
+from tests import models, quant_models
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.browser
@@ -85,6 +85,18 @@ def test_auto_balanced_times_the_candidates_and_ships_what_the_rule_says(build_b
     (shipped,) = manifest["variants"]
     assert manifest["default_variant"] == selection["chosen"] == shipped["name"] == expected
     assert [c["name"] for c in selection["candidates"] if c["chosen"]] == [expected]
+
+
+def test_auto_times_the_candidates_at_the_dims_accuracy_was_measured_at(build_bundle, tmp_path):
+    _, manifest = build_bundle(models.symbolic_hw(tmp_path), verify=True, quantize="auto",
+                               variants=("fp32", "fp16", "int8"), max_error="cosine>=0.9",
+                               dims={"height": 35, "width": 19})
+    workload = {"inputs": {"image": [1, 3, 35, 19]}, "dims": {"height": 35, "width": 19},
+                "dims_source": "--dim", "guessed": []}
+    assert manifest["workload"] == workload  # where accuracy was measured
+    speed = manifest["selection"]["speed"]
+    assert "wasm" in speed.get("measured", ""), manifest["selection"]
+    assert {key: speed[key] for key in workload} == workload
 
 
 def test_int4_matmulnbits_and_ort_format_run_in_the_browser(build_bundle, tmp_path):

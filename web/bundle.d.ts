@@ -120,6 +120,20 @@ export interface Manifest {
   };
   /** The task the bundle was built for with --task (absent: generic). */
   task?: Task;
+  /** The input sizes the build measured accuracy and auto's speed at (bundle bench too). */
+  workload?: Workload;
+}
+
+/** Where a measurement's input sizes came from (see the docs of bundle bench). */
+export type DimsSource = 'task-size' | '--dim' | 'sample' | 'model' | 'guess';
+
+/** bundle.json's workload: each input's shape as measured, each symbolic dim's size (by the
+ * key --dim takes), where they came from, and the dims that were guessed. */
+export interface Workload {
+  inputs: Record<string, number[]>;
+  dims: Record<string, number>;
+  dims_source: DimsSource;
+  guessed: { input: string; axis: number; dim: string; value: number }[];
 }
 
 /** bundle.json's task: the settings classify(), detect() and stream() follow. */

@@ -284,6 +284,8 @@ export async function load(options = {}) {
         ep,
         numThreads: options.numThreads,
         cache: options.cache !== false,
+        // Internal, for onnx-bundler's harness (web/dev/profile.mjs): not part of the API.
+        sessionOptions: options.__sessionOptions,
       };
       let session;
       try {

@@ -79,9 +79,10 @@ export async function fetchJson(url) {
 // ort.Tensor) and gives plain { type, dims, data } with typed-array data. Calls go through the
 // runtime module's queue (see serialised in bundle.core.mjs).
 class Session {
-  constructor(ort, session) {
+  constructor(ort, session, profiling) {
     this._ort = ort;
     this._session = session;
+    this._profiling = profiling;
     this.opened = { threads: ort.env.wasm.numThreads,
                     crossOriginIsolated: globalThis.crossOriginIsolated === true };
   }
@@ -108,7 +109,11 @@ class Session {
   async release() {
     const session = this._session;
     this._session = null;
-    if (session) await serialised(this._ort, () => session.release());
+    if (!session) return;
+    await serialised(this._ort, async () => {
+      if (this._profiling) session.endProfiling(); // onnxruntime-web logs the trace
+      await session.release();
+    });
   }
 }
 
@@ -118,7 +123,11 @@ function atStage(stage, error) {
 
 // runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
 // bundle.mjs). `models` caches fetched model bytes by path across the EPs one load() tries.
-export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models }) {
+// sessionOptions: internal, for onnx-bundler's own harness (web/dev/, tests/js/ops_page.mjs):
+// more InferenceSession options (enableProfiling: release() then ends the profile first; a
+// graphOptimizationLevel; `extra`). Not part of the API.
+export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models,
+                                    sessionOptions = {} }) {
   // The model is fetched while the runtime is fetched and compiled, not after it.
   const path = model.entry.path;
   const fetching = models.get(path)
@@ -137,10 +146,10 @@ export async function openSession({ runtime, model, ep, numThreads, cache, onPro
   try {
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
     const session = await serialised(ort, () => ort.InferenceSession.create(
-      bytes, { executionProviders: [ep], graphOptimizationLevel: 'all' }));
+      bytes, { graphOptimizationLevel: 'all', ...sessionOptions, executionProviders: [ep] }));
     await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
-    return new Session(ort, session);
+    return new Session(ort, session, sessionOptions.enableProfiling === true);
   } catch (error) {
     if (runtimeDidNotStart(error)) dropRuntime(runtime.module);
     throw atStage('session', error);

@@ -1,12 +1,14 @@
 """`bundle bench`: how fast a built bundle is in headless Chromium, per execution provider and
 variant, beside native onnxruntime on the same model file and inputs.
 
-Per EP × variant, in a fresh browser context: the cold load (navigation -> session ready, split
-into fetch, wasm compile and session creation), the first run, the warm-up (mean of the first 10
-runs), the steady state (median and p90 of the runs after the first 15), the bytes the page
-fetched and the memory Chromium reports. Natively: the same runs with 1 thread and all cores.
-With `profile`, per-operator time in the browser and natively. Nothing is timed against a limit:
-the figures are reported, never judged.
+The model runs at the dims it is used at (bundler.workload: the task's size, --dim, the build's
+record of the user's data or --dim, else a guess that one warning line names); every row says
+which, and the JSON holds the dims each page ran. Per EP × variant, in a fresh browser context:
+the cold load (navigation -> session ready, split into fetch, wasm compile and session
+creation), the first run, the warm-up (mean of the first 10 runs), the steady state (median and
+p90 of the runs after the first 15), the bytes the page fetched and the memory Chromium reports.
+Natively: the same runs with 1 thread and all cores. With `profile`, per-operator time in the
+browser and natively. Nothing is timed against a limit: the figures are reported, never judged.
 """
 
 from __future__ import annotations
@@ -32,25 +34,26 @@ from bundler.conformance import encode_feeds, integrity_problems
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.hosting.publish import assembled
-from bundler.manifest import Manifest, files_to_json
+from bundler.manifest import Manifest
 from bundler.manifest import load as load_manifest
 from bundler.options import EXECUTION_PROVIDERS
 from bundler.perf.native import all_cores, native_latency
-from bundler.perf.page import PageResult, measure_page, profile_page, profile_request
+from bundler.perf.page import PageResult, measure_page, profile_page
 from bundler.perf.plot import require_matplotlib, write_plot
 from bundler.perf.profile import Profile, native_profile, profile_rows
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
 from bundler.reference import NotRunnable, check_dims
 from bundler.server import serve_directory
-from bundler.user_inputs import reference_for
+from bundler.workload import Workload, bundle_known, inputs_label, measured_reference
 
 DEFAULT_RUNS = 20
 PROFILE_RUNS = 10  # profiled runs; the first half are not counted
 SWIFTSHADER_NOTE = ("WebGPU ran on SwiftShader, a CPU emulation of a GPU: its figures are not GPU"
                     " figures (run bundle bench on a machine with a GPU for those)")
-COLUMNS = ("EP", "variant", "model bytes", "cold load ms (fetch / compile / session)",
-           "first result ms", "first run ms", "warm-up mean ms", "steady median ms",
-           "steady p90 ms", "native ms 1 thread / all cores", "browser / native")
+COLUMNS = ("EP", "variant", "inputs (dims from)", "model bytes",
+           "cold load ms (fetch / compile / session)", "first result ms", "first run ms",
+           "warm-up mean ms", "steady median ms", "steady p90 ms",
+           "native ms 1 thread / all cores", "browser / native")
 PROFILE_COLUMNS = ("op type", "nodes", "ms per run", "share", "provider")
 
 
@@ -72,6 +75,7 @@ class BenchReport:
     directory: Path
     manifest: Manifest
     dims: dict[str, int]
+    workload: Workload
     steady_runs: int
     browser_version: str = ""
     results: list[PageResult] = dataclasses.field(default_factory=list)
@@ -99,9 +103,11 @@ class BenchReport:
                         "processor": platform.machine()},
             "browser": {"name": "chromium", "version": self.browser_version},
             "dims": self.dims,
+            **{key: value for key, value in self.workload.to_json().items() if key != "dims"},
             "runs": {"steady": self.steady_runs, "total": total_runs(self.steady_runs),
                      "warmup_mean_of_first": WARMUP_RUNS, "steady_after": SETTLE_RUNS},
-            "results": [{**result.to_json(), "bytes": manifest.variant(result.variant).bytes,
+            "results": [{**result.to_json(), "dims_source": self.workload.dims_source,
+                         "bytes": manifest.variant(result.variant).bytes,
                          "browser_vs_native": self.browser_vs_native(result)}
                         for result in self.results],
             "native": {name: figures.to_json() for name, figures in self.native.items()},
@@ -112,9 +118,11 @@ class BenchReport:
         rows = []
         for result in self.results:
             bytes_ = str(self.manifest.variant(result.variant).bytes)
+            inputs = (f"{inputs_label(result.inputs or self.workload.inputs)}"
+                      f" ({self.workload.dims_source})")
             if result.error or result.cold is None or result.latency is None:
-                rows.append([result.ep, result.variant, bytes_, f"ERROR: {result.error}"[:160],
-                             *["-"] * (len(COLUMNS) - 4)])
+                rows.append([result.ep, result.variant, inputs, bytes_,
+                             f"ERROR: {result.error}"[:160], *["-"] * (len(COLUMNS) - 5)])
                 continue
             cold, latency = result.cold, result.latency
             split = " / ".join(_ms(value) for value in (cold.fetch_ms, cold.wasm_compile_ms,
@@ -122,7 +130,7 @@ class BenchReport:
             native = self.native.get(result.variant)
             rows.append([
                 result.ep if result.ran_on == result.ep else f"{result.ep} (ran {result.ran_on})",
-                result.variant, bytes_, f"{_ms(cold.navigation_to_ready_ms)} ({split})",
+                result.variant, inputs, bytes_, f"{_ms(cold.navigation_to_ready_ms)} ({split})",
                 _ms(cold.time_to_first_result_ms), _ms(latency.first_run_ms),
                 _ms(latency.warmup_mean_ms), _ms(latency.steady_median_ms),
                 _ms(latency.steady_p90_ms),
@@ -191,8 +199,8 @@ def bench(
     manifest = load_manifest(directory)
     eps, names = _chosen(manifest, execution_providers or list(manifest.runtime.builds),
                          variants)
-    requested = dict(dims or (manifest.verification.dims or {}))
-    check_dims(manifest.inputs, requested)
+    check_dims(manifest.inputs, dims or {})
+    known = bundle_known(manifest, dims)
     reporter = reporter or Reporter()
     settings = settings or load_settings()
     chromium_executable(settings)  # a Chromium named but missing: before any work
@@ -205,10 +213,12 @@ def bench(
         if problems:
             raise BundlerError(problems[0])
         try:
-            reference = reference_for(models[names[0]], manifest.inputs, requested, None)
+            reference, workload = measured_reference(models[names[0]], manifest, known)
         except NotRunnable as error:
             raise ConfigError(f"cannot bench: {error.reason}; pass {error.hint}") from None
-        report = BenchReport(directory, manifest, reference.dims, runs)
+        report = BenchReport(directory, manifest, reference.dims, workload, runs)
+        if (warning := report.workload.warning()) is not None:
+            reporter.warn(warning)
         count = total_runs(runs)
         for name in names:
             with reporter.step(f"Native onnxruntime: {name}, 1 thread and {all_cores()} cores"):
@@ -228,7 +238,6 @@ def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: 
     encoded = encode_feeds(feeds, manifest.inputs)
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     count = total_runs(report.steady_runs)
-    files = files_to_json(manifest.files)
     with serve_directory(report.directory) as base_url, playwright_session() as playwright, \
             launch(playwright, settings, webgpu="webgpu" in eps) as browser:
         report.browser_version = browser.version
@@ -239,8 +248,7 @@ def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: 
                                           timeout, lambda what, ep=ep, name=name:
                                           reporter.info(f"  {name} on {ep}: {what}"))
                     if profile and result.error is None:
-                        request = profile_request(manifest.runtime.builds[ep], files,
-                                                  manifest.variant(name).file, threads, encoded)
+                        request = {"variant": name, "threads": threads, "feeds": encoded}
                         try:
                             result.profile = profile_page(browser, base_url, request, ep,
                                                           PROFILE_RUNS, timeout)

@@ -66,6 +66,7 @@ from bundler.variants.make import Variant as MadeVariant
 from bundler.variants.make import make_variants
 from bundler.variants.select import fitting_names, select
 from bundler.verified import verdict
+from bundler.workload import bundle_known, measured_reference
 
 # What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
 FITTED_BY_PREPARE = {"opset", "ir-version"}
@@ -228,9 +229,9 @@ def build(
                                   _cases_for(options, user) if options.verify else None)
         for note in notes:
             reporter.info(note)
-        variants, optimization, inputs, outputs = make_variants(
+        variants, optimization, inputs, outputs, workload = make_variants(
             prepared, work, staging / MODELS_DIR, options, source_bytes=model_bytes(source),
-            is_example=is_example, reporter=reporter, user=user,
+            is_example=is_example, reporter=reporter, user=user, task=task,
         )
         for variant in variants:
             hashed = rename_to_hashed(staging / variant.entry["file"])
@@ -258,6 +259,7 @@ def build(
             verification=verification_record(None, ""),
             hosting=hosting.to_json(),
             task=task,
+            workload=None if workload is None else workload.to_json(),
         )
         if plan.auto:
             _choose_auto(staging, manifest, variants, options, user, reporter)
@@ -292,10 +294,11 @@ def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
                "no browser check" if report is None else
                "one candidate or none fits" if len(fitting) < 2 else "no WASM runtime shipped")
         record = speed_record(None, why)
-    else:
-        feeds = reference_for(staging / manifest.variant(fitting[0]).file, manifest.inputs,
-                              options.dims, user).feeds
-        speeds, record = browser_speeds(staging, manifest, fitting, feeds, reporter)
+    else:  # at the sizes accuracy was measured at (the build's record, as bench reads it)
+        reference, timed = measured_reference(staging / manifest.variant(fitting[0]).file,
+                                              manifest, bundle_known(manifest), user)
+        speeds, record = browser_speeds(staging, manifest, fitting, reference.feeds, reporter)
+        record = {**record, **timed.to_json()}
     choice = select(variants, report, options.max_error, options.objective, speeds,
                     options.execution_providers, record)
     for name in choice.dropped:
@@ -304,7 +307,7 @@ def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
     manifest.default_variant = choice.chosen
     manifest.selection = choice.selection
     reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
-                   speed_rows(choice.selection.candidates))
+                   speed_rows(choice.selection.candidates, record))
     reporter.info(f"auto: shipping {choice.chosen}")
 
 

@@ -2,143 +2,27 @@
 
 Each execution provider × variant gets a fresh browser context (nothing cached, as on a first
 visit) on the blank harness page, which loads nothing itself: the page then imports bundle.mjs and
-calls load() as an app does. The cold load is split by load()'s progress events and by timing
-WebAssembly's compile and instantiate calls; the bytes are the page's resource timing entries.
+calls load() as an app does (web/dev/bench.mjs). The cold load is split by load()'s progress
+events and by timing WebAssembly's compile and instantiate calls; the bytes are the page's
+resource timing entries.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from bundler.harness import harness_call, harness_init_script
 from bundler.perf.profile import Profile, aggregate, trace_events
 from bundler.perf.stats import Latency, summarise
 from bundler.server import HARNESS_PATH
 
 RUN_BATCH = 5  # runs per page call, so progress shows between them
 PROFILE_END = "onnx-bundler: profile end"
-
-# Shared by the pages below (and benchmarks/): the bundle's typed-array table decodes base64
-# feeds; WebAssembly's compile and instantiate calls are timed.
-DECODE_JS = """
-  const { TYPED_ARRAYS } = await import(new URL('bundle.core.mjs', base).href);
-  const decode = (feeds) => Object.fromEntries(Object.entries(feeds).map(([name, feed]) => {
-    const bytes = Uint8Array.from(atob(feed.data), (c) => c.charCodeAt(0));
-    return [name, { type: feed.type, dims: feed.dims,
-                    data: new TYPED_ARRAYS[feed.type](bytes.buffer) }];
-  }));
-"""
-
-# Started by an init script as the harness page begins to load (so navigation -> ready has no
-# Playwright round trip in it); the page's evaluate then awaits globalThis.__benchLoad.
-WASM_TIMING_JS = """
-  const compile = { ms: 0, calls: 0 };
-  for (const name of ['compile', 'compileStreaming', 'instantiate', 'instantiateStreaming']) {
-    const original = WebAssembly[name];
-    WebAssembly[name] = async function timed(...args) {
-      const started = performance.now();
-      try { return await original.apply(this, args); } finally {
-        compile.ms += performance.now() - started;
-        compile.calls += 1;
-      }
-    };
-  }
-"""
-
-# The resource timing entries up to `ready`, as _cold reads them.
-RESOURCES_JS = """
-  const resources = performance.getEntriesByType('resource')
-    .filter((entry) => entry.startTime <= ready)
-    .map((entry) => ({ name: entry.name, start: entry.startTime, end: entry.responseEnd,
-                       bytes: entry.encodedBodySize, transfer: entry.transferSize }));
-"""
-
-_LOAD_JS = """
-async ({ base, ep, variant, threads, feeds, cache }) => {
-  """ + WASM_TIMING_JS + """
-  const stages = {};
-  const onProgress = ({ stage }) => {
-    const now = performance.now();
-    stages[stage] ??= { start: now, end: now };
-    stages[stage].end = now;
-  };
-  const started = performance.now();
-  const { load } = await import(new URL('bundle.mjs', base).href);
-  const options = { onProgress }; // no ep or variant: what load() picks by default
-  if (ep !== null) Object.assign(options, { executionProviders: [ep], ignoreVerification: true });
-  if (variant !== null) Object.assign(options, { variant, ignoreVerification: true });
-  if (threads !== null) options.numThreads = threads;
-  if (cache === false) options.cache = false;
-  let model;
-  try {
-    model = await load(options);
-  } catch (error) {
-    return { error: String(error?.message ?? error) };
-  }
-  const ready = performance.now();
-  """ + DECODE_JS + """
-  const inputs = decode(feeds);
-  const runStarted = performance.now();
-  await model.run(inputs);
-  const firstRun = performance.now() - runStarted;
-  globalThis.__bench = { model, inputs };
-  """ + RESOURCES_JS + """
-  return { ep: model.ep, variant: model.variant, threads: model.threads,
-           crossOriginIsolated: model.crossOriginIsolated, started, ready, firstRun,
-           stages, compile, resources };
-}
-"""
-
-_RUNS_JS = """
-async (count) => {
-  const { model, inputs } = globalThis.__bench;
-  const times = [];
-  for (let i = 0; i < count; i++) {
-    const started = performance.now();
-    await model.run(inputs);
-    times.push(performance.now() - started);
-  }
-  return times;
-}
-"""
-
-_ADAPTER_JS = """
-async () => {
-  const adapter = await globalThis.navigator?.gpu?.requestAdapter?.();
-  if (!adapter) return null;
-  const info = adapter.info ?? {};
-  return { vendor: info.vendor ?? '', architecture: info.architecture ?? '',
-           description: info.description ?? '' };
-}
-"""
-
-# The runtime imported directly (bundle.mjs creates sessions without profiling), its wasm and the
-# model fetched as bundle.mjs fetches them; onnxruntime-web prints the trace to the console.
-_PROFILE_JS = """
-async ({ base, build, wasm, model, ep, threads, feeds, runs }) => {
-  const { fetchFile } = await import(new URL('bundle.fetch.mjs', base).href);
-  """ + DECODE_JS + """
-  const urls = (path) => new URL(path, base).href; // whichever piece (or sibling) it fetches
-  const ort = await import(new URL(build.module, base).href);
-  ort.env.wasm.wasmPaths = { mjs: new URL(build.mjs, base).href };
-  ort.env.wasm.wasmBinary = await fetchFile(wasm, urls, null, { stage: 'runtime' });
-  ort.env.wasm.proxy = false;
-  if (threads !== null) ort.env.wasm.numThreads = threads;
-  const bytes = await fetchFile(model, urls, null, { stage: 'model' });
-  const session = await ort.InferenceSession.create(bytes, {
-    executionProviders: [ep], graphOptimizationLevel: 'all', enableProfiling: true });
-  const tensors = Object.fromEntries(Object.entries(decode(feeds)).map(([name, feed]) => [
-    name, new ort.Tensor(feed.type, feed.data, feed.dims)]));
-  for (let i = 0; i < runs; i++) await session.run(tensors);
-  session.endProfiling();
-  await session.release();
-  console.log(END);
-}
-""".replace("END", repr(PROFILE_END))
-
+BENCH_MODULE = "bench.mjs"
+_LOADED = "__benchLoad"
 
 @dataclasses.dataclass
 class ColdLoad:
@@ -167,6 +51,8 @@ class PageResult:
     memory: dict[str, int] | None = None
     adapter: dict[str, str] | None = None
     profile: Profile | None = None
+    inputs: dict[str, list[int]] | None = None  # the dims of the tensors the page ran
+    outputs: dict[str, list[int]] | None = None  # and of those the first run gave
 
     def to_json(self) -> dict[str, Any]:
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
@@ -232,17 +118,19 @@ def measure_page(browser: Any, base_url: str, ep: str | None, variant: str | Non
     fresh context (None: what load() picks by default; `cache` False: load({ cache: false }))."""
     arguments = {"base": base_url, "ep": ep, "variant": variant, "threads": threads,
                  "feeds": feeds, "cache": cache}
-    return measure_loaded(browser, base_url, _LOAD_JS, arguments, runs, timeout_ms, progress,
+    return measure_loaded(browser, base_url, (BENCH_MODULE, "bundleColdLoad"), arguments, runs,
+                          timeout_ms, progress,
                           PageResult(ep=ep or "default", variant=variant or "default"), link)
 
 
-def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping[str, Any],
-                   runs: int, timeout_ms: int, progress: Callable[[str], None],
-                   result: PageResult, link: Link | None = None) -> PageResult:
-    """The measurement of `load_js` (an async function of `arguments`, started as the harness
-    page navigates) in a fresh context, over `link` where one is given (else loopback as it is):
-    it returns what _LOAD_JS returns and leaves globalThis.__bench = { model: { run(inputs) },
-    inputs } for the runs."""
+def measure_loaded(browser: Any, base_url: str, cold_load: tuple[str, str],
+                   arguments: Mapping[str, Any], runs: int, timeout_ms: int,
+                   progress: Callable[[str], None], result: PageResult,
+                   link: Link | None = None) -> PageResult:
+    """The measurement of a cold load in a fresh context, over `link` where one is given (else
+    loopback as it is). `cold_load`: (module, export) as harness_call takes them, a function of
+    (`arguments`, importStarted) started as the harness page navigates that returns what
+    web/dev/bench.mjs's coldLoadOf returns."""
     context = browser.new_context()
     try:
         page = context.new_page()
@@ -250,11 +138,10 @@ def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping
         if link:
             link.emulate(context, page)
         harness = urllib.parse.urljoin(base_url, HARNESS_PATH)
-        page.add_init_script(f"if (location.href === {json.dumps(harness)})"
-                             f" globalThis.__benchLoad = ({load_js})({json.dumps(arguments)});")
+        page.add_init_script(harness_init_script(harness, *cold_load, arguments, _LOADED))
         progress("loading")
         page.goto(harness)
-        loaded = page.evaluate("() => globalThis.__benchLoad")
+        loaded = page.evaluate(f"() => globalThis.{_LOADED}")
         if "error" in loaded:
             result.error = loaded["error"]
             return result
@@ -262,14 +149,16 @@ def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping
         result.variant = loaded.get("variant") or result.variant
         result.cross_origin_isolated = loaded["crossOriginIsolated"]
         result.cold = _cold(loaded)
+        result.inputs, result.outputs = loaded.get("inputDims"), loaded.get("outputDims")
         times = [loaded["firstRun"]]
         while len(times) < runs:
             progress(f"run {len(times) + 1}/{runs}")
-            times += page.evaluate(_RUNS_JS, min(RUN_BATCH, runs - len(times)))
+            times += page.evaluate(harness_call(BENCH_MODULE, "timedRuns"),
+                                   min(RUN_BATCH, runs - len(times)))
         result.latency = summarise(times)
         result.memory = _memory(context, page)
         if result.ran_on == "webgpu":
-            result.adapter = page.evaluate(_ADAPTER_JS)
+            result.adapter = page.evaluate(harness_call(BENCH_MODULE, "adapterInfo"))
     except Exception as error:  # noqa: BLE001 - Playwright errors and timeouts alike
         result.error = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
     finally:
@@ -279,8 +168,8 @@ def measure_loaded(browser: Any, base_url: str, load_js: str, arguments: Mapping
 
 def profile_page(browser: Any, base_url: str, request: Mapping[str, Any], ep: str,
                  runs: int, timeout_ms: int) -> Profile:
-    """onnxruntime-web's own profile of `runs` runs (the first ones not counted) on `ep`.
-    `request`: the build, the wasm's and the model's `files` entries, threads and feeds."""
+    """onnxruntime-web's own profile of `runs` runs (the first ones not counted) on `ep`,
+    through bundle.mjs (web/dev/profile.mjs). `request`: the variant, threads and feeds."""
     context = browser.new_context()
     lines: list[str] = []
     try:
@@ -289,7 +178,8 @@ def profile_page(browser: Any, base_url: str, request: Mapping[str, Any], ep: st
         page.on("console", lambda message: lines.append(message.text))
         page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
         with page.expect_console_message(lambda message: message.text == PROFILE_END):
-            page.evaluate(_PROFILE_JS, {**request, "base": base_url, "ep": ep, "runs": runs})
+            page.evaluate(harness_call("profile.mjs", "profileRuns"), {
+                **request, "base": base_url, "ep": ep, "runs": runs, "end": PROFILE_END})
     finally:
         context.close()
     counted = max(1, runs // 2)
@@ -298,13 +188,3 @@ def profile_page(browser: Any, base_url: str, request: Mapping[str, Any], ep: st
         profile.note = ("WebGPU kernel times are the CPU side of each dispatch (the GPU runs"
                         " them asynchronously)")
     return profile
-
-
-def profile_request(build: Any, files: Sequence[Any], model_path: str,
-                    threads: int | None, feeds: dict[str, Any]) -> dict[str, Any]:
-    def entry(path: str) -> dict[str, Any]:
-        found = next((item for item in files if item["path"] == path), None)
-        return found or {"path": path}
-
-    return {"build": dataclasses.asdict(build), "wasm": entry(build.wasm),
-            "model": entry(model_path), "threads": threads, "feeds": feeds}

@@ -24,47 +24,18 @@ from bundler.browser import BrowserSettings, launch, load_settings, playwright_s
 from bundler.conformance import encode_feeds
 from bundler.console import Reporter
 from bundler.errors import first_line
+from bundler.harness import harness_call
 from bundler.manifest import Manifest
-from bundler.perf.page import DECODE_JS
+from bundler.perf.page import BENCH_MODULE
 from bundler.reference import Feeds
 from bundler.runtime import cache_root
 from bundler.server import HARNESS_PATH, serve_directory
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
+from bundler.workload import inputs_label
 
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
 SPEED_EP = "wasm"
-
-_INTERLEAVED_JS = """
-async ({ base, names, feeds, warmup, rounds }) => {
-  """ + DECODE_JS + """
-  const { load } = await import(new URL('bundle.mjs', base).href);
-  const inputs = decode(feeds);
-  const models = {};
-  const errors = {};
-  for (const name of names) {
-    try {
-      models[name] = await load({ variant: name, executionProviders: ['wasm'],
-                                  ignoreVerification: true });
-      for (let i = 0; i < warmup; i++) await models[name].run(inputs);
-    } catch (error) {
-      errors[name] = String(error?.message ?? error);
-      delete models[name];
-    }
-  }
-  const times = Object.fromEntries(Object.keys(models).map((name) => [name, []]));
-  for (let round = 0; round < rounds; round++) {
-    for (const [name, model] of Object.entries(models)) {
-      const started = performance.now();
-      await model.run(inputs);
-      times[name].push(performance.now() - started);
-    }
-  }
-  const threads = Object.values(models)[0]?.threads ?? null;
-  for (const model of Object.values(models)) await model.release();
-  return { times, errors, threads };
-}
-"""
 
 
 def _measurement_key(manifest: Manifest, names: Sequence[str], encoded: Any,
@@ -117,7 +88,7 @@ def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: F
             page = context.new_page()
             page.set_default_timeout(timeout * len(names))
             page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))
-            timed = page.evaluate(_INTERLEAVED_JS, {
+            timed = page.evaluate(harness_call(BENCH_MODULE, "timeVariants"), {
                 "base": base_url, "names": list(names), "feeds": encoded,
                 "warmup": WARMUP_RUNS, "rounds": SPEED_ROUNDS})
         finally:
@@ -146,13 +117,16 @@ def speed_record(measured: str | None, reason: str | None = None) -> dict[str, A
     return record
 
 
-def speed_rows(candidates: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Rows for the build report's table of auto's candidates."""
-    return [[c["name"], str(c["bytes"]), "yes" if c["within_budget"] else "no",
+def speed_rows(candidates: Sequence[Mapping[str, Any]],
+               record: Mapping[str, Any]) -> list[list[str]]:
+    """Rows for the build report's table of auto's candidates (`record`: selection.speed)."""
+    inputs = (f"{inputs_label(record['inputs'])} ({record['dims_source']})"
+              if "inputs" in record else "-")
+    return [[c["name"], inputs, str(c["bytes"]), "yes" if c["within_budget"] else "no",
              "yes" if c["browser_verified"] else "no",
              str(c.get(f"{SPEED_EP}_ms", "-")), "SHIPS" if c["chosen"] else ""]
             for c in candidates]
 
 
-SPEED_COLUMNS = ("candidate", "bytes", "within budget", "passed in browser",
+SPEED_COLUMNS = ("candidate", "inputs (dims from)", "bytes", "within budget", "passed in browser",
                  f"{SPEED_EP} ms (steady median)", "")

@@ -18,6 +18,7 @@ import numpy as np
 from bundler.browser import BrowserSettings, launch, playwright_session
 from bundler.console import Reporter
 from bundler.errors import ConfigError
+from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
 from bundler.manifest import Manifest, Task
 from bundler.modelio import cpu_session
@@ -33,32 +34,6 @@ from bundler.tolerance import tolerance_for
 MIN_IOU = 0.99
 COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
            "worst score difference", "lowest IoU", "result")
-
-_PAGE_JS = """async ({ moduleUrl, options, kind, items }) => {
-  const decode = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-  const { load } = await import(moduleUrl);
-  let model;
-  try {
-    model = await load(options);
-    const results = [];
-    for (const item of items) {
-      if (kind === 'audio-stream') {
-        const stream = model.stream();
-        const samples = new Float32Array(decode(item.samples).buffer);
-        results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
-      } else {
-        const blob = new Blob([decode(item.file)]);
-        results.push(kind === 'object-detection' ? await model.detect(blob)
-          : await model.classify(blob, { topK: 5 }));
-      }
-    }
-    return { ep: model.ep, results };
-  } catch (error) {
-    return { error: String(error?.message ?? error) };
-  } finally {
-    await model?.release();
-  }
-}"""
 
 
 @dataclasses.dataclass
@@ -200,8 +175,8 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:
                     page.goto(base_url + HARNESS_PATH.lstrip("/"))
-                    got = page.evaluate(_PAGE_JS, {
-                        "moduleUrl": base_url + "bundle.mjs", "kind": task.kind, "items": items,
+                    got = page.evaluate(harness_call("conformance.mjs", "runTask"), {
+                        "base": base_url, "kind": task.kind, "items": items,
                         "options": {"executionProviders": [ep], "variant": variant.name,
                                     "ignoreVerification": True}})
                 finally:

@@ -18,6 +18,7 @@ from typing import Any
 
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
+from bundler.manifest import Task
 from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.optimize import OptimizeReport, optimize
 from bundler.options import BuildOptions
@@ -28,14 +29,15 @@ from bundler.user_inputs import UserInputs, reference_for
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
+from bundler.workload import Workload, known_dims, measured
 
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
 )
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
-VARIANT_COLUMNS = ("variant", "kept in float32", "bytes", "ratio", "max_abs", "mean_rel", "cosine",
-                   "top1", "native ms (1 thread)", "notes")
+VARIANT_COLUMNS = ("variant", "inputs (dims from)", "kept in float32", "bytes", "ratio", "max_abs",
+                   "mean_rel", "cosine", "top1", "native ms (1 thread)", "notes")
 
 
 @dataclasses.dataclass
@@ -44,6 +46,7 @@ class Samples:
     validation: list[Feeds] | None
     source: str  # "calibration", "validation", "generated" or "none"
     note: str | None = None
+    workload: Workload | None = None  # what the validation samples are (bundler.workload)
 
 
 @dataclasses.dataclass
@@ -60,26 +63,33 @@ ORT_QDQ_WARNING = ("--format ort: onnxruntime-web ran int8-static about 2.4x slo
                    " ort for the web (the edge target's .ort is not affected)")
 
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
-             is_example: bool, reporter: Reporter, user: UserInputs) -> Samples:
+             is_example: bool, reporter: Reporter, user: UserInputs,
+             task: Task | None) -> Samples:
+    """The samples accuracy is measured on: the user's data, else generated ones at the dims the
+    model is used at (bundler.workload)."""
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
     validation = (load_samples(options.validation, inputs, "--validation")
                   if options.validation else None)
-    if validation or user.samples or calibration:
+    measured_on = validation or list(user.samples) or calibration
+    known = known_dims(inputs, task=task, given=options.dims,
+                       sample=measured_on[0] if measured_on else user.fixed)
+    if measured_on:
         source = "validation" if validation else "sample" if user.samples else "calibration"
-        return Samples(calibration or list(user.samples) or None,
-                       validation or list(user.samples) or calibration, source)
+        return Samples(calibration or list(user.samples) or None, measured_on, source,
+                       workload=measured(inputs, measured_on[0], known))
     if not _any_quantized(options.kinds) and not options.verify:
         return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
     try:
-        generated = generated_samples(source_model, inputs, options.dims, user.fixed)
+        generated = generated_samples(source_model, inputs, known.dims, user.fixed)
     except NotRunnable as error:
         return Samples(None, None, "none", f"no accuracy measured: {error.reason}; pass"
                        f" {error.hint} or --calibration")
     if _any_quantized(options.kinds):
         reporter.warn(GENERATED_NOTE)
-    return Samples(generated, generated, "generated", GENERATED_NOTE)
+    return Samples(generated, generated, "generated", GENERATED_NOTE,
+                   measured(inputs, generated[0], known))
 
 
 def _any_quantized(kinds: Sequence[str]) -> bool:
@@ -112,7 +122,7 @@ def _optimize(source: Path, destination: Path, options: BuildOptions,
     }
 
 
-def _row(variant: Variant) -> list[str]:
+def _row(variant: Variant, workload: Workload | None) -> list[str]:
     entry = variant.entry
     accuracy = entry.get("accuracy") or {}
 
@@ -120,7 +130,8 @@ def _row(variant: Variant) -> list[str]:
         value = accuracy.get(key)
         return "-" if value is None else f"{value:.4g}"
 
-    return [entry["name"], kind_spec(entry["kind"]).keeps_float, str(entry["bytes"]),
+    inputs = "-" if workload is None else f"{workload.label()} ({workload.dims_source})"
+    return [entry["name"], inputs, kind_spec(entry["kind"]).keeps_float, str(entry["bytes"]),
             f"{entry['ratio']:.3f}", number("max_abs"),
             number("mean_rel"), number("cosine"), number("top1_agreement"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
@@ -137,10 +148,13 @@ def make_variants(
     is_example: bool,
     reporter: Reporter,
     user: UserInputs | None = None,
-) -> tuple[list[Variant], dict[str, Any], tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    task: Task | None = None,
+) -> tuple[list[Variant], dict[str, Any], tuple[TensorSpec, ...], tuple[TensorSpec, ...],
+           Workload | None]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
-    Returns the variants, the optimisation record, and the shipped inputs and outputs.
+    Returns the variants, the optimisation record, the shipped inputs and outputs, and the
+    input sizes the accuracy was measured at (None when it was not).
     """
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
@@ -148,7 +162,9 @@ def make_variants(
     info = signature(read_model(optimized))
     plan = options.plan
     user = user or UserInputs()
-    samples = _samples(options, source, info.inputs, is_example, reporter, user)
+    samples = _samples(options, source, info.inputs, is_example, reporter, user, task)
+    if samples.workload is not None and (warning := samples.workload.warning()) is not None:
+        reporter.warn(warning)
     if samples.validation is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
@@ -201,5 +217,5 @@ def make_variants(
     if not variants:
         raise QuantizeError("auto: no candidate variant could be made; see the warnings above")
     reporter.table("Variants (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,
-                   [_row(v) for v in variants])
-    return variants, optimization, info.inputs, info.outputs
+                   [_row(v, samples.workload) for v in variants])
+    return variants, optimization, info.inputs, info.outputs, samples.workload

@@ -1,0 +1,216 @@
+"""The one owner of the sizes a bundle is measured at: `bundle bench`, auto's speed timing and the
+accuracy measurement run the model at the dims it is used at.
+
+Each symbolic axis (and each axis a task sets) is sized by the first of:
+  task-size  the task: an image task's input is uint8 [1, H, W, 3] at its `size`; an audio
+             stream's input holds context_size + chunk_size samples, and its other open dims
+             are 1, as the task app feeds them
+  --dim      given to bench or build (`NAME=VALUE` or `INPUT:AXIS=VALUE`)
+  sample     the shape of --sample, --calibration or --validation data (or an --input array)
+  model      the model's own fixed dims; a symbolic batch (axis 0 of a rank >= 2 input) is 1
+  guess      the smallest common size at which native onnxruntime runs the model with outputs
+             worth comparing (bundler.reference's search): said in one warning line naming the
+             input, the dim, the value and the --dim flag, and recorded as `guessed`
+A measurement's `dims_source` is "guess" when any dim was guessed, else the last of task-size,
+--dim and sample that sized one, else "model".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from bundler.manifest import Manifest, Task
+from bundler.modelio import TensorSpec
+from bundler.reference import Feeds, Reference, implied_dims
+from bundler.tasks.spec import IMAGE_KINDS
+from bundler.user_inputs import UserInputs, reference_for
+
+DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
+DIMS_SOURCES: tuple[DimsSource, ...] = get_args(DimsSource)
+_SIZING: tuple[DimsSource, ...] = ("task-size", "--dim", "sample")  # strongest first
+
+
+def axis_key(spec: TensorSpec, axis: int) -> str:
+    """The `--dim` key of one axis of one input: INPUT:AXIS."""
+    return f"{spec.name}:{axis}"
+
+
+def dim_key(spec: TensorSpec, axis: int) -> str:
+    """The `--dim` key that sizes a symbolic axis: its name, or INPUT:AXIS when it has none."""
+    dim = (spec.shape or ())[axis]
+    return dim if isinstance(dim, str) and dim != "?" else axis_key(spec, axis)
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    """The dims known before the model runs, with where each came from (keys as --dim's)."""
+
+    dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
+
+    def with_dims(self, dims: Mapping[str, int], source: DimsSource) -> Known:
+        """These dims added over the known ones (a stronger source comes later)."""
+        return Known({**self.dims, **dims},
+                     {**self.sources, **dict.fromkeys(dims, source)})
+
+
+def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]:
+    """The axes the task sets (INPUT:AXIS -> size), as its app feeds the model."""
+    if task is None:
+        return {}
+    specs = {spec.name: spec for spec in inputs}
+    image = specs.get(task.input)
+    if task.kind in IMAGE_KINDS and image is not None and task.size:
+        height, width = task.size
+        return {axis_key(image, axis): size for axis, size in enumerate((1, height, width, 3))}
+    if task.kind != "audio-stream" or image is None or not image.shape:
+        return {}
+    dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
+            for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
+    dims[axis_key(image, len(image.shape) - 1)] = (task.chunk_size or 0) + (task.context_size
+                                                                           or 0)
+    return dims
+
+
+def known_dims(inputs: Sequence[TensorSpec], *, task: Task | None = None,
+               given: Mapping[str, int] | None = None, sample: Feeds | None = None,
+               recorded: Known | None = None) -> Known:
+    """The dims to measure at before any is guessed: the task's, then `given` (--dim), then
+    the `sample`'s shapes (the user's data), then those `recorded` by the build (bench)."""
+    known = recorded or Known()
+    if sample:
+        known = known.with_dims(implied_dims(inputs, sample), "sample")
+    return known.with_dims(given or {}, "--dim").with_dims(task_dims(inputs, task), "task-size")
+
+
+@dataclasses.dataclass(frozen=True)
+class GuessedDim:
+    input: str
+    axis: int
+    dim: str  # the key --dim takes: the dim's name, or INPUT:AXIS
+    value: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What a measurement ran: each input's shape, each symbolic dim's size (by --dim key) and
+    where the sizes came from."""
+
+    inputs: dict[str, list[int]]
+    dims: dict[str, int]
+    dims_source: DimsSource
+    guessed: tuple[GuessedDim, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "dims": self.dims, "dims_source": self.dims_source,
+                "guessed": [guess.to_json() for guess in self.guessed]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Workload:
+        return cls({name: list(shape) for name, shape in data["inputs"].items()},
+                   dict(data["dims"]), data["dims_source"],
+                   tuple(GuessedDim(**guess) for guess in data.get("guessed", [])))
+
+    def label(self) -> str:
+        return inputs_label(self.inputs)
+
+    def known(self) -> Known:
+        """These dims as known ones, for measuring again at them (bench of a built bundle)."""
+        guessed = {guess.dim for guess in self.guessed}
+        source: DimsSource = self.dims_source if self.dims_source in _SIZING else "model"
+        return Known(dict(self.dims), {key: "guess" if key in guessed else source
+                                       for key in self.dims})
+
+    def warning(self) -> str | None:
+        """The one line that says which dims are a guess and how to set them; None if none."""
+        if not self.guessed:
+            return None
+        by_input: dict[str, list[GuessedDim]] = {}
+        for guess in self.guessed:
+            by_input.setdefault(guess.input, []).append(guess)
+        which = "; ".join(
+            f"input {name} {shape_text(self.inputs[name])}: "
+            + ", ".join(f"{guess.dim}={guess.value} (axis {guess.axis})" for guess in guesses)
+            for name, guesses in by_input.items())
+        flags = " ".join(f"--dim {key}=VALUE" for key in
+                         dict.fromkeys(guess.dim for guess in self.guessed))
+        return (f"measured at a guessed size, not the one the model is used at ({which}: the"
+                f" smallest size at which it runs natively); give that size with {flags}")
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape)) if len(shape) else "scalar"
+
+
+def inputs_label(shapes: Mapping[str, Sequence[int]]) -> str:
+    """Input dims for a table, e.g. `images 1x3x320x320` (`x scalar` for a 0-d input)."""
+    return ", ".join(f"{name} {shape_text(shape)}" for name, shape in shapes.items())
+
+
+def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Workload:
+    """The workload `feeds` (what was run) are, with each symbolic or task-set axis's source:
+    its known one when the size is the known size, the user's data when it is not, else batch 1
+    from the model or a guess."""
+    shapes = {spec.name: list(np.shape(feeds[spec.name])) for spec in inputs}
+    dims: dict[str, int] = {}
+    used: set[DimsSource] = set()
+    guessed: list[GuessedDim] = []
+    for spec in inputs:
+        for axis, dim in enumerate(spec.shape or ()):
+            size = shapes[spec.name][axis]
+            keys = (axis_key(spec, axis), dim_key(spec, axis))
+            source = next((known.sources[key] for key in keys
+                           if key in known.sources and known.dims[key] == size), None)
+            if isinstance(dim, str):
+                dims.setdefault(dim_key(spec, axis), size)
+                if source is None and any(key in known.dims for key in keys):
+                    source = "sample"  # the data ran at its own size, not at the one asked for
+                if axis == 0 and len(spec.shape or ()) > 1 and size == 1:
+                    source = None if source in (None, "guess") else source  # batch 1: as run
+                elif source is None:
+                    source = "guess"
+            if source == "guess":
+                guessed.append(GuessedDim(spec.name, axis, dim_key(spec, axis), size))
+            if source is not None:
+                used.add(source)
+    overall: DimsSource = ("guess" if guessed else
+                           next((s for s in reversed(_SIZING) if s in used), "model"))
+    unique = tuple(dict((guess.dim, guess) for guess in guessed).values())
+    return Workload(shapes, dict(sorted(dims.items())), overall, unique)
+
+
+def recorded_known(manifest: Manifest) -> Known:
+    """What the build measured at, for bench: bundle.json's `workload` record; for a bundle built
+    before it, the build check's dims (those given to the build with --dim as such, the others
+    from the user's data when it had some, else a guess)."""
+    if manifest.workload is not None:
+        return Workload.from_json(manifest.workload).known()
+    dims = manifest.verification.dims or {}
+    reference = next((v.reference for v in manifest.variants if v.reference), None) or {}
+    requested = reference.get("requested_dims", {})
+    rest: DimsSource = "sample" if reference.get("inputs") else "guess"
+    return Known(dict(dims), {key: "--dim" if key in requested else rest for key in dims})
+
+
+def bundle_known(manifest: Manifest, given: Mapping[str, int] | None = None) -> Known:
+    """The dims a built bundle is measured at (bench, auto's timing): the task's, `given`
+    (--dim), then the build's record."""
+    return known_dims(manifest.inputs, task=manifest.task, given=given,
+                      recorded=recorded_known(manifest))
+
+
+def measured_reference(model: Path, manifest: Manifest, known: Known,
+                       user: UserInputs | None = None) -> tuple[Reference, Workload]:
+    """The inputs `model` of `manifest` is measured on (the user's samples, else generated at
+    the `known` dims, the rest found by bundler.reference's search) and what they are.
+    NotRunnable when it runs at no size."""
+    reference = reference_for(model, manifest.inputs, known.dims, user)
+    return reference, measured(manifest.inputs, reference.feeds, known)

@@ -1,0 +1,49 @@
+// conformance.mjs: `bundle test`'s page (bundler/conformance.py, bundler/tasks/check.py). Loads
+// the bundle with the given load() options, runs it and gives back what it computed.
+
+import { encodeTensors, fromBase64, messageOf, openBundle } from './harness.mjs';
+
+// Every case (base64 feeds) run once; the outputs go back base64, with the EP and fallback.
+export async function runCases({ base, options, cases }) {
+  const { load, decode } = await openBundle(base);
+  let model;
+  try {
+    model = await load(options);
+    const outputs = [];
+    for (const feeds of cases) outputs.push(encodeTensors(await model.run(decode(feeds))));
+    return { ep: model.ep, fallbackReason: model.fallbackReason,
+             fallbackReasons: model.fallbackReasons, variant: model.variant, outputs };
+  } catch (error) { // a BundleError: its code and reasons go back, not only its English
+    return { error: { code: error?.code ?? null, message: messageOf(error),
+                      reasons: error?.reasons ?? [] } };
+  } finally {
+    await model?.release();
+  }
+}
+
+// The task API's answers: items are { file } (an image file, base64) or, for 'audio-stream',
+// { samples (float32, base64), rate }.
+export async function runTask({ base, options, kind, items }) {
+  const { load } = await openBundle(base);
+  let model;
+  try {
+    model = await load(options);
+    const results = [];
+    for (const item of items) {
+      if (kind === 'audio-stream') {
+        const stream = model.stream();
+        const samples = new Float32Array(fromBase64(item.samples).buffer);
+        results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
+      } else {
+        const blob = new Blob([fromBase64(item.file)]);
+        results.push(kind === 'object-detection' ? await model.detect(blob)
+          : await model.classify(blob, { topK: 5 }));
+      }
+    }
+    return { ep: model.ep, results };
+  } catch (error) {
+    return { error: messageOf(error) };
+  } finally {
+    await model?.release();
+  }
+}
