@@ -242,7 +242,8 @@ class BuildOptions:
     verify: bool = option(_bool, "Check the bundle in headless Chromium against native"
                           " onnxruntime (default).", default=True, switch=True)
     dims: dict[str, int] = option(_dims, "Size of a symbolic dim: NAME=VALUE, or INPUT:AXIS=VALUE"
-                                  " for an unnamed one (repeat).", default={}, flag="--dim",
+                                  " for an unnamed one (repeat); give the size the model is used"
+                                  " at, which bench and auto time.", default={}, flag="--dim",
                                   repeatable=True)
     execution_providers: tuple[ExecutionProvider, ...] = option(
         _names(EXECUTION_PROVIDERS), "Execution providers to ship, in order of preference"

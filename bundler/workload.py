@@ -63,17 +63,15 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
     """The axes the task sets (INPUT:AXIS -> size), as its app feeds the model."""
     if task is None:
         return {}
-    specs = {spec.name: spec for spec in inputs}
-    image = specs.get(task.input)
-    if task.kind in IMAGE_KINDS and image is not None and task.size:
-        height, width = task.size
-        return {axis_key(image, axis): size for axis, size in enumerate((1, height, width, 3))}
-    if task.kind != "audio-stream" or image is None or not image.shape:
+    fed = next((spec for spec in inputs if spec.name == task.input), None)
+    if fed is None or not fed.shape:
         return {}
+    if task.kind in IMAGE_KINDS:
+        height, width = task.size or (0, 0)
+        return {axis_key(fed, axis): size for axis, size in enumerate((1, height, width, 3))}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
             for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
-    dims[axis_key(image, len(image.shape) - 1)] = (task.chunk_size or 0) + (task.context_size
-                                                                           or 0)
+    dims[axis_key(fed, len(fed.shape) - 1)] = (task.chunk_size or 0) + (task.context_size or 0)
     return dims
 
 
@@ -102,31 +100,32 @@ class GuessedDim:
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """What a measurement ran: each input's shape, each symbolic dim's size (by --dim key) and
-    where the sizes came from."""
+    where the sizes came from (each dim's, and the measurement's)."""
 
     inputs: dict[str, list[int]]
     dims: dict[str, int]
     dims_source: DimsSource
     guessed: tuple[GuessedDim, ...] = ()
+    dim_sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"inputs": self.inputs, "dims": self.dims, "dims_source": self.dims_source,
+                "dim_sources": self.dim_sources,
                 "guessed": [guess.to_json() for guess in self.guessed]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Workload:
         return cls({name: list(shape) for name, shape in data["inputs"].items()},
                    dict(data["dims"]), data["dims_source"],
-                   tuple(GuessedDim(**guess) for guess in data.get("guessed", [])))
+                   tuple(GuessedDim(**guess) for guess in data.get("guessed", [])),
+                   dict(data.get("dim_sources", {})))
 
     def label(self) -> str:
         return inputs_label(self.inputs)
 
     def known(self) -> Known:
         """These dims as known ones, for measuring again at them (bench of a built bundle)."""
-        guessed = {guess.dim for guess in self.guessed}
-        source: DimsSource = self.dims_source if self.dims_source in _SIZING else "model"
-        return Known(dict(self.dims), {key: "guess" if key in guessed else source
+        return Known(dict(self.dims), {key: self.dim_sources.get(key, "model")
                                        for key in self.dims})
 
     def warning(self) -> str | None:
@@ -161,6 +160,7 @@ def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Worklo
     from the model or a guess."""
     shapes = {spec.name: list(np.shape(feeds[spec.name])) for spec in inputs}
     dims: dict[str, int] = {}
+    sources: dict[str, DimsSource] = {}
     used: set[DimsSource] = set()
     guessed: list[GuessedDim] = []
     for spec in inputs:
@@ -177,6 +177,7 @@ def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Worklo
                     source = None if source in (None, "guess") else source  # batch 1: as run
                 elif source is None:
                     source = "guess"
+                sources.setdefault(dim_key(spec, axis), source or "model")
             if source == "guess":
                 guessed.append(GuessedDim(spec.name, axis, dim_key(spec, axis), size))
             if source is not None:
@@ -184,7 +185,8 @@ def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Worklo
     overall: DimsSource = ("guess" if guessed else
                            next((s for s in reversed(_SIZING) if s in used), "model"))
     unique = tuple(dict((guess.dim, guess) for guess in guessed).values())
-    return Workload(shapes, dict(sorted(dims.items())), overall, unique)
+    return Workload(shapes, dict(sorted(dims.items())), overall, unique,
+                    dict(sorted(sources.items())))
 
 
 def recorded_known(manifest: Manifest) -> Known:

@@ -175,6 +175,7 @@ def test_accuracy_is_measured_at_the_dims_the_model_is_used_at(tmp_path, runtime
     assert rows["guess"]["inputs (dims from)"] == f"image 1x3x{size}x{size} (guess)"
     assert workloads["dim"] == {"inputs": {"image": [1, 3, 24, 20]},
                                 "dims": {"height": 24, "width": 20}, "dims_source": "--dim",
+                                "dim_sources": {"height": "--dim", "width": "--dim"},
                                 "guessed": []}
     assert rows["dim"]["inputs (dims from)"] == "image 1x3x24x20 (--dim)"
     assert workloads["data"]["inputs"] == {"image": [1, 3, 20, 24]}

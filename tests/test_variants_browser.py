@@ -92,7 +92,8 @@ def test_auto_times_the_candidates_at_the_dims_accuracy_was_measured_at(build_bu
                                variants=("fp32", "fp16", "int8"), max_error="cosine>=0.9",
                                dims={"height": 35, "width": 19})
     workload = {"inputs": {"image": [1, 3, 35, 19]}, "dims": {"height": 35, "width": 19},
-                "dims_source": "--dim", "guessed": []}
+                "dims_source": "--dim", "dim_sources": {"height": "--dim", "width": "--dim"},
+                "guessed": []}
     assert manifest["workload"] == workload  # where accuracy was measured
     speed = manifest["selection"]["speed"]
     assert "wasm" in speed.get("measured", ""), manifest["selection"]

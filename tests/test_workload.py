@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bundler import manifest as manifest_file
 from bundler.manifest import Task
 from bundler.modelio import TensorSpec
-from bundler.workload import Workload, known_dims, measured, task_dims
+from bundler.workload import Workload, bundle_known, known_dims, measured, task_dims
+from tests import models
 
 IMAGES = (TensorSpec("images", "float32", ("batch", 3, "height", "width")),)
 
@@ -63,3 +65,21 @@ def test_a_record_read_back_keeps_its_guesses() -> None:
     again = Workload.from_json(workload.to_json())
     assert again == workload
     assert measured(IMAGES, _feeds(1, 3, 32, 32), again.known()) == workload
+
+
+def test_a_bundle_built_before_the_record_is_measured_at_its_checks_dims(build_bundle, tmp_path):
+    bundle, written = build_bundle(models.symbolic_hw(tmp_path), quantize="int8",
+                                   dims={"height": 12})
+    assert written["workload"]["dims"] == {"height": 12, "width": written["workload"]["dims"][
+        "width"]}
+    manifest = manifest_file.load(bundle)
+    assert bundle_known(manifest).sources == {"height": "--dim", "width": "guess"}
+    # as an older build wrote it: no workload, the check's dims in verification
+    manifest.workload = None
+    manifest.verification.dims = {"height": 12, "width": 10}
+    known = bundle_known(manifest, {"width": 14})
+    ran = measured(manifest.inputs, {"image": np.zeros((1, 3, 12, 14), np.float32)}, known)
+    assert (ran.dims, ran.dims_source, ran.guessed) == ({"height": 12, "width": 14}, "--dim", ())
+    guess = measured(manifest.inputs, {"image": np.zeros((1, 3, 12, 10), np.float32)},
+                     bundle_known(manifest))
+    assert [g.dim for g in guess.guessed] == ["width"]

@@ -128,11 +128,12 @@ export interface Manifest {
 export type DimsSource = 'task-size' | '--dim' | 'sample' | 'model' | 'guess';
 
 /** bundle.json's workload: each input's shape as measured, each symbolic dim's size (by the
- * key --dim takes), where they came from, and the dims that were guessed. */
+ * key --dim takes), where they came from (all together and each), and the dims guessed. */
 export interface Workload {
   inputs: Record<string, number[]>;
   dims: Record<string, number>;
   dims_source: DimsSource;
+  dim_sources: Record<string, DimsSource>;
   guessed: { input: string; axis: number; dim: string; value: number }[];
 }
 

@@ -4,7 +4,8 @@ Short on purpose (it runs during the build): one headless Chromium page loads ev
 the WASM EP through bundle.mjs, runs each WARMUP_RUNS times (the JIT's warm-up), then times them
 in SPEED_ROUNDS interleaved rounds, so that machine noise hits them all alike; a candidate's speed
 is the median of its rounds. WebGPU is not timed: the build's Chromium has only SwiftShader, whose
-figures are not GPU figures, so WebGPU gets the WASM choice.
+figures are not GPU figures, so WebGPU gets the WASM choice. The inputs are those of the sizes
+the accuracy was measured at (bundle.json's `workload`), recorded with the speeds.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 `make_variants` runs the graph optimisation, then for every planned kind (fp32, fp16, int8, …)
 writes the file into the bundle's models/ folder and measures it natively against the original
 fp32 model on real inputs when the user gave some (calibration or validation data), else on
-generated ones (and says that accuracy is then unknown). For `auto`, select.py chooses among them
-once the browser verification has run.
+generated ones (and says that accuracy is then unknown) at the dims the model is used at
+(bundler.workload: the task's size, --dim, else a guess it warns of). For `auto`, select.py
+chooses among them once the browser verification has run.
 """
 
 from __future__ import annotations
