@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.bundle.layout import MANIFEST_FILE
+from bundler.bundle.manifest import Manifest, Variant
+from bundler.bundle.manifest import load as load_manifest
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
-from bundler.manifest import MANIFEST_FILE, Manifest, Variant
-from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory

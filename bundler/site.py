@@ -15,21 +15,16 @@ from typing import Any
 
 import jinja2
 
-from bundler import manifest as manifest_file
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.layout import DECLARATION_FILES, PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
+from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
-from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, TASK_MODULES, package_json
-from bundler.hosting.publish import COI_WORKER, republish
-from bundler.manifest import MANIFEST_FILE, Manifest
+from bundler.files import package_json
+from bundler.hosting.publish import republish
 from bundler.resources import resource
-from bundler.typings import DECLARATION_FILES, declarations
+from bundler.typings import declarations
 
-WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
-             "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
-             *(f"tasks/{name}" for name in TASK_MODULES))
 TEMPLATE_SUFFIX = ".j2"
-# The demo's app.mjs and task-demo.mjs may be replaced; the rest is the bundle's contract.
-RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
-            COI_WORKER, "runtime", "models", "tasks"} - {"app.mjs", "task-demo.mjs"}
 
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
@@ -96,7 +91,7 @@ def render_site(directory: Path, manifest: Manifest, templates: Path | None = No
     """Copy the browser modules, write their types and render the page(s) for the model
     described by `manifest` (templates see it as bundle.json's content)."""
     web = resource("web")
-    (directory / "tasks").mkdir(exist_ok=True)
+    (directory / TASKS_DIR).mkdir(exist_ok=True)
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
     types = declarations(manifest)

@@ -12,7 +12,8 @@ import pytest
 from onnx import numpy_helper
 from onnxruntime.tools.reduced_build_config_parser import parse_config
 
-from bundler.edge import CONFIG_FILE, ORT_CHECK, check_ort
+from bundler.bundle.layout import EDGE_OPERATORS_CONFIG as CONFIG_FILE
+from bundler.edge import ORT_CHECK, check_ort
 from bundler.errors import QuantizeError
 from bundler.resources import example_calibration, example_model
 from tests import models

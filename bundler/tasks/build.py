@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from bundler.manifest import Task
+from bundler.bundle.manifest import Task
 from bundler.modelio import TensorSpec, read_model, save_model
 from bundler.tasks.graph import prepend_image_preprocessing
 from bundler.tasks.resolve import likely_task

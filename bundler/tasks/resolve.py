@@ -9,8 +9,8 @@ import json
 
 import onnx
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec, input_specs, tensor_spec
 from bundler.tasks.spec import IMAGE_KINDS, METADATA_LABELS, TaskSpec
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.manifest import Selection
 from bundler.conformance import ConformanceReport, EPCheck
 from bundler.errors import QuantizeError
-from bundler.manifest import Selection
 from bundler.variants.budget import parse_budget
 from bundler.variants.make import Variant
 from bundler.variants.metrics import Metrics
