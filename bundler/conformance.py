@@ -296,10 +296,13 @@ def check_bundle(
     reporter: Reporter | None = None,
     sample: Path | None = None,
     inputs: Mapping[str, InputValue] | None = None,
+    manifest: Manifest | None = None,
 ) -> ConformanceReport:
     """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime,
-    on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs."""
-    manifest = load_manifest(directory)
+    on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs.
+    `manifest`: the folder's, when the caller has it (a build being staged), else its
+    bundle.json."""
+    manifest = manifest or load_manifest(directory)
     check_dims(manifest.inputs, dims or {})
     user = load_user_inputs(sample, inputs or {}, manifest.inputs)
     with contextlib.ExitStack() as stack:

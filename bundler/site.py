@@ -28,9 +28,13 @@ TEMPLATE_SUFFIX = ".j2"
 
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
-    """Render the pages, list every file a browser may fetch in the manifest (split and
-    compressed for static hosts; see bundler.hosting.publish) and write it."""
-    render_site(directory, manifest, templates)
+    """Once the manifest is complete: write the types and render the pages, list every file a
+    browser may fetch in the manifest (split and compressed for static hosts; see
+    bundler.hosting.publish) and write it (bundle.json, once per build)."""
+    types = declarations(manifest)
+    for name in DECLARATION_FILES:
+        (directory / name).write_text(types, encoding="utf-8")
+    render_pages(directory, manifest, templates)
     republish(directory, manifest)
     manifest_file.dump(directory, manifest)
 
@@ -87,18 +91,19 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
         raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
 
 
-def render_site(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
-    """Copy the browser modules, write their types and render the page(s) for the model
-    described by `manifest` (templates see it as bundle.json's content)."""
+def write_modules(directory: Path, manifest: Manifest) -> None:
+    """Copy the browser modules (what the browser check runs) and write package.json."""
     web = resource("web")
     (directory / TASKS_DIR).mkdir(exist_ok=True)
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
-    types = declarations(manifest)
-    for name in DECLARATION_FILES:
-        (directory / name).write_text(types, encoding="utf-8")
     (directory / PACKAGE_JSON).write_text(
         package_json(manifest.name, manifest.runtime.version), encoding="utf-8")
+
+
+def render_pages(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
+    """Render the page(s) for the model described by `manifest` (templates see it as
+    bundle.json's content) and copy the template folder's other files."""
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:

@@ -133,9 +133,14 @@ def dumps(record: Any) -> str:
 
 
 def dump(directory: Path, manifest: Manifest) -> None:
-    """Write the manifest's two forms: bundle.json (for tools) and bundle.files.mjs (for
-    bundle.mjs: the same content, and the URLs of the model and runtime files)."""
+    """Write the manifest's two forms: bundle.json (for tools) and bundle.files.mjs."""
     (directory / MANIFEST_FILE).write_text(dumps(manifest), encoding="utf-8")
+    dump_module(directory, manifest)
+
+
+def dump_module(directory: Path, manifest: Manifest) -> None:
+    """Write bundle.files.mjs, the form bundle.mjs reads: the same content and the URLs of the
+    model and runtime files (alone: what a browser check of a staged build needs)."""
     (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
 
 

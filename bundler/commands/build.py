@@ -53,7 +53,7 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.samples import load_samples
-from bundler.site import finish_site, human_bytes, render_site
+from bundler.site import finish_site, human_bytes, write_modules
 from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
@@ -102,14 +102,14 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
 def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
             title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
                                                                    str | None]:
-    """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    """The bundle test check on the staged folder, of `manifest` as it stands (written where
+    bundle.mjs reads it); (None, why) when there is no browser."""
     manifest.verification = verification_record(None, "")
-    render_site(staging, manifest, options.templates)
-    manifest_file.dump(staging, manifest)
+    manifest_file.dump_module(staging, manifest)
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
                               dims=options.dims, reporter=reporter, sample=options.sample,
-                              inputs=options.inputs)
+                              inputs=options.inputs, manifest=manifest)
     except BrowserError as error:
         reason = f"no browser to verify in ({error})"
         reporter.warn(f"{reason}; the bundle is not verified")
@@ -211,6 +211,7 @@ def build(
             task=task,
             workload=None if workload is None else workload.to_json(),
         )
+        write_modules(staging, manifest)
         if plan.auto:
             _choose_auto(staging, manifest, variants, options, user, reporter)
         add_coi_worker(staging, hosting)
@@ -300,6 +301,7 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
         add_coi_worker(staging, HostingOptions.of(manifest.hosting))
+        write_modules(staging, manifest)
         finish_site(staging, manifest, templates)
         move_into_place(staging, output)
     return manifest
