@@ -160,9 +160,9 @@ def _ship_ort(entry: Variant, work: Path, staging: Path, prepared: Path,
     check = OrtCheck(against="original model" if fp32 else onnx_file.name,
                      max_abs_error=float(f"{worst:.3g}"), tolerance=ORT_CHECK.atol,
                      samples=len(samples))
-    return EdgeVariant(**{**vars(entry), "file": MODELS_DIR + shipped.name, "bytes": size,
-                          "sha256": sha256_of(shipped), "ratio": round(size / source_bytes, 4),
-                          "reference": _fingerprint(shipped, inputs, dims)}, ort_check=check)
+    return EdgeVariant.checked(dataclasses.replace(
+        entry, file=MODELS_DIR + shipped.name, bytes=size, sha256=sha256_of(shipped),
+        ratio=round(size / source_bytes, 4), reference=_fingerprint(shipped, inputs, dims)), check)
 
 
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,

@@ -41,6 +41,12 @@ class OrtCheck:
 class EdgeVariant(Variant):
     ort_check: OrtCheck | None = None
 
+    @classmethod
+    def checked(cls, variant: Variant, ort_check: OrtCheck) -> EdgeVariant:
+        """`variant`'s entry (pointing at its .ort file) with the check of that file."""
+        fields = {field.name: getattr(variant, field.name) for field in dataclasses.fields(Variant)}
+        return cls(**fields, ort_check=ort_check)
+
 
 @dataclasses.dataclass
 class EdgeRuntime:
