@@ -24,10 +24,10 @@ from pathlib import Path
 from bench_pages import detector
 
 from bundler.browser import launch, load_settings, playwright_session
+from bundler.bundle.manifest import load as load_manifest
 from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.manifest import load as load_manifest
 from bundler.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.perf.page import measure_page
 from bundler.reference import native_reference

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 from bundler.browser import launch, load_settings, playwright_session
+from bundler.bundle.manifest import Manifest
 from bundler.commands.build import build
 from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
 from bundler.harness import harness_call
-from bundler.manifest import Manifest
 from bundler.modelio import cpu_session
 from bundler.options import merge
 from bundler.perf.page import BENCH_MODULE

@@ -2,42 +2,38 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from bundler import manifest as manifest_file
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.edge import EdgeManifest, load_edge
+from bundler.bundle.layout import EDGE_MANIFEST, MANIFEST_FILE
+from bundler.bundle.manifest import Manifest, Variant
 from bundler.errors import ModelError
 from bundler.variants.default import default_variant
 
-EDGE_MANIFEST = "edge.json"  # bundler.edge writes it (not imported: that pulls in the build)
 
-
-def bundled_model(directory: Path, variant: str | None = None) -> tuple[dict[str, Any],
-                                                                         dict[str, Any], Path]:
+def bundled_model(directory: Path, variant: str | None = None
+                  ) -> tuple[Manifest | EdgeManifest, Variant, Path]:
     """(manifest, variant entry, model path) of `variant` (default: the default variant), from
     a web bundle's bundle.json or an edge folder's edge.json."""
-    edge = directory / EDGE_MANIFEST
-    if edge.is_file() and not (directory / manifest_file.MANIFEST_FILE).is_file():
-        try:
-            manifest = json.loads(edge.read_text(encoding="utf-8"))
-        except ValueError as error:
-            raise ModelError(f"{edge} is not valid JSON ({error}); rebuild it") from None
+    manifest: Manifest | EdgeManifest
+    if (directory / EDGE_MANIFEST).is_file() and not (directory / MANIFEST_FILE).is_file():
+        manifest = load_edge(directory)
     else:
-        manifest = manifest_file.load(directory).to_json()
+        manifest = manifest_file.load(directory)
     # the default on WASM: native runs on CPU kernels, as the WASM build does
-    name = variant or default_variant(manifest["default_variant"], "wasm")
-    entries = {entry["name"]: entry for entry in manifest["variants"]}
+    name = variant or default_variant(manifest.default_variant, "wasm")
+    entries: dict[str, Variant] = {entry.name: entry for entry in manifest.variants}
     if name not in entries:
         raise ModelError(f"{directory} has no variant {name!r} (it has: {', '.join(entries)})")
-    path = directory / entries[name]["file"]
+    path = directory / entries[name].file
     if not path.is_file():
         raise ModelError(f"{path} is missing; rebuild the bundle")
     return manifest, entries[name], path
 
 
-def model_or_bundle(source: Path, variant: str | None = None) -> tuple[Path, dict[str, Any] | None,
-                                                                        dict[str, Any] | None]:
+def model_or_bundle(source: Path, variant: str | None = None
+                    ) -> tuple[Path, Manifest | EdgeManifest | None, Variant | None]:
     """A model file as given, or the model of a bundle folder: (path, manifest, variant)."""
     if source.is_dir():
         manifest, entry, path = bundled_model(source, variant)

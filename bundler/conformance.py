@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.bundle.layout import MANIFEST_FILE
+from bundler.bundle.manifest import Manifest, Variant
+from bundler.bundle.manifest import load as load_manifest
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
-from bundler.manifest import MANIFEST_FILE, Manifest, Variant
-from bundler.manifest import load as load_manifest
 from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
 from bundler.server import HARNESS_PATH, serve_directory
@@ -295,10 +296,13 @@ def check_bundle(
     reporter: Reporter | None = None,
     sample: Path | None = None,
     inputs: Mapping[str, InputValue] | None = None,
+    manifest: Manifest | None = None,
 ) -> ConformanceReport:
     """Run the bundle in `directory` in Chromium on each EP and compare with native onnxruntime,
-    on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs."""
-    manifest = load_manifest(directory)
+    on the user's `sample` and `inputs` (see user_inputs) where given, else generated inputs.
+    `manifest`: the folder's, when the caller has it (a build being staged), else its
+    bundle.json."""
+    manifest = manifest or load_manifest(directory)
     check_dims(manifest.inputs, dims or {})
     user = load_user_inputs(sample, inputs or {}, manifest.inputs)
     with contextlib.ExitStack() as stack:

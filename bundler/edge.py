@@ -21,33 +21,40 @@ it needs calibration data, so without `--calibration` only fp32 ships, with a wa
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 from bundler import __version__
+from bundler.bundle.codec import JSON
+from bundler.bundle.edge import (
+    EdgeManifest,
+    EdgeRuntime,
+    EdgeVariant,
+    OrtCheck,
+    RequiredOperators,
+    dump_edge,
+)
+from bundler.bundle.layout import EDGE_MANIFEST, EDGE_OPERATORS_CONFIG, MODELS_DIR, WORK_DIR
+from bundler.bundle.manifest import TOOL_NAME, Source, Tool, Variant
 from bundler.console import Reporter
 from bundler.errors import ConfigError, QuantizeError, first_line
-from bundler.manifest import TOOL_NAME
 from bundler.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
 from bundler.options import BuildOptions
 from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, fingerprint, native_reference
 from bundler.samples import generated_samples
+from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tolerance import tolerance_for
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import make_variants
 from bundler.variants.ort_format import save_ort
 from bundler.variants.registry import is_quantized
 
-EDGE_MANIFEST = "edge.json"
 EDGE_OUTPUT = Path("edge")
-CONFIG_FILE = "required_operators_and_types.config"
 RECOMMENDED = "int8-static"
 ORT_CHECK = tolerance_for("ort-edge")  # .ort against the .onnx it was made from
 CHECK_SAMPLES = 4
@@ -75,7 +82,7 @@ def to_edge_ort(model: Path, destination: Path) -> None:
 
 
 def _fingerprint(model: Path, inputs: tuple[TensorSpec, ...], dims: dict[str, int]
-                 ) -> dict[str, Any] | None:
+                 ) -> JSON | None:
     try:
         return fingerprint(native_reference(model, inputs, dims), dims)
     except NotRunnable:
@@ -111,7 +118,7 @@ def _required_operators(models: list[Path], staging: Path) -> dict[str, dict[str
     """Write the reduced-build config for all shipped .ort files; returns its operators."""
     from onnxruntime.tools.ort_format_model.utils import create_config_from_models
 
-    config = staging / CONFIG_FILE
+    config = staging / EDGE_OPERATORS_CONFIG
     logging.getLogger("ort_format_model.utils").setLevel(logging.WARNING)  # its "Created" line
     create_config_from_models(models, config, enable_type_reduction=True)
     # Its comments name the model files: keep them relative, so the build is reproducible.
@@ -139,92 +146,79 @@ def _split_ops(ops: str) -> list[str]:
     return [*entries, current] if current else entries
 
 
-def _made_by_us(directory: Path) -> bool:
-    """An edge folder this tool wrote, which a build may replace without --force."""
-    try:
-        data = json.loads((directory / EDGE_MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("tool", {}).get("name") == TOOL_NAME
-
-
-def _ship_ort(entry: dict[str, Any], work: Path, staging: Path, prepared: Path,
+def _ship_ort(entry: Variant, work: Path, staging: Path, prepared: Path,
               samples: list[dict[str, np.ndarray]], inputs: tuple[TensorSpec, ...],
-              dims: dict[str, int], source_bytes: int) -> None:
+              dims: dict[str, int], source_bytes: int) -> EdgeVariant:
     """Convert a variant's .onnx (in `work`) to models/<name>.ort, check it natively against
-    the original model (fp32) or its own .onnx (quantized), and point its entry at the file."""
-    onnx_file = work / entry["file"]
-    shipped = staging / "models" / f"{entry['name']}.ort"
+    the original model (fp32) or its own .onnx (quantized); its edge.json entry."""
+    onnx_file = work / entry.file
+    shipped = staging / MODELS_DIR / f"{entry.name}.ort"
     to_edge_ort(onnx_file, shipped)
-    fp32 = not is_quantized(entry["kind"])
+    fp32 = not is_quantized(entry.kind)
     worst = check_ort(shipped, prepared if fp32 else onnx_file, samples)
     size = shipped.stat().st_size
-    entry.update(file=f"models/{shipped.name}", bytes=size, sha256=sha256_of(shipped),
-                 ratio=round(size / source_bytes, 4),
-                 reference=_fingerprint(shipped, inputs, dims))
-    entry["ort_check"] = {"against": "original model" if fp32 else onnx_file.name,
-                          "max_abs_error": float(f"{worst:.3g}"), "tolerance": ORT_CHECK.atol,
-                          "samples": len(samples)}
+    check = OrtCheck(against="original model" if fp32 else onnx_file.name,
+                     max_abs_error=float(f"{worst:.3g}"), tolerance=ORT_CHECK.atol,
+                     samples=len(samples))
+    return EdgeVariant.checked(dataclasses.replace(
+        entry, file=MODELS_DIR + shipped.name, bytes=size, sha256=sha256_of(shipped),
+        ratio=round(size / source_bytes, 4), reference=_fingerprint(shipped, inputs, dims)), check)
 
 
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,
-               reporter: Reporter) -> dict[str, Any]:
-    from bundler.commands.build import _check_output, _move_into_place, _staging
-
+               reporter: Reporter) -> EdgeManifest:
     output = EDGE_OUTPUT if options.output == BuildOptions().output else Path(options.output)
-    _check_output(output, source, force or _made_by_us(output))
+    check_output(output, source, force, EDGE_MANIFEST)
     has_calibration = bool(options.calibration) or is_example
     kinds = _kinds(options, has_calibration, reporter)
     edge_options = dataclasses.replace(options, format="onnx", quantize=None, variants=kinds)
     source_bytes = model_bytes(source)
-    with _staging(output) as staging:
-        work = staging / ".work"
+    with staging_folder(output) as staging:
+        work = staging / WORK_DIR
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
             notes = prepare_model(source, prepared, reporter)
-        variants, optimization, inputs, outputs, _ = make_variants(
-            prepared, work, work / "models", edge_options, source_bytes=source_bytes,
+        made, optimization, inputs, outputs, _ = make_variants(
+            prepared, work, work / MODELS_DIR, edge_options, source_bytes=source_bytes,
             is_example=is_example, reporter=reporter)
         # Sizes the model runs at: those the reference search found (a detector fails at 1x1).
-        recorded = variants[0].entry["reference"]
+        recorded = made[0].entry.reference
         dims = recorded["dims"] if recorded else options.dims
         samples = generated_samples(prepared, inputs, dims, count=CHECK_SAMPLES)
-        (staging / "models").mkdir()
-        for variant in variants:
-            with reporter.step(f"Converting {variant.entry['name']} to ORT format and checking"
-                               " it"):
-                _ship_ort(variant.entry, work, staging, prepared, samples, inputs, options.dims,
-                          source_bytes)
-        names = [variant.entry["name"] for variant in variants]
+        (staging / MODELS_DIR).mkdir()
+        variants = []
+        for variant in made:
+            with reporter.step(f"Converting {variant.entry.name} to ORT format and checking it"):
+                variants.append(_ship_ort(variant.entry, work, staging, prepared, samples, inputs,
+                                          options.dims, source_bytes))
+        names = [variant.name for variant in variants]
         default = default_to_ship(names, options.default_variant, RECOMMENDED)
         if not isinstance(default, str) or default not in names:
             raise ConfigError(f"default_variant {default!r} is not one of the shipped variants"
                               f" ({', '.join(names)}); --target edge takes one name")
         operators = _required_operators(
-            [staging / file for file in sorted(v.entry["file"] for v in variants)], staging)
-        manifest: dict[str, Any] = {
-            "name": options.name or source.stem,
-            "tool": {"name": TOOL_NAME, "version": __version__},
-            "target": "edge",
-            "runtime": {"package": "onnxruntime", "converted_with": ort.__version__,
-                        "format": "ort", "optimization_level": "extended",
-                        "load_with": f"onnxruntime >= {ort.__version__} (full, mobile or a"
-                                     f" minimal build with {CONFIG_FILE})"},
-            "inputs": [spec.to_json() for spec in inputs],
-            "outputs": [spec.to_json() for spec in outputs],
-            "variants": [variant.entry for variant in variants],
-            "default_variant": default,
-            "required_operators": {"file": CONFIG_FILE, "operators": operators},
-            "source": {"file": source.name, "bytes": source_bytes},
-            "optimization": optimization,
-            "notes": notes,
-        }
-        (staging / EDGE_MANIFEST).write_text(
-            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            [staging / file for file in sorted(v.file for v in variants)], staging)
+        manifest = EdgeManifest(
+            name=options.name or source.stem,
+            tool=Tool(TOOL_NAME, __version__),
+            target="edge",
+            runtime=EdgeRuntime(package="onnxruntime", converted_with=ort.__version__,
+                                format="ort", optimization_level="extended",
+                                load_with=f"onnxruntime >= {ort.__version__} (full, mobile or a"
+                                          f" minimal build with {EDGE_OPERATORS_CONFIG})"),
+            inputs=list(inputs),
+            outputs=list(outputs),
+            variants=variants,
+            default_variant=default,
+            required_operators=RequiredOperators(EDGE_OPERATORS_CONFIG, operators),
+            source=Source(source.name, source_bytes),
+            optimization=optimization,
+            notes=notes,
+        )
+        dump_edge(staging, manifest)
         shutil.rmtree(work)
-        _move_into_place(staging, output)
+        move_into_place(staging, output)
     reporter.info(f"Built {output}/ for native onnxruntime: "
-                  + ", ".join(f"{v['name']} {v['bytes']} B" for v in manifest["variants"])
-                  + f"; default {default}; reduced-build config {CONFIG_FILE}")
+                  + ", ".join(f"{v.name} {v.bytes} B" for v in manifest.variants)
+                  + f"; default {default}; reduced-build config {EDGE_OPERATORS_CONFIG}")
     return manifest
-

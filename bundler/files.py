@@ -14,23 +14,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.layout import NODE_ENTRY, PACKAGE_FILES
 from bundler.modelio import sha256_of
-from bundler.tasks.kinds.registry import KINDS
 
 HASH_LENGTH = 8
-FILES_MODULE = "bundle.files.mjs"
-PACKAGE_JSON = "package.json"
 PACKAGE_VERSION = "1.0.0"
-NODE_ENTRY = "node.mjs"
-# web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks)
-TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs",
-                *(kind.web_module for kind in KINDS.values() if kind.web_module))
-# What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
-# demo page, index.html and app.mjs, is left out).
-PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",
-                 "bundle.session.mjs", "bundle.worker.mjs", "tasks/", "bundle.d.ts",
-                 "bundle.d.mts", "bundle.json", NODE_ENTRY,
-                 "models/", "runtime/")
 _NPM_NAME = re.compile(r"^(@[a-z0-9~-][a-z0-9._~-]*/)?[a-z0-9~-][a-z0-9._~-]*$")
 _NPM_NAME_MAX = 214
 

@@ -15,28 +15,27 @@ from typing import Any
 
 import jinja2
 
-from bundler import manifest as manifest_file
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.layout import DECLARATION_FILES, PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
+from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
-from bundler.files import FILES_MODULE, NODE_ENTRY, PACKAGE_JSON, TASK_MODULES, package_json
-from bundler.hosting.publish import COI_WORKER, republish
-from bundler.manifest import MANIFEST_FILE, Manifest
+from bundler.files import package_json
+from bundler.hosting.publish import republish
 from bundler.resources import resource
 from bundler.tasks.kinds.registry import KINDS
-from bundler.typings import DECLARATION_FILES, declarations
+from bundler.typings import declarations
 
-WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
-             "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
-             *(f"tasks/{name}" for name in TASK_MODULES))
 TEMPLATE_SUFFIX = ".j2"
-# The demo's app.mjs and task-demo.mjs may be replaced; the rest is the bundle's contract.
-RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
-            COI_WORKER, "runtime", "models", "tasks"} - {"app.mjs", "task-demo.mjs"}
 
 
 def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
-    """Render the pages, list every file a browser may fetch in the manifest (split and
-    compressed for static hosts; see bundler.hosting.publish) and write it."""
-    render_site(directory, manifest, templates)
+    """Once the manifest is complete: write the types and render the pages, list every file a
+    browser may fetch in the manifest (split and compressed for static hosts; see
+    bundler.hosting.publish) and write it (bundle.json, once per build)."""
+    types = declarations(manifest)
+    for name in DECLARATION_FILES:
+        (directory / name).write_text(types, encoding="utf-8")
+    render_pages(directory, manifest, templates)
     republish(directory, manifest)
     manifest_file.dump(directory, manifest)
 
@@ -96,18 +95,19 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
         raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
 
 
-def render_site(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
-    """Copy the browser modules, write their types and render the page(s) for the model
-    described by `manifest` (templates see it as bundle.json's content)."""
+def write_modules(directory: Path, manifest: Manifest) -> None:
+    """Copy the browser modules (what the browser check runs) and write package.json."""
     web = resource("web")
-    (directory / "tasks").mkdir(exist_ok=True)
+    (directory / TASKS_DIR).mkdir(exist_ok=True)
     for name in WEB_FILES:
         shutil.copyfile(web / name, directory / name)
-    types = declarations(manifest)
-    for name in DECLARATION_FILES:
-        (directory / name).write_text(types, encoding="utf-8")
     (directory / PACKAGE_JSON).write_text(
         package_json(manifest.name, manifest.runtime.version), encoding="utf-8")
+
+
+def render_pages(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
+    """Render the page(s) for the model described by `manifest` (templates see it as
+    bundle.json's content) and copy the template folder's other files."""
     environment = _environment(templates)
     pages = {"index.html.j2"}
     for relative in user_files(templates) if templates is not None else []:

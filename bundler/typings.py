@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from bundler.manifest import Manifest
+from bundler.bundle.manifest import Manifest
 from bundler.modelio import Dim, TensorSpec
 from bundler.resources import resource
 
-DECLARATION_FILES = ("bundle.d.ts", "bundle.d.mts")
 _SCALARS_TAKEN = "ScalarOf"  # a 0-d input also takes the bare value (see bundle.d.ts)
 
 

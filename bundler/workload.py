@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from bundler.manifest import Manifest, Task
+from bundler.bundle.manifest import Manifest, Task
 from bundler.modelio import TensorSpec
 from bundler.reference import Feeds, Reference, implied_dims
 from bundler.tasks.kinds.registry import kind_of

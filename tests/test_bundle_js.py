@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bundler import manifest as manifest_file
+from bundler.bundle import manifest as manifest_file
 from bundler.files import fetched_path
 from bundler.reference import run_native
 from tests import models

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from bundler import manifest as bundle_manifest
+from bundler.bundle import manifest as bundle_manifest
 from tests import compat_models
 from tests.conftest import run_cli
 

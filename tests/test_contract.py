@@ -1,4 +1,4 @@
-"""The bundle.json contract cannot drift: every field of bundler.manifest's dataclasses is typed in
+"""The bundle.json contract cannot drift: every field of bundler.bundle's dataclasses is typed in
 bundle.d.ts (optional there when it may be left out) and documented in
 docs/reference/bundle-json.md."""
 
@@ -10,7 +10,7 @@ import typing
 
 import pytest
 
-from bundler import manifest
+from bundler.bundle import manifest
 from bundler.resources import resource
 from tests.conftest import ROOT
 
@@ -67,6 +67,10 @@ TYPES = {
     manifest.FileEntry: {**_interface("FilePiece"), **_interface("FileEntry")},  # extends it
     manifest.Task: _interface("Task"),
     manifest.NativeReference: _inline(_inline(MANIFEST_TS["runtime"][1])["native_reference"][1]),
+    manifest.Accuracy: _interface("VariantAccuracy"),
+    manifest.Optimization: _interface("Optimization"),
+    manifest.OptimizationStep: _interface("OptimizationStep"),
+    manifest.Hosting: _inline(MANIFEST_TS["hosting"][1]),
 }
 
 
@@ -85,6 +89,9 @@ def test_every_field_is_typed_in_bundle_d_ts(record: type) -> None:
     for name, field in fields.items():
         if _optional(field):
             assert typed[name][0], f"{record.__name__}.{name} may be left out: mark it ?"
+        elif type(None) in typing.get_args(typing.get_type_hints(record)[name]):
+            assert re.search(r"\bnull\b", typed[name][1]), \
+                f"{record.__name__}.{name} is written as null when it has no value: add | null"
 
 
 def test_every_field_is_documented_in_the_docs() -> None:
@@ -106,8 +113,14 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                  {"wasm": manifest.RuntimeBuild("runtime/ort.wasm.min.1.mjs",
                                                                 "runtime/g.2.mjs",
                                                                 "runtime/g.3.wasm")}),
-        inputs=[], outputs=[], variants=[], default_variant="fp32",
-        source=manifest.Source("m.onnx", 1), optimization={}, notes=[],
+        inputs=[], outputs=[], default_variant="fp32",
+        variants=[manifest.Variant(
+            "fp32", "fp32", "models/fp32.1.onnx", 2, "0" * 64, 1.0,
+            manifest.Accuracy(max_abs=0.0, mean_rel=0.0, cosine=1.0, top1_agreement=None,
+                              samples=4, data="generated"), {"weights": "float32"}, [], None)],
+        source=manifest.Source("m.onnx", 1), notes=[],
+        optimization=manifest.Optimization(True, nodes_before=2, nodes_after=1, steps=[
+            manifest.OptimizationStep("fold", "applied", "")]),
         verification=manifest.Verification(
             "failed", dims={"batch": 1},
             results={"fp32": {"wasm": manifest.EPResult(False, 0.5, 2.0, "x", "runtime")}},
@@ -117,7 +130,7 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                   parts=[manifest.FilePiece("models/m.1.onnx.part0", 2, "1" * 64,
                                                             {"br": manifest.Encoded("p.br", 1)})],
                                   encodings={"gzip": manifest.Encoded("m.gz", 1)})],
-        hosting={"max_file_size": 1, "hosts": ["nginx"], "coi_worker": True},
+        hosting=manifest.Hosting(1, ["nginx"], True),
         task=manifest.Task("object-detection", "images", "output0", size=[32, 32],
                            resize="letterbox", mean=[0.0, 0.0, 0.0], labels=["a"],
                            state={"h": "hn"}, softmax=True, scale=0.5),

@@ -4,6 +4,7 @@ original model, the reduced-build operator config beside them, and edge.json."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import onnx
@@ -12,7 +13,10 @@ import pytest
 from onnx import numpy_helper
 from onnxruntime.tools.reduced_build_config_parser import parse_config
 
-from bundler.edge import CONFIG_FILE, ORT_CHECK, check_ort
+from bundler.bundle.edge import load_edge
+from bundler.bundle.layout import EDGE_OPERATORS_CONFIG as CONFIG_FILE
+from bundler.bundle.manifest import dumps
+from bundler.edge import ORT_CHECK, check_ort
 from bundler.errors import QuantizeError
 from bundler.resources import example_calibration, example_model
 from tests import models
@@ -77,6 +81,18 @@ def test_bundle_run_on_the_edge_folder_matches_its_reference(example_edge):
         assert result.returncode == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["ep"] == "cpu" and data["reference"]["matches"] is True
+
+
+def test_edge_json_is_read_as_its_records_and_a_newer_version_is_refused(example_edge, tmp_path):
+    directory, manifest = example_edge
+    assert manifest["schema_version"] == 1
+    assert dumps(load_edge(directory)) == (directory / "edge.json").read_text()
+    newer = tmp_path / "newer"
+    shutil.copytree(directory, newer)
+    (newer / "edge.json").write_text(json.dumps({**manifest, "schema_version": 2}))
+    result = run_cli("run", newer)
+    assert result.returncode == 2 and "schema_version 2" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_without_calibration_only_fp32_ships(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import brotli
 import pytest
 
+from bundler.bundle.codec import to_json
 from bundler.errors import ConfigError
 from bundler.hosting.headers import IMMUTABLE, REVALIDATE
 from bundler.hosting.publish import HostingOptions, prepare
@@ -34,7 +35,8 @@ def _folder(root: Path) -> Path:
 def test_parts_siblings_and_files_table(tmp_path):
     root = _folder(tmp_path / "dist")
     original = (root / "models" / "big.onnx").read_bytes()
-    entries = {entry["path"]: entry for entry in prepare(root, HostingOptions(max_file_size=4096))}
+    entries = {entry["path"]: entry
+               for entry in to_json(prepare(root, HostingOptions(max_file_size=4096)))}
     big = entries["models/big.onnx"]
     assert not (root / "models" / "big.onnx").exists()
     assert [part["path"] for part in big["parts"]] == [f"models/big.onnx.part{i}"
@@ -60,7 +62,7 @@ def test_the_same_folder_gives_the_same_bytes(tmp_path):
     for name in ("a", "b"):
         root = _folder(tmp_path / name)
         (root / "runtime" / "noise.wasm").write_bytes(b"\0asm" + bytes(3000))
-        files = prepare(root, HostingOptions(max_file_size=4096))
+        files = to_json(prepare(root, HostingOptions(max_file_size=4096)))
         (root / "bundle.json").write_text(json.dumps(files))
         trees.append(tree(root))
     assert trees[0] == trees[1]
@@ -128,7 +130,7 @@ def test_model_files_over_a_mebibyte_are_brotlid_at_quality_9_the_rest_at_11(tmp
                        for i in range(40000))  # 1.28 MB, half of it compressible
     (root / "models" / "weights.onnx").write_bytes(weights)
     (root / "runtime" / "glue.wasm").write_bytes(weights)
-    entries = {entry["path"]: entry for entry in prepare(root, HostingOptions())}
+    entries = {entry["path"]: entry for entry in to_json(prepare(root, HostingOptions()))}
     for path, quality in (("models/weights.onnx", 9), ("runtime/glue.wasm", 11),
                           ("models/big.onnx", 11)):
         data = (root / path).read_bytes()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler import manifest
+from bundler.bundle import manifest
 from bundler.errors import ModelError
 
 

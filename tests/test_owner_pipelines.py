@@ -16,8 +16,9 @@ import onnx
 import pytest
 from PIL import Image
 
+from bundler.bundle.codec import to_json as _to_json
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task, _to_json
 from bundler.npmtools import node_executable
 from bundler.tasks.detect import detections, non_max_suppression
 from bundler.tasks.graph import preprocess_numpy

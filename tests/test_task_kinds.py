@@ -13,8 +13,8 @@ import typing
 
 import pytest
 
+from bundler.bundle.layout import TASK_MODULES
 from bundler.cli import build
-from bundler.files import TASK_MODULES
 from bundler.npmtools import node_executable
 from bundler.options import OPTIONS, load_options
 from bundler.resources import resource

@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import helper
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec
 from bundler.options import BuildOptions, merge
 from bundler.reference import run_native

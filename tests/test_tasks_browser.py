@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundler import manifest as manifest_file
 from bundler.browser import launch
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.codec import to_json
 from bundler.modelio import cpu_session
 from bundler.reference import run_native
 from bundler.tasks.audio import read_wav
@@ -259,7 +260,7 @@ def test_the_javascript_twins_compute_what_the_python_spec_does(task_bundles, we
                                                                  open_bundle):
     """Byte for byte: the fitted image under every resize mode and filter; the same detections
     (YOLOv8 and YOLOv5 layouts, many overlapping boxes of 3 classes); the same resampling."""
-    from bundler.manifest import Task
+    from bundler.bundle.manifest import Task
     from bundler.tasks.audio import resample
     from bundler.tasks.detect import detections
     from bundler.tasks.image import Geometry, fit_image
@@ -281,7 +282,7 @@ def test_the_javascript_twins_compute_what_the_python_spec_does(task_bundles, we
                              rng.uniform(0, 1, (1, 3, 200))], axis=1).astype(np.float32)
     with open_bundle(webgpu_browser, directory) as page:
         got = page.evaluate(TWINS, {"base": page.base_url, "file": IMAGE, "tasks": [
-            manifest_file._to_json(task) for task in tasks], "output": {
+            to_json(task) for task in tasks], "output": {
                 "data": output.ravel().tolist(), "dims": list(output.shape)}})
     pixels = read_image(directory / IMAGE)
     for task, fitted in zip(tasks, got["fitted"], strict=True):

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from bundler import manifest as bundle_manifest
+from bundler.bundle import manifest as bundle_manifest
+from bundler.bundle.layout import DECLARATION_FILES
 from bundler.commands.build import build
 from bundler.modelio import TensorSpec
 from bundler.npmtools import node_executable, npm_tool
 from bundler.options import BuildOptions
-from bundler.typings import DECLARATION_FILES, declarations
+from bundler.typings import declarations
 from tests import models
 
 TYPESCRIPT = {"typescript": "7.0.2"}

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
+from bundler import site
 from bundler.browser import launch, playwright_session
+from bundler.bundle import manifest as manifest_file
 from bundler.variants.metrics import Metrics
 from bundler.variants.select import Candidate, choose
 from tests import models, quant_models
@@ -65,6 +67,19 @@ def test_auto_ships_the_smallest_variant_within_budget_that_passed_in_the_browse
     assert sorted(p.name for p in (directory / "models").iterdir()
                   if p.suffix not in (".br", ".gz")) == [shipped["file"].split("/")[1]]
     assert manifest["verification"]["status"] == "passed"
+
+
+def test_an_auto_build_writes_bundle_json_and_renders_the_page_once(build_bundle, monkeypatch):
+    # The real writers run; the test only counts their calls. The candidates' browser check
+    # reads the manifest the build assembled (bundle.files.mjs for the page), not bundle.json.
+    calls: list[str] = []
+    dumps, render = manifest_file.dumps, site._render
+    monkeypatch.setattr(manifest_file, "dumps", lambda record: calls.append("bundle.json")
+                        or dumps(record))
+    monkeypatch.setattr(site, "_render", lambda *args: calls.append("page") or render(*args))
+    _, manifest = build_bundle(None, verify=True, quantize="auto", objective="size")
+    assert manifest["verification"]["status"] == "passed" and "selection" in manifest
+    assert sorted(calls) == ["bundle.json", "page"]
 
 
 def test_auto_balanced_times_the_candidates_and_ships_what_the_rule_says(build_bundle):

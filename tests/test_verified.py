@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bundler.bundle.manifest import Verification
 from bundler.commands.build import strict_failures, verification_record
 from bundler.conformance import ConformanceReport, EPCheck, OutputCheck
-from bundler.manifest import Verification
 from bundler.reference import NotRunnable
 from bundler.tasks.check import TaskComparison
 from bundler.verified import verdict

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bundler import manifest as manifest_file
-from bundler.manifest import Task
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.manifest import Task
 from bundler.modelio import TensorSpec
 from bundler.workload import Workload, bundle_known, known_dims, measured, task_dims
 from tests import models

@@ -60,16 +60,25 @@ export interface Output<T extends TensorType, Dims extends readonly number[] = n
 
 export interface TensorSpec { name: string; type: TensorType; shape: (number | string)[] | null; }
 
+/** A variant against fp32, natively; a metric the model has no value for is null
+ * (top1_agreement of a model without class scores). nonfinite is absent in older bundles. */
 export interface VariantAccuracy {
-  max_abs: number; mean_rel: number; cosine: number; top1_agreement?: number;
-  nonfinite: number; samples: number; data: string;
+  max_abs: number | null; mean_rel: number | null; cosine: number | null;
+  top1_agreement: number | null; nonfinite?: number; samples: number; data: string;
 }
 
 export interface Variant {
   name: string; kind?: string; file: string; bytes: number; sha256: string; ratio?: number;
-  accuracy?: VariantAccuracy; settings?: Record<string, unknown>; notes?: string[];
-  reference?: Record<string, unknown>;
+  accuracy?: VariantAccuracy | null; settings?: Record<string, unknown>; notes?: string[];
+  reference?: Record<string, unknown> | null;
 }
+
+/** The graph optimisation every variant was made from. */
+export interface Optimization {
+  enabled: boolean; kept_original?: string; nodes_before?: number; nodes_after?: number;
+  steps?: OptimizationStep[];
+}
+export interface OptimizationStep { name: string; status: string; detail: string; }
 
 export interface VerificationResult {
   passed: boolean; max_abs_error: number | null; max_normalized_error: number | null;
@@ -107,7 +116,7 @@ export interface Manifest {
                 /** What auto optimised, and how the candidates' speeds were measured. */
                 objective?: 'balanced' | 'speed' | 'size'; speed?: Record<string, unknown> };
   source?: { file: string; bytes: number };
-  optimization?: Record<string, unknown>;
+  optimization?: Optimization;
   notes?: string[];
   verification: {
     status: 'passed' | 'failed' | 'not_done';

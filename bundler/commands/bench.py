@@ -30,12 +30,12 @@ from bundler.browser import (
     load_settings,
     playwright_session,
 )
+from bundler.bundle.manifest import Manifest
+from bundler.bundle.manifest import load as load_manifest
 from bundler.conformance import encode_feeds, integrity_problems
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.hosting.publish import assembled
-from bundler.manifest import Manifest
-from bundler.manifest import load as load_manifest
 from bundler.options import EXECUTION_PROVIDERS
 from bundler.perf.native import all_cores, native_latency
 from bundler.perf.page import PageResult, measure_page, profile_page

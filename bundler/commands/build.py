@@ -8,29 +8,21 @@ and for `auto`, choose -> render the site); only a complete build is moved into 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import onnxruntime as ort
 
 from bundler import __version__
-from bundler import manifest as manifest_file
 from bundler.analysis import model_warnings
 from bundler.browser import chromium_executable, load_settings
-from bundler.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
-from bundler.console import Reporter
-from bundler.errors import BrowserError, ConfigError, VerificationFailed
-from bundler.files import rename_to_hashed
-from bundler.hosting.publish import HostingOptions, add_coi_worker, publish
-from bundler.interrupts import signals_held
-from bundler.manifest import (
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.layout import MODELS_DIR, RUNTIME_DIR, WORK_DIR
+from bundler.bundle.manifest import (
     TOOL_NAME,
     EPResult,
     Manifest,
@@ -39,9 +31,13 @@ from bundler.manifest import (
     RuntimeBuild,
     Source,
     Tool,
-    Variant,
     Verification,
 )
+from bundler.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
+from bundler.console import Reporter
+from bundler.errors import BrowserError, ConfigError, VerificationFailed
+from bundler.files import rename_to_hashed
+from bundler.hosting.publish import HostingOptions, add_coi_worker, publish
 from bundler.modelio import TensorSpec, input_specs, model_bytes, read_model
 from bundler.options import BuildOptions
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
@@ -57,69 +53,24 @@ from bundler.runtime import (
     runtime_version_of,
 )
 from bundler.samples import load_samples
-from bundler.site import finish_site, human_bytes, render_site
+from bundler.site import finish_site, human_bytes, write_modules
+from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.default import default_to_ship
-from bundler.variants.make import Variant as MadeVariant
-from bundler.variants.make import make_variants
+from bundler.variants.make import MadeVariant, make_variants
 from bundler.variants.select import fitting_names, select
 from bundler.verified import verdict
 from bundler.workload import bundle_known, measured_reference
 
 # What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
 FITTED_BY_PREPARE = {"opset", "ir-version"}
-RUNTIME_DIR = "runtime/"
-MODELS_DIR = "models/"
 
 
 def _significant(value: float | None) -> float | None:
     """Three significant digits; None for no value or an infinite one (JSON has no Infinity)."""
     return None if value is None or not math.isfinite(value) else float(f"{value:.3g}")
-
-
-def _check_output(output: Path, model: Path, force: bool) -> None:
-    if output.exists() and not output.is_dir():
-        raise ConfigError(f"output {output} is a file; give a folder with -o")
-    if not output.is_dir() or not any(output.iterdir()):
-        return
-    if model.resolve().is_relative_to(output.resolve()) or output.resolve() == Path.cwd():
-        raise ConfigError(f"refusing to replace {output}: it holds the model or is the current"
-                          " folder; choose another -o")
-    if not force and not manifest_file.made_by_us(output):
-        raise ConfigError(f"{output} is not empty and was not made by bundle build; pass --force"
-                          " to replace it, or choose another -o")
-
-
-@contextlib.contextmanager
-def _staging(output: Path) -> Iterator[Path]:
-    """A temporary folder beside `output` (same file system, so the final move is a rename)."""
-    created = [p for p in [output.parent, *output.parent.parents] if not p.exists()]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a static host must be able to read it
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for folder in created:  # nearest first: leave nothing behind a failed build
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
-
-
-def _move_into_place(staging: Path, output: Path) -> None:
-    """Two renames and the removal of the old build; a signal waits until they are done, so an
-    interrupt leaves either the old build or the new one, and no folder beside them."""
-    with signals_held():
-        old = None
-        if output.exists():
-            old = output.with_name(f".{output.name}.old-{staging.name}")
-            output.rename(old)
-        staging.rename(output)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
 
 
 def verification_record(report: ConformanceReport | None, reason: str | None) -> Verification:
@@ -151,14 +102,14 @@ def verification_record(report: ConformanceReport | None, reason: str | None) ->
 def _verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
             title: str = "Browser vs native onnxruntime") -> tuple[ConformanceReport | None,
                                                                    str | None]:
-    """The bundle test check on the staged folder; (None, why) when there is no browser."""
+    """The bundle test check on the staged folder, of `manifest` as it stands (written where
+    bundle.mjs reads it); (None, why) when there is no browser."""
     manifest.verification = verification_record(None, "")
-    render_site(staging, manifest, options.templates)
-    manifest_file.dump(staging, manifest)
+    manifest_file.dump_module(staging, manifest)
     try:
         report = check_bundle(staging, execution_providers=options.execution_providers,
                               dims=options.dims, reporter=reporter, sample=options.sample,
-                              inputs=options.inputs)
+                              inputs=options.inputs, manifest=manifest)
     except BrowserError as error:
         reason = f"no browser to verify in ({error})"
         reporter.warn(f"{reason}; the bundle is not verified")
@@ -213,13 +164,13 @@ def build(
         from bundler.edge import build_edge
 
         return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
-    _check_output(output, source, force)
+    check_output(output, source, force)
     files = needed_files(options.execution_providers)
     with reporter.step(f"Fetching {PACKAGE} {options.runtime_version}"):
         dist = locate_runtime(options.runtime_dir, options.runtime_version, files)
     runtime_version = runtime_version_of(dist) or options.runtime_version
-    with _staging(output) as staging:
-        work = staging / ".work"
+    with staging_folder(output) as staging:
+        work = staging / WORK_DIR
         hosting = HostingOptions(options.max_file_size, options.hosts, options.coi_worker)
         shipped = copy_runtime(dist, staging / RUNTIME_DIR, files)
         with reporter.step(f"Checking {source}"):
@@ -234,8 +185,7 @@ def build(
             is_example=is_example, reporter=reporter, user=user, task=task,
         )
         for variant in variants:
-            hashed = rename_to_hashed(staging / variant.entry["file"])
-            variant.entry["file"] = MODELS_DIR + hashed.name
+            variant.entry.file = MODELS_DIR + rename_to_hashed(staging / variant.entry.file).name
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),
@@ -250,17 +200,18 @@ def build(
             ),
             inputs=list(inputs),
             outputs=list(outputs),
-            variants=[Variant(**variant.entry) for variant in variants],
+            variants=[variant.entry for variant in variants],
             # auto: the first candidate while the candidates are checked, then the chosen one
-            default_variant=default_to_ship([v.entry["name"] for v in variants], plan.default),
+            default_variant=default_to_ship([v.entry.name for v in variants], plan.default),
             source=Source(source.name, model_bytes(source)),
             optimization=optimization,
             notes=notes,
             verification=verification_record(None, ""),
-            hosting=hosting.to_json(),
+            hosting=hosting.record(),
             task=task,
             workload=None if workload is None else workload.to_json(),
         )
+        write_modules(staging, manifest)
         if plan.auto:
             _choose_auto(staging, manifest, variants, options, user, reporter)
         add_coi_worker(staging, hosting)
@@ -271,7 +222,7 @@ def build(
         manifest.verification = verification_record(report, reason)
         shutil.rmtree(work)
         finish_site(staging, manifest, options.templates)
-        _move_into_place(staging, output)
+        move_into_place(staging, output)
     _summarise(manifest, output, reporter, verification_wanted=options.verify)
     if options.strict and (failures := strict_failures(report, manifest.verification)):
         raise VerificationFailed(f"--strict: {failures[0]}" + (
@@ -346,12 +297,13 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     """A new build in `output` that is `previous` with its pages rendered again (for a change of
     the templates only): the models and runtime are linked, not rebuilt."""
     manifest = manifest_file.load(previous)
-    with _staging(output) as staging:
+    with staging_folder(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
-        add_coi_worker(staging, HostingOptions.from_json(manifest.hosting))
+        add_coi_worker(staging, HostingOptions.of(manifest.hosting))
+        write_modules(staging, manifest)
         finish_site(staging, manifest, templates)
-        _move_into_place(staging, output)
+        move_into_place(staging, output)
     return manifest
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from bundler.bundle.layout import COI_WORKER
 from bundler.console import Reporter
 from bundler.errors import BundlerError
 from bundler.hosting.doctor.checks import (
@@ -22,7 +23,6 @@ from bundler.hosting.doctor.checks import (
 from bundler.hosting.doctor.fetching import Expected, Fetched, expected_files, fetch, folder_url
 from bundler.hosting.doctor.fixes import fix_for
 from bundler.hosting.doctor.report import DoctorReport, file_row
-from bundler.hosting.publish import COI_WORKER
 from bundler.hosting.registry import detect_host
 from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE
 

@@ -15,12 +15,12 @@ from typing import Any
 import click
 import numpy as np
 
-from bundler import manifest as manifest_file
+from bundler.bundle.edge import EdgeManifest
+from bundler.bundle.manifest import Manifest, Task, Variant
 from bundler.bundle_dir import model_or_bundle
 from bundler.console import Reporter
 from bundler.edge_session import EP_PRIORITY, Session
 from bundler.errors import BundlerError, ConfigError, ModelError
-from bundler.manifest import Task
 from bundler.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.reference import (
     Case,
@@ -94,9 +94,9 @@ def _feeds(model: Path, specs: Sequence[TensorSpec],
     return feeds
 
 
-def _reference_check(session: Session, variant: dict[str, Any], specs: list[TensorSpec],
+def _reference_check(session: Session, variant: Variant, specs: list[TensorSpec],
                      ) -> dict[str, Any]:
-    recorded = variant.get("reference")
+    recorded = variant.reference
     if not recorded:
         return {"compared": False, "detail": "bundle.json has no reference for this variant"}
     try:
@@ -106,7 +106,7 @@ def _reference_check(session: Session, variant: dict[str, Any], specs: list[Tens
         return {"compared": False, "detail": error.reason}
     ours = Reference(reference.dims, tuple(Case(case.label, case.feeds, session.run(case.feeds))
                                            for case in reference.cases))
-    rtol = tolerance_for("fingerprint", variant.get("kind", "fp32"), session.ep).rtol
+    rtol = tolerance_for("fingerprint", variant.kind, session.ep).rtol
     mismatch = fingerprint_mismatch(recorded, ours, rtol)
     return {"compared": True, "matches": mismatch is None, "rtol": rtol,
             "detail": mismatch or f"matches the build's reference (rtol {rtol})"}
@@ -121,8 +121,8 @@ def _output_json(value: np.ndarray) -> dict[str, Any]:
     return entry
 
 
-def _task_of(source: Path, manifest: dict[str, Any] | None) -> Task:
-    task = manifest_file.from_json(manifest).task if manifest and "tool" in manifest else None
+def _task_of(source: Path, manifest: Manifest | EdgeManifest | None) -> Task:
+    task = manifest.task if isinstance(manifest, Manifest) else None
     if task is None:
         raise ConfigError(f"--image/--audio need a bundle built with --task; {source} has no task"
                           " (see docs/how-to/task-apps.md)")
@@ -165,8 +165,7 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
     session = Session(model, eps, whole_graph=whole_graph)
-    specs = ([TensorSpec.from_json(s) for s in manifest["inputs"]] if manifest
-             else _specs_of(session))
+    specs = list(manifest.inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter)
     check_dims(specs, dims or {})

@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bundler import manifest as manifest_file
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.manifest import Manifest
 from bundler.commands.build import build, rerender, summary
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.interrupts import signals_interrupt
-from bundler.manifest import Manifest
 from bundler.modelio import model_files
 from bundler.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.resources import example_model

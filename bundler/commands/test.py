@@ -9,8 +9,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bundler import manifest as manifest_file
 from bundler.browser import load_settings
+from bundler.bundle import manifest as manifest_file
 from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError

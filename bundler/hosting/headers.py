@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from bundler.bundle.layout import ENCODINGS, MANIFEST_FILE
 from bundler.server import content_type
 
 SITE_HEADERS = {
@@ -22,8 +23,6 @@ SITE_HEADERS = {
 }
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
-ENCODINGS = {"br": ".br", "gzip": ".gz"}  # Content-Encoding -> the suffix of its sibling file
-MANIFEST_FILE = "bundle.json"
 
 
 def is_hashed(path: str, sha256: str) -> bool:

@@ -26,25 +26,27 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import brotli
 
+from bundler.bundle.codec import to_json
+from bundler.bundle.layout import (
+    COI_WORKER,
+    COMPRESSIBLE,
+    ENCODINGS,
+    HEAVY_DIRS,
+    MODELS_DIR,
+    SPLITTABLE,
+    UNLISTED,
+)
+from bundler.bundle.manifest import Encoded, FileEntry, FilePiece, Hosting, Manifest
 from bundler.errors import ConfigError
-from bundler.files import FILES_MODULE
-from bundler.hosting.headers import ENCODINGS, MANIFEST_FILE
 from bundler.hosting.registry import CONFIG_FILES, HOST_NAMES, write_host_configs
 from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE
-from bundler.manifest import Manifest, files_from_json, files_to_json
 from bundler.modelio import sha256_of
 from bundler.resources import resource
 from bundler.runtime import cache_root
 
-COI_WORKER = "coi-serviceworker.js"
-SPLITTABLE = {".wasm", ".onnx", ".ort", ".data", ".bin"}
-COMPRESSIBLE = SPLITTABLE | {".html", ".mjs", ".js", ".json", ".css", ".ts", ".svg", ".txt",
-                             ".map"}
-HEAVY_DIRS = ("models/", "runtime/")
 _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11
 _BROTLI_MODEL_QUALITY = 9
@@ -58,15 +60,15 @@ class HostingOptions:
     hosts: tuple[str, ...] = HOST_NAMES
     coi_worker: bool = True
 
-    def to_json(self) -> dict[str, Any]:
-        return {"max_file_size": self.max_file_size, "hosts": list(self.hosts),
-                "coi_worker": self.coi_worker}
+    def record(self) -> Hosting:
+        """bundle.json's `hosting`."""
+        return Hosting(self.max_file_size, list(self.hosts), self.coi_worker)
 
     @classmethod
-    def from_json(cls, record: dict[str, Any] | None) -> HostingOptions:
+    def of(cls, record: Hosting | None) -> HostingOptions:
         if record is None:
             return cls()
-        return cls(record["max_file_size"], tuple(record["hosts"]), record["coi_worker"])
+        return cls(record.max_file_size, tuple(record.hosts), record.coi_worker)
 
 
 def compress(data: bytes, encoding: str, quality: int = _BROTLI_QUALITY) -> bytes:
@@ -78,7 +80,7 @@ def compress(data: bytes, encoding: str, quality: int = _BROTLI_QUALITY) -> byte
 
 
 def _brotli_quality(relative: str, size: int) -> int:
-    if relative.startswith("models/") and size > _MODEL_BEST_QUALITY_BYTES:
+    if relative.startswith(MODELS_DIR) and size > _MODEL_BEST_QUALITY_BYTES:
         return _BROTLI_MODEL_QUALITY
     return _BROTLI_QUALITY
 
@@ -97,26 +99,22 @@ def _compressed(data: bytes, digest: str, encoding: str, quality: int) -> bytes:
     return encoded
 
 
-def _record(directory: Path, path: Path) -> dict[str, Any]:
-    """{path, bytes, sha256} of a file, with `encodings` when a compressed sibling is smaller."""
+def _record(directory: Path, path: Path) -> FileEntry:
+    """The path, bytes and sha256 of a file (or part), with `encodings` when a compressed sibling
+    is smaller."""
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    entry: dict[str, Any] = {"path": path.relative_to(directory).as_posix(),
-                             "bytes": len(data), "sha256": digest}
+    relative = path.relative_to(directory).as_posix()
     original_suffix = _PART.sub("", path.name)
-    if Path(original_suffix).suffix.lower() not in COMPRESSIBLE or not data:
-        return entry
     encodings = {}
-    quality = _brotli_quality(entry["path"], len(data))
-    for encoding, suffix in ENCODINGS.items():
-        encoded = _compressed(data, digest, encoding, quality)
-        if len(encoded) < len(data):
-            sibling = path.with_name(path.name + suffix)
-            sibling.write_bytes(encoded)
-            encodings[encoding] = {"path": entry["path"] + suffix, "bytes": len(encoded)}
-    if encodings:
-        entry["encodings"] = encodings
-    return entry
+    if Path(original_suffix).suffix.lower() in COMPRESSIBLE and data:
+        quality = _brotli_quality(relative, len(data))
+        for encoding, suffix in ENCODINGS.items():
+            encoded = _compressed(data, digest, encoding, quality)
+            if len(encoded) < len(data):
+                path.with_name(path.name + suffix).write_bytes(encoded)
+                encodings[encoding] = Encoded(relative + suffix, len(encoded))
+    return FileEntry(relative, len(data), digest, encodings=encodings or None)
 
 
 def _split(path: Path, limit: int) -> list[Path]:
@@ -137,7 +135,7 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
     found = []
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory).as_posix()
-        if (not path.is_file() or relative in skip or relative in (MANIFEST_FILE, FILES_MODULE)
+        if (not path.is_file() or relative in skip or relative in UNLISTED
                 or relative in CONFIG_FILES.values() or path.suffix in ENCODINGS.values()
                 or any(part.startswith(".") for part in path.relative_to(directory).parts)):
             continue
@@ -145,27 +143,25 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
     return found
 
 
-def _describe(directory: Path, path: Path, options: HostingOptions) -> dict[str, Any]:
+def _describe(directory: Path, path: Path, options: HostingOptions) -> FileEntry:
     size = path.stat().st_size
     if size <= options.max_file_size:
         return _record(directory, path)
     if path.suffix.lower() not in SPLITTABLE:
         raise ConfigError(f"{path.relative_to(directory)} is {size} bytes, over --max-file-size"
                           f" {options.max_file_size}, and only model and .wasm files are split")
-    entry = {"path": path.relative_to(directory).as_posix(), "bytes": size,
-             "sha256": sha256_of(path)}
-    entry["parts"] = [_record(directory, part) for part in _split(path, options.max_file_size)]
-    return entry
+    whole = FileEntry(path.relative_to(directory).as_posix(), size, sha256_of(path))
+    whole.parts = [_record(directory, part) for part in _split(path, options.max_file_size)]
+    return whole
 
 
-def owned_paths(entries: Iterable[dict[str, Any]]) -> set[str]:
+def owned_paths(entries: Iterable[FilePiece]) -> set[str]:
     """Every path an entry of bundle.json's `files` stands for: itself, its parts, its siblings."""
     paths: set[str] = set()
     for entry in entries:
-        paths.add(entry["path"])
-        for part in entry.get("parts", []):
-            paths |= owned_paths([part])
-        paths |= {sibling["path"] for sibling in entry.get("encodings", {}).values()}
+        paths.add(entry.path)
+        paths |= owned_paths(getattr(entry, "parts", None) or [])
+        paths |= {sibling.path for sibling in (entry.encodings or {}).values()}
     return paths
 
 
@@ -193,30 +189,29 @@ def add_coi_worker(directory: Path, options: HostingOptions) -> None:
         shutil.copyfile(resource("web") / COI_WORKER, directory / COI_WORKER)
 
 
-def prepare(directory: Path, options: HostingOptions, reuse: Iterable[dict[str, Any]] = ()
-            ) -> list[dict[str, Any]]:
+def prepare(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry] = ()
+            ) -> list[FileEntry]:
     """Split, compress and describe every served file of `directory` and write the host
-    configs; returns the `files` table as JSON. `reuse`: entries of files that are already
+    configs; returns bundle.json's `files` table. `reuse`: entries of files that are already
     split and compressed (with their parts and siblings)."""
     reused = list(reuse)
     skip = owned_paths(reused)
     entries = reused + [_describe(directory, path, options)
                         for path in _served_files(directory, skip)]
-    entries.sort(key=lambda entry: entry["path"])
-    write_host_configs(directory, entries, options.hosts)
+    entries.sort(key=lambda entry: entry.path)
+    write_host_configs(directory, to_json(entries), options.hosts)
     return entries
 
 
 def publish(directory: Path, manifest: Manifest, options: HostingOptions,
-            reuse: Iterable[dict[str, Any]] = ()) -> None:
+            reuse: Iterable[FileEntry] = ()) -> None:
     """prepare() the folder and record it in `manifest` (its `files` and `hosting`)."""
-    manifest.files = files_from_json(prepare(directory, options, reuse))
-    manifest.hosting = options.to_json()
+    manifest.files = prepare(directory, options, reuse)
+    manifest.hosting = options.record()
 
 
 def republish(directory: Path, manifest: Manifest) -> None:
     """publish() again after the pages were rendered anew; the models and runtime files that
     `manifest` already describes are kept as they are."""
-    reuse = [entry for entry in files_to_json(manifest.files)
-             if entry["path"].startswith(HEAVY_DIRS)]
-    publish(directory, manifest, HostingOptions.from_json(manifest.hosting), reuse)
+    reuse = [entry for entry in manifest.files or [] if entry.path.startswith(HEAVY_DIRS)]
+    publish(directory, manifest, HostingOptions.of(manifest.hosting), reuse)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from bundler.hosting.headers import MANIFEST_FILE, REVALIDATE, cache_control, type_of
+from bundler.bundle.layout import MANIFEST_FILE
+from bundler.hosting.headers import REVALIDATE, cache_control, type_of
 from bundler.hosting.spec import Entries, Host, deploy_fixes, server_of
 
 _UPLOAD = "upload with the s3-upload.sh that bundle build wrote (it sets each file's headers)"

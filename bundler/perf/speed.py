@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.bundle.manifest import Manifest
 from bundler.conformance import encode_feeds
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.harness import harness_call
-from bundler.manifest import Manifest
 from bundler.perf.page import BENCH_MODULE
 from bundler.reference import Feeds
 from bundler.runtime import cache_root

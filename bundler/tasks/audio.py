@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec
 
 Run = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]

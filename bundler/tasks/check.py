@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from bundler.browser import BrowserSettings, launch, playwright_session
+from bundler.bundle.manifest import Manifest, Task
 from bundler.console import Reporter
 from bundler.errors import ConfigError
 from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
-from bundler.manifest import Manifest, Task
 from bundler.modelio import cpu_session
 from bundler.reference import run_native
 from bundler.server import HARNESS_PATH, serve_directory

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bundler.manifest import Task
+from bundler.bundle.manifest import Task
 
 
 def label_of(task: Task, index: int) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bundler.manifest import Task
+from bundler.bundle.manifest import Task
 from bundler.tasks.classify import label_of
 from bundler.tasks.image import Geometry
 

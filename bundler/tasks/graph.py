@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from bundler.manifest import Task
+from bundler.bundle.manifest import Task
 
 PREFIX = "task_preprocess_"
 

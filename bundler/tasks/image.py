@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.tasks.resample import resize_cv2_linear, resize_pil_bilinear
 
 OWNER_RESIZES = {"cv2-linear": resize_cv2_linear, "pil-bilinear": resize_pil_bilinear}

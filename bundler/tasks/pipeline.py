@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec
 from bundler.tasks.audio import AudioStream, Run, resample, segments
 from bundler.tasks.image import fit_image

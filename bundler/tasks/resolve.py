@@ -9,8 +9,8 @@ import json
 
 import onnx
 
+from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec, input_specs, tensor_spec
 from bundler.tasks.kinds.registry import KINDS, kind_of
 from bundler.tasks.kinds.spec import ModelIO

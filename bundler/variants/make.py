@@ -15,11 +15,10 @@ import dataclasses
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from bundler.bundle.manifest import Optimization, OptimizationStep, Task, Variant
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
-from bundler.manifest import Task
 from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.optimize import OptimizeReport, optimize
 from bundler.options import BuildOptions
@@ -51,8 +50,8 @@ class Samples:
 
 
 @dataclasses.dataclass
-class Variant:
-    entry: dict[str, Any]  # its bundle.json entry
+class MadeVariant:
+    entry: Variant  # its bundle.json entry
     metrics: Metrics | None
     latency_ms: float | None  # shown, not recorded: bundle.json must not change between builds
 
@@ -98,10 +97,10 @@ def _any_quantized(kinds: Sequence[str]) -> bool:
 
 
 def _optimize(source: Path, destination: Path, options: BuildOptions,
-              reporter: Reporter) -> dict[str, Any]:
+              reporter: Reporter) -> Optimization:
     if not options.optimize:
         copy_model(source, destination)
-        return {"enabled": False}
+        return Optimization(enabled=False)
     report: OptimizeReport = optimize(source, destination, fix_dims=options.fix_dims or None)
     for step in report.steps:
         if step.status == "fell back":
@@ -111,32 +110,32 @@ def _optimize(source: Path, destination: Path, options: BuildOptions,
         copy_model(source, destination)
         reporter.warn(f"optimize: the result grew {report.bytes_after / report.bytes_before:.2f}x"
                       " in bytes; shipping the model unoptimised")
-        return {"enabled": True, "kept_original": "the optimised graph was larger",
-                "steps": [dataclasses.asdict(step) for step in report.steps]}
+        return Optimization(enabled=True, kept_original="the optimised graph was larger",
+                            steps=_steps(report))
     reporter.info(f"Optimised: {report.nodes_before} -> {report.nodes_after} nodes,"
                   f" {report.bytes_before} -> {report.bytes_after} bytes")
-    return {
-        "enabled": True,
-        "nodes_before": report.nodes_before,
-        "nodes_after": report.nodes_after,
-        "steps": [dataclasses.asdict(step) for step in report.steps],
-    }
+    return Optimization(enabled=True, nodes_before=report.nodes_before,
+                        nodes_after=report.nodes_after, steps=_steps(report))
 
 
-def _row(variant: Variant, workload: Workload | None) -> list[str]:
+def _steps(report: OptimizeReport) -> list[OptimizationStep]:
+    return [OptimizationStep(step.name, step.status, step.detail) for step in report.steps]
+
+
+def _row(variant: MadeVariant, workload: Workload | None) -> list[str]:
     entry = variant.entry
-    accuracy = entry.get("accuracy") or {}
+    accuracy = entry.accuracy
 
     def number(key: str) -> str:
-        value = accuracy.get(key)
+        value = None if accuracy is None else getattr(accuracy, key)
         return "-" if value is None else f"{value:.4g}"
 
     inputs = "-" if workload is None else f"{workload.label()} ({workload.dims_source})"
-    return [entry["name"], inputs, kind_spec(entry["kind"]).keeps_float, str(entry["bytes"]),
-            f"{entry['ratio']:.3f}", number("max_abs"),
+    return [entry.name, inputs, kind_spec(entry.kind).keeps_float, str(entry.bytes),
+            f"{entry.ratio:.3f}", number("max_abs"),
             number("mean_rel"), number("cosine"), number("top1_agreement"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
-            "; ".join(entry.get("notes", []))]
+            "; ".join(entry.notes)]
 
 
 def make_variants(
@@ -150,7 +149,7 @@ def make_variants(
     reporter: Reporter,
     user: UserInputs | None = None,
     task: Task | None = None,
-) -> tuple[list[Variant], dict[str, Any], tuple[TensorSpec, ...], tuple[TensorSpec, ...],
+) -> tuple[list[MadeVariant], Optimization, tuple[TensorSpec, ...], tuple[TensorSpec, ...],
            Workload | None]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
@@ -169,7 +168,7 @@ def make_variants(
     if samples.validation is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
-    variants: list[Variant] = []
+    variants: list[MadeVariant] = []
     for kind in plan.kinds:
         with reporter.step(f"Making the {kind} variant"):
             try:
@@ -199,22 +198,20 @@ def make_variants(
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
                                     options.dims, inputs=user.digest)
-        entry: dict[str, Any] = {
-            "name": kind,
-            "kind": kind,
-            "file": f"{models_dir.name}/{shipped.name}",
-            "bytes": shipped.stat().st_size,
-            "sha256": sha256_of(shipped),
-            "ratio": round(shipped.stat().st_size / source_bytes, 4),
-            "accuracy": None if metrics is None else {
-                **metrics.to_json(), "samples": len(samples.validation or []),
-                "data": samples.source,
-            },
-            "settings": result.settings,
-            "notes": result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
-            "reference": reference,
-        }
-        variants.append(Variant(entry, metrics, latency))
+        entry = Variant(
+            name=kind,
+            kind=kind,
+            file=f"{models_dir.name}/{shipped.name}",
+            bytes=shipped.stat().st_size,
+            sha256=sha256_of(shipped),
+            ratio=round(shipped.stat().st_size / source_bytes, 4),
+            accuracy=None if metrics is None else metrics.accuracy(
+                samples=len(samples.validation or []), data=samples.source),
+            settings=result.settings,
+            notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
+            reference=reference,
+        )
+        variants.append(MadeVariant(entry, metrics, latency))
     if not variants:
         raise QuantizeError("auto: no candidate variant could be made; see the warnings above")
     reporter.table("Variants (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from bundler.bundle.records import Accuracy
 from bundler.errors import QuantizeError, first_line
 from bundler.modelio import cpu_session
 
@@ -45,6 +46,10 @@ class Metrics:
             "top1_agreement": _rounded(self.top1_agreement),
             "nonfinite": self.nonfinite,
         }
+
+    def accuracy(self, *, samples: int, data: str) -> Accuracy:
+        """bundle.json's `accuracy` of a variant measured on `samples` inputs from `data`."""
+        return Accuracy(**self.to_json(), samples=samples, data=data)
 
 
 def run_all(

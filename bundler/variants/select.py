@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.bundle.manifest import Selection
 from bundler.conformance import ConformanceReport
 from bundler.errors import QuantizeError
-from bundler.manifest import Selection
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
 from bundler.variants.default import default_variant
 from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
-from bundler.variants.make import Variant
+from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
 
 SPEED_TIE = 0.05  # speeds this close (relative) are equal: the smaller file ships
@@ -105,14 +105,14 @@ def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> di
     }
 
 
-def fitting_names(variants: Sequence[Variant], report: ConformanceReport | None,
+def fitting_names(variants: Sequence[MadeVariant], report: ConformanceReport | None,
                   max_error: str | None) -> list[str]:
     """The candidates auto may ship (within budget, passed): the ones worth timing."""
     budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
-    names = [v.entry["name"] for v in variants]
+    names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
-    return [v.entry["name"] for v in variants
-            if v.metrics is not None and passed[v.entry["name"]] and budget.accepts(v.metrics)]
+    return [v.entry.name for v in variants
+            if v.metrics is not None and passed[v.entry.name] and budget.accepts(v.metrics)]
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class AutoChoice:
 
 
 def select(
-    variants: Sequence[Variant],
+    variants: Sequence[MadeVariant],
     report: ConformanceReport | None,
     max_error: str | None,
     objective: Objective = "balanced",
@@ -135,14 +135,14 @@ def select(
     `speeds`: per measured EP, variant -> steady-state ms; an EP that was not measured gets the
     choice of the first one that was (the sizes otherwise)."""
     budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
-    names = [v.entry["name"] for v in variants]
+    names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
     speeds = speeds or {}
 
     def candidates(ep: str | None) -> list[Candidate]:
         timed = speeds.get(ep, {}) if ep else {}
-        return [Candidate(v.entry["name"], v.entry["bytes"], v.metrics, passed[v.entry["name"]],
-                          timed.get(v.entry["name"]))
+        return [Candidate(v.entry.name, v.entry.bytes, v.metrics, passed[v.entry.name],
+                          timed.get(v.entry.name))
                 for v in variants if v.metrics is not None]
 
     measured = [ep for ep, timed in speeds.items() if timed]

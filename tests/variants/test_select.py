@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.manifest import Selection, Variant
 from bundler.conformance import ConformanceReport, EPCheck
 from bundler.errors import QuantizeError
-from bundler.manifest import Selection
 from bundler.variants.budget import parse_budget
-from bundler.variants.make import Variant
+from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
 from bundler.variants.select import Candidate, browser_passed, choose, select
 
@@ -92,9 +92,9 @@ def test_select_per_ep_records_speeds_and_the_objective() -> None:
     assert both.dropped == ["int8-weights"] and both.selection.chosen == "int8-static"
 
 
-def _variant(name: str, size: int, metrics: Metrics | None) -> Variant:
-    return Variant({"name": name, "kind": name, "file": f"models/{name}.onnx", "bytes": size},
-                   metrics, latency_ms=None)
+def _variant(name: str, size: int, metrics: Metrics | None) -> MadeVariant:
+    return MadeVariant(Variant(name, name, f"models/{name}.onnx", size, "0" * 64, 1.0, None, {},
+                               [], None), metrics, latency_ms=None)
 
 
 def _check(ep: str, variant: str, error: str | None = None) -> EPCheck:

@@ -13,10 +13,10 @@ import zlib
 
 import brotli
 
+from bundler.bundle.layout import COI_WORKER
 from bundler.hosting.doctor.fetching import Expected, Fetched
 from bundler.hosting.doctor.report import Problem
 from bundler.hosting.headers import is_hashed
-from bundler.hosting.publish import COI_WORKER
 
 JS_TYPES = {"text/javascript", "application/javascript", "application/x-javascript",
             "text/ecmascript", "application/ecmascript"}

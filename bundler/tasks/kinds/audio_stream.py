@@ -10,8 +10,8 @@ from bundler.errors import ConfigError
 from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
 
 if TYPE_CHECKING:
+    from bundler.bundle.records import Task
     from bundler.console import Reporter
-    from bundler.manifest import Task
     from bundler.modelio import TensorSpec
     from bundler.tasks.check import TaskComparison
     from bundler.tasks.spec import TaskSpec
@@ -40,7 +40,7 @@ def _looks_like(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> str | No
 
 
 def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
-    from bundler.manifest import Task
+    from bundler.bundle.records import Task
 
     inputs, outputs, output = model.inputs, model.outputs, model.output
     names = {s.name for s in inputs}

@@ -11,7 +11,7 @@ from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, image_layout
 if TYPE_CHECKING:
     import onnx
 
-    from bundler.manifest import Task
+    from bundler.bundle.records import Task
     from bundler.tasks.spec import TaskSpec
 
 IMAGE_SETTINGS = ("input", "output", "size", "resize", "filter", "pad_value", "placement",
@@ -23,7 +23,7 @@ def resolve_image(spec: TaskSpec, model: ModelIO, default_resize: str, **kind_fi
                   ) -> Task:
     """The task record of an image kind: the image input, its layout and size, how the picture
     is fitted to it, and `kind_fields` (the kind's own settings)."""
-    from bundler.manifest import Task
+    from bundler.bundle.records import Task
 
     image = next((s for s in model.inputs if s.name == spec.input), None) or next(
         (s for s in model.inputs if s.type in FLOATS and len(s.shape or ()) == 4), None)

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
     import onnx
 
+    from bundler.bundle.records import Task
     from bundler.console import Reporter
-    from bundler.manifest import Task
     from bundler.modelio import TensorSpec
     from bundler.tasks.check import TaskComparison
     from bundler.tasks.image import Geometry

@@ -1,0 +1,200 @@
+"""The records bundle.json and edge.json are made of, down to their sub-records; every stage of a
+build returns these (never a dict), and bundler.bundle.codec writes and reads them.
+
+Four sub-records stay open JSON, each with one owner that writes and reads it: a variant's
+`settings` (its kind's module in bundler/variants/: each kind records its own knobs, and a new
+kind adds keys), its `reference` (bundler.reference.fingerprint: per-output sample values),
+`selection.candidates` and `selection.speed` (bundler.variants.select and bundler.perf.speed:
+one `<ep>_ms` key per measured execution provider) and `workload` (bundler.workload.Workload).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from bundler.bundle.codec import JSON
+
+
+@dataclasses.dataclass
+class Tool:
+    name: str
+    version: str
+
+
+@dataclasses.dataclass
+class RuntimeBuild:
+    """A build's ES module, the glue module it imports and its wasm (env.wasm.wasmPaths)."""
+
+    module: str
+    mjs: str
+    wasm: str  # bundle.mjs fetches it itself (it may be split into parts)
+
+
+@dataclasses.dataclass
+class Encoded:
+    """A precompressed sibling of a file (or part)."""
+
+    path: str
+    bytes: int
+
+
+@dataclasses.dataclass
+class FilePiece:
+    path: str
+    bytes: int
+    sha256: str
+    encodings: dict[str, Encoded] | None = None  # "br", "gzip"
+
+
+@dataclasses.dataclass
+class FileEntry(FilePiece):
+    """One file a browser may fetch; `parts` when it was split for static hosts (then it has no
+    `encodings` of its own: its parts have)."""
+
+    parts: list[FilePiece] | None = None
+
+
+@dataclasses.dataclass
+class NativeReference:
+    """The native onnxruntime the browser was checked against."""
+
+    package: str
+    version: str
+
+
+@dataclasses.dataclass
+class Runtime:
+    package: str
+    version: str
+    dir: str
+    builds: dict[str, RuntimeBuild]
+    native_reference: NativeReference | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Accuracy:
+    """A variant measured natively against fp32 on `samples` inputs from `data` ("calibration",
+    "validation", "sample" or "generated"). A metric the model has no value for is null
+    (top1_agreement of a detector, any metric over non-finite outputs)."""
+
+    max_abs: float | None
+    mean_rel: float | None
+    cosine: float | None
+    top1_agreement: float | None
+    nonfinite: int = 0  # outputs NaN/Inf in the variant but finite in fp32 (absent: older builds)
+    samples: int
+    data: str
+
+
+@dataclasses.dataclass
+class OptimizationStep:
+    name: str
+    status: str  # "applied", "skipped" or "fell back" (bundler.optimize)
+    detail: str
+
+
+@dataclasses.dataclass
+class Optimization:
+    """The graph optimisation every variant was made from (bundler.optimize)."""
+
+    enabled: bool
+    kept_original: str | None = None  # why the optimised graph was not shipped
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    steps: list[OptimizationStep] | None = None
+
+
+@dataclasses.dataclass
+class Hosting:
+    """How the folder was prepared for static hosts (bundler.hosting.publish)."""
+
+    max_file_size: int
+    hosts: list[str]
+    coi_worker: bool
+
+
+@dataclasses.dataclass
+class Variant:
+    name: str
+    kind: str
+    file: str
+    bytes: int
+    sha256: str
+    ratio: float
+    accuracy: Accuracy | None
+    settings: JSON  # the kind's own record (see above)
+    notes: list[str]
+    reference: JSON | None  # bundler.reference.fingerprint (see above)
+
+
+@dataclasses.dataclass
+class Source:
+    file: str
+    bytes: int
+
+
+@dataclasses.dataclass
+class EPResult:
+    passed: bool
+    max_abs_error: float | None
+    max_normalized_error: float | None
+    error: str | None = None
+    unsupported: Literal["runtime", "device"] | None = None
+
+
+@dataclasses.dataclass
+class Verification:
+    status: Literal["passed", "failed", "not_done"]
+    reason: str | None = None
+    hint: str | None = None
+    dims: dict[str, int] | None = None
+    results: dict[str, dict[str, EPResult]] | None = None
+    fallback: EPResult | None = None
+    problems: list[str] | None = None
+
+
+@dataclasses.dataclass
+class Selection:
+    mode: str
+    budget: str
+    chosen: str  # the default (the WASM one when default_variant is a map per EP)
+    candidates: list[JSON]
+    objective: str | None = None  # "balanced", "speed" or "size"
+    speed: JSON | None = None  # how the candidates' speeds were measured, or why they were not
+
+
+@dataclasses.dataclass
+class Task:
+    """What the task API (classify, detect, stream) needs: bundler.tasks.spec's settings,
+    resolved against the model. The numeric preprocessing (scale, mean/std, channel order,
+    layout) is in the shipped graph already; it is recorded for the reader."""
+
+    kind: str  # a name in bundler.tasks.kinds.registry, not generic
+    input: str
+    output: str
+    size: list[int] | None = None  # [height, width] of the image the graph takes
+    resize: Literal["stretch", "letterbox", "center-crop"] | None = None
+    filter: Literal["bilinear", "nearest", "antialias", "cv2-linear", "pil-bilinear"] | None = None
+    pad_value: int | None = None
+    placement: Literal["centre", "top-left"] | None = None
+    letterbox_order: Literal["resize-then-pad", "pad-then-resize"] | None = None
+    crop_fraction: float | None = None
+    layout: Literal["NCHW", "NHWC"] | None = None
+    channels: Literal["RGB", "BGR"] | None = None
+    scale: float | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    labels: list[str] | None = None
+    softmax: bool | None = None
+    top_k: int | None = None
+    score_threshold: float | None = None
+    iou_threshold: float | None = None
+    max_detections: int | None = None
+    output_layout: Literal["yolov8", "yolov5", "nms-inside"] | None = None
+    nms: Literal["per-class", "class-agnostic"] | None = None
+    sample_rate: int | None = None
+    chunk_size: int | None = None
+    context_size: int | None = None  # samples of the previous chunk given before each chunk
+    state: dict[str, str] | None = None  # state input -> the output fed back into it
+    sample_rate_input: str | None = None  # an int64 input given the sample rate
