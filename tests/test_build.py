@@ -143,6 +143,8 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
                      "bundler/defaults/playwright.config.py",
                      "bundler/example/digits.onnx"]:
         assert expected in names
+    for package in (ROOT / "bundler").rglob("__init__.py"):  # every package, not only these
+        assert package.relative_to(ROOT).as_posix() in names
     target = tmp_path / "site-packages"
     zipfile.ZipFile(wheel).extractall(target)
     elsewhere = tmp_path / "elsewhere"
