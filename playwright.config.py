@@ -1,9 +1,10 @@
 """Browser settings for `bundle test`, the build-time verification and the test suite.
 
 This file is the one place for them: which Chromium to launch, its flags, timeouts and the
-per-execution-provider tolerances of the browser against native onnxruntime (bundler/tolerance.py
-reads them; it holds the tolerances of the native comparisons). `bundler.browser.load_settings()`
-reads it; set BUNDLER_PLAYWRIGHT_CONFIG to use another file of the same shape.
+per-execution-provider tolerances of the browser against native onnxruntime
+(bundler/verify/tolerance.py reads them; it holds the tolerances of the native comparisons).
+`bundler.verify.browser.load_settings()` reads it; set BUNDLER_PLAYWRIGHT_CONFIG to use another
+file of the same shape.
 """
 
 # The Chromium to launch: $BUNDLER_CHROMIUM when set, else the first of these that exists, else the

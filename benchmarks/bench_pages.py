@@ -35,18 +35,18 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.browser import launch, load_settings, playwright_session
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.commands.bench import bench
 from bundler.commands.build import build
-from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.harness import harness_call
-from bundler.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.perf.page import Link, PageResult, measure_loaded, measure_page
 from bundler.perf.stats import ratio, total_runs
-from bundler.reference import native_reference
-from bundler.runtime import fetch_runtime
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.site.runtime import fetch_runtime
+from bundler.verify.browser import launch, load_settings, playwright_session
+from bundler.verify.conformance import encode_feeds
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import native_reference
 
 PAGES_MODULE = Path(__file__).with_name("pages.mjs")  # the hand-written pages
 RAW_MODULE = f"/raw/{PAGES_MODULE.name}"  # where the served site has it

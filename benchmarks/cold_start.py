@@ -23,16 +23,16 @@ from pathlib import Path
 
 from bench_pages import detector
 
-from bundler.browser import launch, load_settings, playwright_session
 from bundler.bundle.manifest import load as load_manifest
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.commands.build import build
-from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.perf.page import measure_page
-from bundler.reference import native_reference
-from bundler.runtime import fetch_runtime
-from bundler.server import serve_directory
+from bundler.server.bundle_server import serve_directory
+from bundler.site.runtime import fetch_runtime
+from bundler.verify.browser import launch, load_settings, playwright_session
+from bundler.verify.conformance import encode_feeds
+from bundler.verify.reference import native_reference
 
 SPLIT = ("navigation_to_ready_ms", "fetch_ms", "wasm_compile_ms", "session_ms")
 

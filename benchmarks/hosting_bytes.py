@@ -16,12 +16,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bundler.browser import launch, load_settings, playwright_session
+from bundler.bundle.options import merge
 from bundler.commands.build import build
 from bundler.console import TerminalReporter
-from bundler.options import merge
 from bundler.resources import example_model
-from bundler.runtime import BUILDS, fetch_runtime
+from bundler.site.runtime import BUILDS, fetch_runtime
+from bundler.verify.browser import launch, load_settings, playwright_session
 from tests.hostsim import TEST_PAGE, Host, hosting
 
 HAND_WRITTEN = """async () => {

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bundler.npmtools import node_executable
+from bundler.site.npmtools import node_executable
 
 WEB_TASKS = Path(__file__).resolve().parent.parent / "web" / "tasks"
 SETTINGS = [("bilinear", "resize-then-pad"), ("nearest", "resize-then-pad"),

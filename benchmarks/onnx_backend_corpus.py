@@ -37,9 +37,9 @@ from onnx_corpus import (  # the engine beside this script (its folder is first 
 )
 from onnx_corpus_browser import BROWSERS, run_all
 
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.console import TerminalReporter
-from bundler.options import DEFAULT_RUNTIME_VERSION
-from bundler.runtime import fetch_runtime
+from bundler.site.runtime import fetch_runtime
 
 OUTCOMES = ("matched", "mismatched", "errored", "not built", "not run")
 COLUMNS = ("page", "browser", "load()", "models", "built", "refused", "matched",

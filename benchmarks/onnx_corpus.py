@@ -25,12 +25,12 @@ import onnx
 from onnx import numpy_helper
 
 import bundler
-from bundler.browser import BrowserSettings
-from bundler.conformance import compare
+from bundler.bundle.modelio import NUMPY_TYPES, TYPE_NAMES
 from bundler.errors import BundlerError, first_line
-from bundler.modelio import NUMPY_TYPES, TYPE_NAMES
-from bundler.runtime import BUILDS
-from bundler.tolerance import tolerance_for
+from bundler.site.runtime import BUILDS
+from bundler.verify.browser import BrowserSettings
+from bundler.verify.conformance import compare
+from bundler.verify.tolerance import tolerance_for
 
 CATEGORIES = ("pytorch-converted", "pytorch-operator", "simple")
 BUNDLES_DIR = "bundles"

@@ -28,10 +28,10 @@ from onnx_corpus import (
     judge,
 )
 
-from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.errors import first_line
-from bundler.runtime import BUILDS
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.site.runtime import BUILDS
+from bundler.verify.browser import BrowserSettings, launch, load_settings, playwright_session
 
 BROWSERS = ("webgpu", "wasm")  # a Chromium with the WebGPU flags, and one without them
 BUNDLES_PER_PAGE = 10

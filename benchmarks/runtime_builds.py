@@ -17,15 +17,15 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bundler.browser import launch, load_settings, playwright_session
+from bundler.bundle.options import merge
 from bundler.commands.build import build
-from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.harness import harness_call
-from bundler.options import merge
-from bundler.reference import native_reference
-from bundler.runtime import BUILDS
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.site.runtime import BUILDS
+from bundler.verify.browser import launch, load_settings, playwright_session
+from bundler.verify.conformance import encode_feeds
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import native_reference
 
 PAGES_MODULE = Path(__file__).with_name("pages.mjs")  # the timing page, in JavaScript
 

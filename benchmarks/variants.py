@@ -16,17 +16,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bundler.browser import launch, load_settings, playwright_session
 from bundler.bundle.manifest import Manifest
+from bundler.bundle.modelio import cpu_session
+from bundler.bundle.options import merge
 from bundler.commands.build import build
-from bundler.conformance import encode_feeds
 from bundler.console import TerminalReporter
-from bundler.harness import harness_call
-from bundler.modelio import cpu_session
-from bundler.options import merge
 from bundler.perf.page import BENCH_MODULE
-from bundler.reference import native_reference
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.verify.browser import launch, load_settings, playwright_session
+from bundler.verify.conformance import encode_feeds
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import native_reference
 
 
 def native_medians(directory: Path, manifest: Manifest, feeds: dict, runs: int

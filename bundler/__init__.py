@@ -18,23 +18,23 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.bench import bench
     from bundler.commands.build import build
     from bundler.commands.doctor import doctor
     from bundler.commands.serve import serve
-    from bundler.conformance import check_bundle
-    from bundler.edge_session import Session
-    from bundler.options import BuildOptions
+    from bundler.edge.session import Session
+    from bundler.verify.conformance import check_bundle
 
 # Public name -> the module that defines it. No public name is also a submodule of `bundler`, so
 # importing a module never replaces a function here.
 _LAZY = {
     "bench": "bundler.commands.bench",
     "build": "bundler.commands.build",
-    "BuildOptions": "bundler.options",
-    "check_bundle": "bundler.conformance",
+    "BuildOptions": "bundler.bundle.options",
+    "check_bundle": "bundler.verify.conformance",
     "doctor": "bundler.commands.doctor",
-    "Session": "bundler.edge_session",
+    "Session": "bundler.edge.session",
     "serve": "bundler.commands.serve",
 }
 

@@ -1,7 +1,7 @@
 """The `bundle` command: a thin click layer over the commands in bundler.commands.
 
 The build options are not written here: each click option is made from its declaration in
-bundler.options, so the flags, bundle.toml and the library can never disagree.
+bundler.bundle.options, so the flags, bundle.toml and the library can never disagree.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import click
 
 from bundler import __version__
+from bundler.bundle.options import EXECUTION_PROVIDERS, OPTIONS
 from bundler.errors import first_line
-from bundler.options import EXECUTION_PROVIDERS, OPTIONS
-from bundler.tolerance import tolerance_for
+from bundler.verify.tolerance import tolerance_for
 
-# bundler.edge_session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
+# bundler.edge.session.EP_PRIORITY, repeated so `bundle --help` does not import onnxruntime.
 EP_PRIORITY_NAMES = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
                      "cpu")
 CONVERSION = tolerance_for("conversion")  # bundle export's check of the exported model
@@ -92,8 +92,8 @@ def main(debug: bool) -> None:
 @click.option("--force", is_flag=True, help="Replace a non-empty output folder.")
 def build(model: Path | None, config: Path | None, force: bool, **flags: Any) -> None:
     """Build MODEL (default: the shipped digits example) into a static web app folder."""
+    from bundler.bundle.options import load_options
     from bundler.commands.build import build as run_build
-    from bundler.options import load_options
 
     options = load_options(config, {**_given(flags), "model": model})
     run_build(options=options, force=force, reporter=_reporter())
@@ -118,8 +118,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
          report: Path | None, fallback: bool, sample: str | None,
          inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...]) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
+    from bundler.bundle.options import flag_of, validate
     from bundler.commands.test import check
-    from bundler.options import flag_of, validate
 
     flags = _given({"execution_providers": execution_providers, "dims": dims, "sample": sample,
                     "inputs": inputs})
@@ -152,8 +152,8 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
           plot_path: Path | None, profile: bool) -> None:
     """Measure DIRECTORY's bundle in headless Chromium per EP and variant (cold load, first run,
     warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs."""
+    from bundler.bundle.options import flag_of, validate
     from bundler.commands.bench import bench as run_bench
-    from bundler.options import flag_of, validate
 
     flags = _given({"execution_providers": execution_providers, "dims": dims})
     given = validate({key: value for key, value in flags.items() if value is not None},
@@ -260,8 +260,8 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
+    from bundler.bundle.options import flag_of, validate
     from bundler.commands.run import run
-    from bundler.options import flag_of, validate
 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,

@@ -21,8 +21,8 @@ from typing import Any
 
 import click
 
+from bundler.bundle.options import OPTIONS
 from bundler.cli import main as cli_main
-from bundler.options import OPTIONS
 from bundler.tasks.kinds.registry import KINDS
 from bundler.tasks.spec import TaskSpec
 

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from bundler.browser import (
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION, BuildOptions
+from bundler.commands.build import build
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.site.runtime import fetch_runtime
+from bundler.verify.browser import (
     BrowserSettings,
     chromium_executable,
     launch,
     load_settings,
     playwright_session,
 )
-from bundler.commands.build import build
-from bundler.options import DEFAULT_RUNTIME_VERSION, BuildOptions
-from bundler.runtime import fetch_runtime
-from bundler.server import HARNESS_PATH, serve_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 

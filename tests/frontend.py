@@ -1,5 +1,5 @@
 """Helpers of the front-end tests: the example apps of examples/, built for production with their
-bundler (installed once into the cache by bundler.npmtools), and what a built app must hold."""
+bundler (installed once into the cache by bundler.site.npmtools), and what a built app must hold."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bundler.files import asset_paths
-from bundler.npmtools import node_executable, npm_tool
-from bundler.reference import run_native
-from bundler.runtime import node_and_npm
+from bundler.bundle.files import asset_paths
+from bundler.site.npmtools import node_executable, npm_tool
+from bundler.site.runtime import node_and_npm
+from bundler.verify.reference import run_native
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "examples"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bundler.hosting.headers import REVALIDATE, served
-from bundler.server import content_type
+from bundler.server.bundle_server import content_type
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin",
              "Cross-Origin-Embedder-Policy": "require-corp"}

@@ -370,8 +370,8 @@ def _tree(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> tuple[Path, Path]:
     """A good model and its build, made once for the module."""
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.build import build
-    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("good")
     model = models.multi_io(root)

@@ -11,7 +11,7 @@ import pytest
 from bundler.commands.bench import bench
 from bundler.perf.profile import aggregate, native_profile
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, percentile, summarise, total_runs
-from bundler.reference import native_reference
+from bundler.verify.reference import native_reference
 from tests import models, task_models
 from tests.conftest import BuildBundle, run_cli
 
@@ -70,7 +70,7 @@ def test_native_profile_times_every_operator(tmp_path: Path) -> None:
 
 
 def _inputs(model: Path):
-    from bundler.modelio import input_specs, read_model
+    from bundler.bundle.modelio import input_specs, read_model
 
     return input_specs(read_model(model, load_weights=False))
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import onnx
 import pytest
 
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.errors import ConfigError
-from bundler.options import BuildOptions
 from bundler.resources import example_model
 from tests import models
 from tests.conftest import ROOT

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bundler.bundle import manifest as manifest_file
-from bundler.files import fetched_path
-from bundler.reference import run_native
+from bundler.bundle.files import fetched_path
+from bundler.verify.reference import run_native
 from tests import models
 
 pytestmark = pytest.mark.browser
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def contract_bundles(tmp_path_factory, runtime_dist):
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.build import build
-    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("contract")
     built = {}

@@ -5,7 +5,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from bundler.npmtools import node_executable
+from bundler.site.npmtools import node_executable
 
 JS_TESTS = Path(__file__).resolve().parent / "js"
 

@@ -6,10 +6,10 @@ import shutil
 import numpy as np
 import pytest
 
+from bundler.bundle.files import fetched_path
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
-from bundler.files import fetched_path
-from bundler.options import BuildOptions
-from bundler.reference import run_native
+from bundler.verify.reference import run_native
 from tests import models
 from tests.frontend import native_probabilities, static_server
 

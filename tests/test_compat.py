@@ -9,18 +9,24 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
+from bundler.bundle.modelio import input_specs, read_model
+from bundler.bundle.options import BuildOptions, load_config
 from bundler.commands.build import _cases_for
-from bundler.compat import WEB_RUNTIME_LIMITS, fit_runtime, verify_fit
 from bundler.console import Reporter
 from bundler.errors import ConfigError, ModelError, first_line
-from bundler.input_values import derive_rules
-from bundler.modelio import input_specs, read_model
-from bundler.opsupport import load_support
-from bundler.options import BuildOptions, load_config
-from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, make_feeds, native_reference, resolve_shapes, run_native
-from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.model.compat import WEB_RUNTIME_LIMITS, fit_runtime, verify_fit
+from bundler.model.input_values import derive_rules
+from bundler.model.opsupport import load_support
+from bundler.model.prepare import prepare_model
 from bundler.variants.metrics import measure
+from bundler.verify.reference import (
+    NotRunnable,
+    make_feeds,
+    native_reference,
+    resolve_shapes,
+    run_native,
+)
+from bundler.verify.user_inputs import UserInputs, load_user_inputs, reference_for
 from tests import compat_models
 from tests.conftest import run_cli
 from tests.models import F32, _io

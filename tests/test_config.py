@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.options import BuildOptions, load_config, load_options, merge, parse_dims
 from bundler.errors import ConfigError
-from bundler.options import BuildOptions, load_config, load_options, merge, parse_dims
 
 
 def write(tmp_path: Path, text: str) -> Path:

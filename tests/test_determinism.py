@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler.modelio import sha256_of
+from bundler.bundle.modelio import sha256_of
 from bundler.variants.kinds import VARIANT_KINDS
 from tests import quant_models
 from tests.conftest import run_cli

@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 import pytest
 
+from bundler.bundle.options import OPTIONS
 from bundler.cli import main
-from bundler.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.commands.doctor import doctor
 from bundler.errors import BundlerError
 from bundler.hosting.doctor.report import DoctorReport
 from bundler.hosting.registry import detect_host
 from bundler.hosting.sizes import MIB
-from bundler.options import BuildOptions
 from tests.conftest import run_cli
 from tests.hostsim import Host, hosting
 

@@ -16,7 +16,7 @@ from onnxruntime.tools.reduced_build_config_parser import parse_config
 from bundler.bundle.edge import load_edge
 from bundler.bundle.layout import EDGE_OPERATORS_CONFIG as CONFIG_FILE
 from bundler.bundle.manifest import dumps
-from bundler.edge import ORT_CHECK, check_ort
+from bundler.edge.build import ORT_CHECK, check_ort
 from bundler.errors import QuantizeError
 from bundler.resources import example_calibration, example_model
 from tests import models

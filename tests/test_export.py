@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bundler.errors import ExportError
-from bundler.export import export, parse_input_shape
+from bundler.model.export import export, parse_input_shape
 from tests import torch_modules
 from tests.conftest import ROOT, run_cli
 
@@ -96,8 +96,9 @@ def test_without_torch_one_line_and_no_torch_at_import(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == ("Error: bundle export needs PyTorch: pip install"
                                      " 'onnx-bundler[torch]'")
-    code = ("import sys, bundler, bundler.cli, bundler.export, bundler.commands.export,"
-            " bundler.analysis, bundler.edge_session; print(json.dumps('torch' in sys.modules))")
+    code = ("import sys, bundler, bundler.cli, bundler.model.export, bundler.commands.export,"
+            " bundler.model.analysis, bundler.edge.session;"
+            " print(json.dumps('torch' in sys.modules))")
     result = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True,
                             text=True, timeout=120)
     assert json.loads(result.stdout) is False, result.stderr

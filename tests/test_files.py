@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from bundler.bundle import manifest as manifest_file
-from bundler.files import hashed_name, npm_name
+from bundler.bundle.files import hashed_name, npm_name
 from bundler.hosting.publish import owned_paths
 from bundler.hosting.registry import CONFIG_FILES
-from bundler.npmtools import node_executable
-from bundler.runtime import node_and_npm
+from bundler.site.npmtools import node_executable
+from bundler.site.runtime import node_and_npm
 
 HASHED = re.compile(r"^(models|runtime)/[^/]+\.[0-9a-f]{8}\.[a-z]+$")
 STABLE = {"index.html", "bundle.mjs", "bundle.json", "bundle.files.mjs", "package.json"}
@@ -21,8 +21,8 @@ STABLE = {"index.html", "bundle.mjs", "bundle.json", "bundle.files.mjs", "packag
 
 @pytest.fixture(scope="module")
 def digits_bundle(tmp_path_factory, runtime_dist):
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.build import build
-    from bundler.options import BuildOptions
 
     output = tmp_path_factory.mktemp("files") / "dist"
     manifest = build(None, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist,

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
-from bundler.options import BuildOptions
-from bundler.server import serve_directory
+from bundler.server.bundle_server import serve_directory
 from tests.frontend import (
     APPS,
     build_example,

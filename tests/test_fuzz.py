@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec
+from bundler.bundle.options import OPTIONS, flag_of, load_config, parse_dims, validate
 from bundler.errors import ConfigError
-from bundler.modelio import NUMPY_TYPES, TensorSpec
-from bundler.options import OPTIONS, flag_of, load_config, parse_dims, validate
-from bundler.samples import load_samples
+from bundler.verify.samples import load_samples
 
 EXAMPLES = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

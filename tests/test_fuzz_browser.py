@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bundler.modelio import NUMPY_TYPES
-from bundler.reference import run_native
+from bundler.bundle.modelio import NUMPY_TYPES
+from bundler.verify.reference import run_native
 from tests import models
 
 pytestmark = pytest.mark.browser

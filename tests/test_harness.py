@@ -14,7 +14,7 @@ import pytest
 
 from bundler.perf.page import BENCH_MODULE
 from bundler.resources import resource
-from bundler.server import HARNESS_MODULES, serve_directory
+from bundler.server.bundle_server import HARNESS_MODULES, serve_directory
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bundler"
 DEV = resource("web") / "dev"

@@ -8,10 +8,10 @@ import importlib
 
 import pytest
 
+from bundler.bundle.options import OPTIONS, load_options
 from bundler.cli import build
 from bundler.hosting.doctor.fixes import ANY_HOST_FIXES, fix_for
 from bundler.hosting.registry import CONFIG_FILES, HOST_NAMES, HOSTS, detect_host
-from bundler.options import OPTIONS, load_options
 from tests.conftest import run_cli
 
 # Response headers each host sends (as doctor sees them: names lower-cased). A new host needs

@@ -12,11 +12,11 @@ import brotli
 import pytest
 
 from bundler.bundle.codec import to_json
+from bundler.bundle.options import load_options
 from bundler.errors import ConfigError
 from bundler.hosting.headers import IMMUTABLE, REVALIDATE
 from bundler.hosting.publish import HostingOptions, prepare
 from bundler.hosting.sizes import parse_size
-from bundler.options import load_options
 from tests.test_build import tree
 
 

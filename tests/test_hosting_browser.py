@@ -13,10 +13,10 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from bundler.bundle.files import asset_paths, fetched_path
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
-from bundler.files import asset_paths, fetched_path
 from bundler.hosting.sizes import MIB
-from bundler.options import BuildOptions
 from tests import models
 from tests.conftest import run_cli
 from tests.hostsim import TEST_PAGE, Host, hosting

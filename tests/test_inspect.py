@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.analysis import analyse
-from bundler.modelio import native_load_error
+from bundler.bundle.modelio import native_load_error
+from bundler.model.analysis import analyse
 from bundler.resources import example_model
 from tests import models
 from tests.conftest import run_cli

@@ -89,8 +89,8 @@ MOMENTS = {
 @pytest.fixture(scope="module")
 def previous_build(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path
                    ) -> tuple[Path, Path]:
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.build import build
-    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("previous")
     model = models.conv_stack(root)

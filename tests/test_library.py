@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bundler.options import DEFAULT_RUNTIME_VERSION
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from tests.conftest import ROOT
 
 SCRIPT = """
@@ -22,7 +22,7 @@ first = bundler.build(options=bundler.BuildOptions(output=out / "a", runtime_dir
 second = bundler.build(options=bundler.BuildOptions(output=out / "b", runtime_dir=runtime,
                                                     verify=False, quantize="int8"))
 assert callable(bundler.build) and callable(bundler.serve) and callable(bundler.check_bundle)
-assert bundler.BuildOptions is bundler.options.BuildOptions
+assert bundler.BuildOptions is bundler.bundle.options.BuildOptions
 print(first.name, first.variants[0].kind, second.variants[0].kind, first.schema_version)
 """
 

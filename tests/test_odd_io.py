@@ -14,16 +14,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.browser import BrowserSettings
-from bundler.errors import ModelError
-from bundler.modelio import (
+from bundler.bundle.modelio import (
     NUMPY_TYPES,
     build_machine_limit,
     cpu_session,
     native_load_error,
     signature,
 )
-from bundler.optimize import optimize
+from bundler.errors import ModelError
+from bundler.model.optimize import optimize
+from bundler.verify.browser import BrowserSettings
 from tests.conftest import BuildBundle
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # the engine

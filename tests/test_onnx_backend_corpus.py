@@ -15,8 +15,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from bundler.browser import BrowserSettings
-from bundler.modelio import walk_nodes
+from bundler.bundle.modelio import walk_nodes
+from bundler.verify.browser import BrowserSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # the engine
 

@@ -18,10 +18,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
-from bundler.harness import harness_call
-from bundler.opsupport import load_support, schema_version
-from bundler.options import BuildOptions
+from bundler.model.opsupport import load_support, schema_version
+from bundler.verify.harness import harness_call
 from tests.op_models import CASES, OpCase, feeds
 
 pytestmark = pytest.mark.browser
@@ -138,7 +138,7 @@ def test_what_inspect_says_holds_through_bundle_mjs(tmp_path, build_bundle, webg
                                                     open_bundle, browser_settings):
     """An op inspect reports as falling back runs on WebGPU with load() forced to it (its CPU
     fallback inside the session); an op it reports unsupported there makes load() fail."""
-    from bundler.analysis import analyse
+    from bundler.model.analysis import analyse
 
     cases = {case.name: case for case in CASES}
     for name, status in [("Mod", "fallback"), ("ai.onnx.ml.Normalizer", "unsupported")]:

@@ -7,10 +7,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import bundler.optimize as optimize_module
+import bundler.model.optimize as optimize_module
+from bundler.bundle.modelio import model_bytes
 from bundler.errors import ConfigError, ModelError
-from bundler.modelio import model_bytes
-from bundler.optimize import optimize
+from bundler.model.optimize import optimize
 from tests import models, quant_models
 
 

@@ -19,7 +19,7 @@ from PIL import Image
 from bundler.bundle.codec import to_json as _to_json
 from bundler.bundle.manifest import Task
 from bundler.errors import ConfigError
-from bundler.npmtools import node_executable
+from bundler.site.npmtools import node_executable
 from bundler.tasks.detect import detections, non_max_suppression
 from bundler.tasks.graph import preprocess_numpy
 from bundler.tasks.image import Geometry, fit_image, geometry, read_image

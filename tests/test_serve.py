@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.options import CONFIG_FILE_NAME
 from bundler.commands.serve import changed_paths, snapshot
-from bundler.options import CONFIG_FILE_NAME
 from tests import models
 
 SECRET = "top-secret-marker"

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from bundler.bundle.options import load_config
 from bundler.errors import ConfigError
-from bundler.options import load_config
 from tests import models
 
 

@@ -14,10 +14,10 @@ import typing
 import pytest
 
 from bundler.bundle.layout import TASK_MODULES
+from bundler.bundle.options import OPTIONS, load_options
 from bundler.cli import build
-from bundler.npmtools import node_executable
-from bundler.options import OPTIONS, load_options
 from bundler.resources import resource
+from bundler.site.npmtools import node_executable
 from bundler.tasks.check import TaskComparison
 from bundler.tasks.kinds.registry import GENERIC, KINDS, TASK_KINDS, kind_of
 from bundler.tasks.spec import TaskSpec, parse_task

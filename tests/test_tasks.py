@@ -12,10 +12,9 @@ import pytest
 from onnx import helper
 
 from bundler.bundle.manifest import Task
+from bundler.bundle.modelio import TensorSpec
+from bundler.bundle.options import BuildOptions, merge
 from bundler.errors import ConfigError
-from bundler.modelio import TensorSpec
-from bundler.options import BuildOptions, merge
-from bundler.reference import run_native
 from bundler.tasks.audio import AudioStream, resample, segments
 from bundler.tasks.classify import top_classes
 from bundler.tasks.detect import candidates, detections, iou, non_max_suppression
@@ -23,6 +22,7 @@ from bundler.tasks.graph import prepend_image_preprocessing, preprocess_numpy
 from bundler.tasks.image import fit_image, geometry
 from bundler.tasks.resolve import likely_task, resolve_task
 from bundler.tasks.spec import TaskSpec, parse_task
+from bundler.verify.reference import run_native
 from tests import task_models
 from tests.conftest import run_cli
 from tests.models import F32, _graph, _io, _save

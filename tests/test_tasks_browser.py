@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundler.browser import launch
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.codec import to_json
-from bundler.modelio import cpu_session
-from bundler.reference import run_native
+from bundler.bundle.modelio import cpu_session
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
 from bundler.tasks.pipeline import run_audio, run_image
+from bundler.verify.browser import launch
+from bundler.verify.reference import run_native
 from tests import task_models
 from tests.conftest import run_cli
 
@@ -33,8 +33,8 @@ SOUND_RATE = 22050
 
 @pytest.fixture(scope="module")
 def task_bundles(tmp_path_factory, runtime_dist):
+    from bundler.bundle.options import BuildOptions
     from bundler.commands.build import build
-    from bundler.options import BuildOptions
 
     root = tmp_path_factory.mktemp("tasks")
     labels = root / "labels.txt"

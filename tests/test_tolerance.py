@@ -1,16 +1,16 @@
-"""One tolerance policy (bundler.tolerance): each comparison's bound, by variant kind and EP, and
-the browser's read from the settings file (the user's override)."""
+"""One tolerance policy (bundler.verify.tolerance): each comparison's bound, by variant kind and
+EP, and the browser's read from the settings file (the user's override)."""
 
 import subprocess
 import sys
 
 import pytest
 
-from bundler.browser import load_settings
 from bundler.resources import resource
-from bundler.tolerance import Tolerance, tolerance_for
 from bundler.variants.kinds import VARIANT_KINDS
 from bundler.variants.registry import is_quantized
+from bundler.verify.browser import load_settings
+from bundler.verify.tolerance import Tolerance, tolerance_for
 
 
 def test_only_fp32_is_not_quantized() -> None:
@@ -53,7 +53,7 @@ def test_browser_tolerances_come_from_the_settings_file(tmp_path) -> None:
 def test_the_cli_reads_its_defaults_without_numpy_or_onnxruntime() -> None:
     code = ("import sys\n"
             "import bundler.cli\n"
-            "from bundler.tolerance import tolerance_for\n"
+            "from bundler.verify.tolerance import tolerance_for\n"
             "from bundler.variants.default import default_variant\n"
             "tolerance_for('conversion'); default_variant({'wasm': 'int8'}, 'webgpu')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in"

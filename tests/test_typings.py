@@ -10,11 +10,11 @@ import pytest
 
 from bundler.bundle import manifest as bundle_manifest
 from bundler.bundle.layout import DECLARATION_FILES
+from bundler.bundle.modelio import TensorSpec
+from bundler.bundle.options import BuildOptions
+from bundler.bundle.typings import declarations
 from bundler.commands.build import build
-from bundler.modelio import TensorSpec
-from bundler.npmtools import node_executable, npm_tool
-from bundler.options import BuildOptions
-from bundler.typings import declarations
+from bundler.site.npmtools import node_executable, npm_tool
 from tests import models
 
 TYPESCRIPT = {"typescript": "7.0.2"}

@@ -7,10 +7,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.console import Reporter
 from bundler.errors import ConfigError, QuantizeError
-from bundler.options import BuildOptions
 from bundler.variants.make import ORT_QDQ_WARNING
 from tests import models, quant_models
 from tests.conftest import run_cli

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from bundler import site
-from bundler.browser import launch, playwright_session
 from bundler.bundle import manifest as manifest_file
+from bundler.site import pages as site
 from bundler.variants.metrics import Metrics
 from bundler.variants.select import Candidate, choose
+from bundler.verify.browser import launch, playwright_session
 from tests import models, quant_models
 from tests.conftest import run_cli
 

@@ -1,4 +1,4 @@
-"""What "verified" means (bundler.verified): the one verdict behind bundle build's record,
+"""What "verified" means (bundler.verify.verified): the one verdict behind bundle build's record,
 bundle test's exit status and --strict, on recorded checks (no browser needed)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 from bundler.bundle.manifest import Verification
 from bundler.commands.build import strict_failures, verification_record
-from bundler.conformance import ConformanceReport, EPCheck, OutputCheck
-from bundler.reference import NotRunnable
 from bundler.tasks.check import TaskComparison
-from bundler.verified import verdict
+from bundler.verify.conformance import ConformanceReport, EPCheck, OutputCheck
+from bundler.verify.reference import NotRunnable
+from bundler.verify.verified import verdict
 
 
 def _run(ep: str, variant: str = "fp32", *, passed: bool = True, unsupported: str | None = None,

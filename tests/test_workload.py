@@ -1,5 +1,5 @@
-"""bundler.workload: which sizes a bundle is measured at, where they came from, and the one-line
-warning when a symbolic spatial dim was guessed."""
+"""bundler.verify.workload: which sizes a bundle is measured at, where they came from, and the
+one-line warning when a symbolic spatial dim was guessed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.manifest import Task
-from bundler.modelio import TensorSpec
-from bundler.workload import Workload, bundle_known, known_dims, measured, task_dims
+from bundler.bundle.modelio import TensorSpec
+from bundler.verify.workload import Workload, bundle_known, known_dims, measured, task_dims
 from tests import models
 
 IMAGES = (TensorSpec("images", "float32", ("batch", 3, "height", "width")),)

@@ -49,7 +49,7 @@ async function openCache(wanted) {
 }
 
 // The path a piece of a file is fetched from: its gzip sibling where the build wrote one, else
-// the piece itself. bundle.files.mjs lists the same paths (asset_paths in bundler/files.py).
+// the piece itself. bundle.files.mjs lists the same paths (asset_paths in bundler/bundle/files.py).
 export function fetchedPath(piece) {
   return piece.encodings?.gzip?.path ?? piece.path;
 }

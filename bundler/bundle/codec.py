@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from bundler.modelio import TensorSpec
+from bundler.bundle.modelio import TensorSpec
 
 JSON = dict[str, Any]
 

@@ -1,6 +1,6 @@
-"""edge.json: the manifest of a `--target edge` folder (bundler.edge builds it), read and written
-only here. It shares bundle.json's records (tool, tensors, variants, source, optimisation); each
-variant adds the check of its .ort file against the model it was converted from.
+"""edge.json: the manifest of a `--target edge` folder (bundler.edge.build builds it), read and
+written only here. It shares bundle.json's records (tool, tensors, variants, source, optimisation);
+each variant adds the check of its .ort file against the model it was converted from.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from bundler.bundle.manifest import (
     dumps,
     read_json,
 )
+from bundler.bundle.modelio import TensorSpec
 from bundler.errors import ModelError
-from bundler.modelio import TensorSpec
 
 EDGE_SCHEMA_VERSION = 1
 

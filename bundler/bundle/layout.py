@@ -3,8 +3,8 @@
     bundle.json           the manifest (bundler.bundle.manifest), for tools
     bundle.files.mjs      the same content and its files' URLs, for bundle.mjs
     bundle.mjs, ...       the browser modules (WEB_FILES), copied from web/
-    bundle.d.ts/.d.mts    the model's TypeScript types (bundler.typings)
-    package.json          makes the folder an npm package (bundler.files)
+    bundle.d.ts/.d.mts    the model's TypeScript types (bundler.bundle.typings)
+    package.json          makes the folder an npm package (bundler.bundle.files)
     models/               the variants' model files, content-hashed (models/fp32.3f2a9c1e.onnx)
     runtime/              the onnxruntime-web builds, content-hashed
     coi-serviceworker.js  cross-origin isolation where a host cannot set headers

@@ -21,7 +21,9 @@ from typing import Any
 
 from bundler.bundle.codec import JSON, Invalid, versioned_json
 from bundler.bundle.codec import from_json as _decode
+from bundler.bundle.files import files_module
 from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE
+from bundler.bundle.modelio import TensorSpec
 from bundler.bundle.records import (
     Accuracy,
     Encoded,
@@ -42,8 +44,6 @@ from bundler.bundle.records import (
     Verification,
 )
 from bundler.errors import ModelError
-from bundler.files import files_module
-from bundler.modelio import TensorSpec
 from bundler.variants.default import default_variant
 
 SCHEMA_VERSION = 1
@@ -70,7 +70,7 @@ class Manifest:
     hosting: Hosting | None = None
     files: list[FileEntry] | None = None
     task: Task | None = None
-    # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.workload)
+    # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.verify.workload)
     workload: JSON | None = None
     schema_version: int = SCHEMA_VERSION
 

@@ -3,10 +3,10 @@ build returns these (never a dict), and bundler.bundle.codec writes and reads th
 
 Four sub-records stay open JSON, each with one owner that writes and reads it: a variant's
 `settings` (its kind's module in bundler/variants/: each kind records its own knobs, and a new
-kind adds keys), its `reference` (bundler.reference.fingerprint: per-output sample values),
+kind adds keys), its `reference` (bundler.verify.reference.fingerprint: per-output sample values),
 `selection.candidates` and `selection.speed` (bundler.variants.select and bundler.perf.speed:
-one `<ep>_ms` key per measured execution provider) and `workload` (bundler.workload.Workload).
-"""
+one `<ep>_ms` key per measured execution provider) and `workload`
+(bundler.verify.workload.Workload). """
 
 from __future__ import annotations
 
@@ -90,13 +90,13 @@ class Accuracy:
 @dataclasses.dataclass
 class OptimizationStep:
     name: str
-    status: str  # "applied", "skipped" or "fell back" (bundler.optimize)
+    status: str  # "applied", "skipped" or "fell back" (bundler.model.optimize)
     detail: str
 
 
 @dataclasses.dataclass
 class Optimization:
-    """The graph optimisation every variant was made from (bundler.optimize)."""
+    """The graph optimisation every variant was made from (bundler.model.optimize)."""
 
     enabled: bool
     kept_original: str | None = None  # why the optimised graph was not shipped
@@ -125,7 +125,7 @@ class Variant:
     accuracy: Accuracy | None
     settings: JSON  # the kind's own record (see above)
     notes: list[str]
-    reference: JSON | None  # bundler.reference.fingerprint (see above)
+    reference: JSON | None  # bundler.verify.reference.fingerprint (see above)
 
 
 @dataclasses.dataclass

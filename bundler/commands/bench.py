@@ -1,9 +1,9 @@
 """`bundle bench`: how fast a built bundle is in headless Chromium, per execution provider and
 variant, beside native onnxruntime on the same model file and inputs.
 
-The model runs at the dims it is used at (bundler.workload: the task's size, --dim, the build's
-record of the user's data or --dim, else a guess that one warning line names); every row says
-which, and the JSON holds the dims each page ran. Per EP × variant, in a fresh browser context:
+The model runs at the dims it is used at (bundler.verify.workload: the task's size, --dim, the
+build's record of the user's data or --dim, else a guess that one warning line names); every row
+says which, and the JSON holds the dims each page ran. Per EP × variant, in a fresh browser context:
 the cold load (navigation -> session ready, split into fetch, wasm compile and session
 creation), the first run, the warm-up (mean of the first 10 runs), the steady state (median and
 p90 of the runs after the first 15), the bytes the page fetched and the memory Chromium reports.
@@ -23,28 +23,28 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bundler.browser import (
+from bundler.bundle.manifest import Manifest
+from bundler.bundle.manifest import load as load_manifest
+from bundler.bundle.options import EXECUTION_PROVIDERS
+from bundler.console import Reporter
+from bundler.errors import BundlerError, ConfigError
+from bundler.hosting.publish import assembled
+from bundler.perf.native import all_cores, native_latency
+from bundler.perf.page import PageResult, measure_page, profile_page
+from bundler.perf.plot import require_matplotlib, write_plot
+from bundler.perf.profile import Profile, native_profile, profile_rows
+from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
+from bundler.server.bundle_server import serve_directory
+from bundler.verify.browser import (
     BrowserSettings,
     chromium_executable,
     launch,
     load_settings,
     playwright_session,
 )
-from bundler.bundle.manifest import Manifest
-from bundler.bundle.manifest import load as load_manifest
-from bundler.conformance import encode_feeds, integrity_problems
-from bundler.console import Reporter
-from bundler.errors import BundlerError, ConfigError
-from bundler.hosting.publish import assembled
-from bundler.options import EXECUTION_PROVIDERS
-from bundler.perf.native import all_cores, native_latency
-from bundler.perf.page import PageResult, measure_page, profile_page
-from bundler.perf.plot import require_matplotlib, write_plot
-from bundler.perf.profile import Profile, native_profile, profile_rows
-from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
-from bundler.reference import NotRunnable, check_dims
-from bundler.server import serve_directory
-from bundler.workload import Workload, bundle_known, inputs_label, measured_reference
+from bundler.verify.conformance import encode_feeds, integrity_problems
+from bundler.verify.reference import NotRunnable, check_dims
+from bundler.verify.workload import Workload, bundle_known, inputs_label, measured_reference
 
 DEFAULT_RUNS = 20
 PROFILE_RUNS = 10  # profiled runs; the first half are not counted

@@ -18,9 +18,8 @@ from typing import Any
 import onnxruntime as ort
 
 from bundler import __version__
-from bundler.analysis import model_warnings
-from bundler.browser import chromium_executable, load_settings
 from bundler.bundle import manifest as manifest_file
+from bundler.bundle.files import rename_to_hashed
 from bundler.bundle.layout import MODELS_DIR, RUNTIME_DIR, WORK_DIR
 from bundler.bundle.manifest import (
     TOOL_NAME,
@@ -33,18 +32,18 @@ from bundler.bundle.manifest import (
     Tool,
     Verification,
 )
-from bundler.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
+from bundler.bundle.modelio import TensorSpec, input_specs, model_bytes, read_model
+from bundler.bundle.options import BuildOptions
+from bundler.bundle.staging import check_output, move_into_place, staging_folder
 from bundler.console import Reporter
 from bundler.errors import BrowserError, ConfigError, VerificationFailed
-from bundler.files import rename_to_hashed
 from bundler.hosting.publish import HostingOptions, add_coi_worker, publish
-from bundler.modelio import TensorSpec, input_specs, model_bytes, read_model
-from bundler.options import BuildOptions
+from bundler.model.analysis import model_warnings
+from bundler.model.prepare import CasesFor, check_weights, prepare_model
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
-from bundler.prepare import CasesFor, check_weights, prepare_model
-from bundler.reference import Feeds, check_dims
 from bundler.resources import example_model
-from bundler.runtime import (
+from bundler.site.pages import finish_site, human_bytes, write_modules
+from bundler.site.runtime import (
     BUILDS,
     PACKAGE,
     copy_runtime,
@@ -52,17 +51,18 @@ from bundler.runtime import (
     needed_files,
     runtime_version_of,
 )
-from bundler.samples import load_samples
-from bundler.site import finish_site, human_bytes, write_modules
-from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
-from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import MadeVariant, make_variants
 from bundler.variants.select import fitting_names, select
-from bundler.verified import verdict
-from bundler.workload import bundle_known, measured_reference
+from bundler.verify.browser import chromium_executable, load_settings
+from bundler.verify.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
+from bundler.verify.reference import Feeds, check_dims
+from bundler.verify.samples import load_samples
+from bundler.verify.user_inputs import UserInputs, load_user_inputs, reference_for
+from bundler.verify.verified import verdict
+from bundler.verify.workload import bundle_known, measured_reference
 
 # What inspect warns of that the build itself fits to the runtime (compat), saying so in notes.
 FITTED_BY_PREPARE = {"opset", "ir-version"}
@@ -140,7 +140,7 @@ def build(
     reporter: Reporter | None = None,
 ) -> Manifest | dict[str, Any]:
     """Build the bundle and return its manifest (the content of bundle.json); with target edge,
-    the edge folder's (edge.json, see bundler.edge)."""
+    the edge folder's (edge.json, see bundler.edge.build)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
     plan = options.plan
@@ -161,7 +161,7 @@ def build(
     if (hint := task_hint(options.task, header)) is not None:
         reporter.info(hint)
     if options.target == "edge":
-        from bundler.edge import build_edge
+        from bundler.edge.build import build_edge
 
         return build_edge(source, options, force=force, is_example=is_example, reporter=reporter)
     check_output(output, source, force)
@@ -263,8 +263,9 @@ def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
 
 
 def strict_failures(report: ConformanceReport | None, verification: Verification) -> list[str]:
-    """Why a --strict build fails (bundler.verified's verdict with every_ep), in bundle.json's
-    order: every requested EP, and the fallback, must have passed the browser check."""
+    """Why a --strict build fails (bundler.verify.verified's verdict with every_ep), in
+    bundle.json's order: every requested EP, and the fallback, must have passed the browser
+    check."""
     outcome = verdict(report, every_ep=True)
     if report is None or outcome.status == "not_done":
         return [f"not verified in the browser ({verification.reason})"]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bundler.console import Reporter
-from bundler.export import ExportReport, export, parse_input_shape, require_torch
+from bundler.model.export import ExportReport, export, parse_input_shape, require_torch
 
 
 def export_command(source: str, inputs: Sequence[str], output: Path, *, opset: int,
@@ -27,8 +27,8 @@ def export_command(source: str, inputs: Sequence[str], output: Path, *, opset: i
                   f" sizes {', '.join(map(str, sizes))}: worst abs error"
                   f" {report.worst_abs_error:.3g} (allclose rtol {rtol}, atol {atol})")
     if build_output is not None:
+        from bundler.bundle.options import load_options
         from bundler.commands.build import build
-        from bundler.options import load_options
 
         build(options=load_options(None, {"model": output, "output": build_output}),
               reporter=reporter)

@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from bundler.analysis import Analysis, analyse
-from bundler.bundle_dir import model_or_bundle
+from bundler.bundle.folder import model_or_bundle
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ModelError
-from bundler.site import human_bytes
+from bundler.model.analysis import Analysis, analyse
+from bundler.site.pages import human_bytes
 
 TARGET_NAMES = {"webgpu": "WebGPU (onnxruntime-web)", "wasm": "WASM (onnxruntime-web)",
                 "ort-mobile": "ORT Mobile / minimal build (CPU kernels)"}
@@ -77,7 +77,7 @@ def inspect(source: Path, *, as_json: bool = False, html: Path | None = None,
     else:
         print_analysis(analysis, reporter)
     if html is not None:
-        from bundler.inspect_page import render_page
+        from bundler.model.inspect_page import render_page
 
         html.write_text(render_page(analysis), encoding="utf-8")
         reporter.info(f"Wrote {html}")

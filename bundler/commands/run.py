@@ -16,13 +16,14 @@ import click
 import numpy as np
 
 from bundler.bundle.edge import EdgeManifest
+from bundler.bundle.folder import model_or_bundle
 from bundler.bundle.manifest import Manifest, Task, Variant
-from bundler.bundle_dir import model_or_bundle
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.console import Reporter
-from bundler.edge_session import EP_PRIORITY, Session
+from bundler.edge.session import EP_PRIORITY, Session
 from bundler.errors import BundlerError, ConfigError, ModelError
-from bundler.modelio import NUMPY_TYPES, TensorSpec, read_model
-from bundler.reference import (
+from bundler.tasks.kinds.registry import kind_of
+from bundler.verify.reference import (
     Case,
     NotRunnable,
     Reference,
@@ -33,8 +34,7 @@ from bundler.reference import (
     native_reference,
     resolve_shapes,
 )
-from bundler.tasks.kinds.registry import kind_of
-from bundler.tolerance import tolerance_for
+from bundler.verify.tolerance import tolerance_for
 
 MAX_JSON_VALUES = 10000
 PREVIEW = 8

@@ -27,14 +27,14 @@ from typing import Any, ClassVar
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.manifest import Manifest
+from bundler.bundle.modelio import model_files
+from bundler.bundle.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.commands.build import build, rerender, summary
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.interrupts import signals_interrupt
-from bundler.modelio import model_files
-from bundler.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.resources import example_model
-from bundler.server import BundleServer, LiveReload, bind, running
+from bundler.server.bundle_server import BundleServer, LiveReload, bind, running
 
 POLL_SECONDS = 0.25
 EP_HINT = ("open it in a WebGPU browser (Chrome or Edge 113+) for the GPU path; other browsers"

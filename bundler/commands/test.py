@@ -9,16 +9,16 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bundler.browser import load_settings
 from bundler.bundle import manifest as manifest_file
-from bundler.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
+from bundler.bundle.options import EXECUTION_PROVIDERS
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.options import EXECUTION_PROVIDERS
 from bundler.tasks.check import COLUMNS as TASK_COLUMNS
 from bundler.tasks.check import TaskComparison, TaskInput, check_task
-from bundler.user_inputs import InputValue
-from bundler.verified import Verdict, verdict
+from bundler.verify.browser import load_settings
+from bundler.verify.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
+from bundler.verify.user_inputs import InputValue
+from bundler.verify.verified import Verdict, verdict
 
 
 def check(

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bundler.bundle.layout import ENCODINGS, MANIFEST_FILE
-from bundler.server import content_type
+from bundler.server.bundle_server import content_type
 
 SITE_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",

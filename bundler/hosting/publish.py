@@ -40,12 +40,12 @@ from bundler.bundle.layout import (
     UNLISTED,
 )
 from bundler.bundle.manifest import Encoded, FileEntry, FilePiece, Hosting, Manifest
+from bundler.bundle.modelio import sha256_of
 from bundler.errors import ConfigError
 from bundler.hosting.registry import CONFIG_FILES, HOST_NAMES, write_host_configs
 from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE
-from bundler.modelio import sha256_of
 from bundler.resources import resource
-from bundler.runtime import cache_root
+from bundler.site.runtime import cache_root
 
 _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11

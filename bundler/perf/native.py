@@ -6,10 +6,10 @@ import os
 import time
 from pathlib import Path
 
+from bundler.bundle.modelio import cpu_session
 from bundler.errors import ModelError, first_line
-from bundler.modelio import cpu_session
 from bundler.perf.stats import Latency, summarise
-from bundler.reference import Feeds
+from bundler.verify.reference import Feeds
 
 
 def all_cores() -> int:

@@ -14,10 +14,10 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bundler.harness import harness_call, harness_init_script
 from bundler.perf.profile import Profile, aggregate, trace_events
 from bundler.perf.stats import Latency, summarise
-from bundler.server import HARNESS_PATH
+from bundler.server.bundle_server import HARNESS_PATH
+from bundler.verify.harness import harness_call, harness_init_script
 
 RUN_BATCH = 5  # runs per page call, so progress shows between them
 PROFILE_END = "onnx-bundler: profile end"

@@ -18,7 +18,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bundler.reference import Feeds
+from bundler.verify.reference import Feeds
 
 TOP = 10
 CPU_PROVIDER = "CPUExecutionProvider"

@@ -21,18 +21,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.bundle.manifest import Manifest
-from bundler.conformance import encode_feeds
 from bundler.console import Reporter
 from bundler.errors import first_line
-from bundler.harness import harness_call
 from bundler.perf.page import BENCH_MODULE
-from bundler.reference import Feeds
-from bundler.runtime import cache_root
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.site.runtime import cache_root
 from bundler.variants.select import BALANCED_SLOWER, BALANCED_SMALLER, SPEED_TIE
-from bundler.workload import inputs_label
+from bundler.verify.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.verify.conformance import encode_feeds
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import Feeds
+from bundler.verify.workload import inputs_label
 
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from bundler.bundle.manifest import Task
+from bundler.bundle.modelio import TensorSpec
 from bundler.errors import ConfigError
-from bundler.modelio import TensorSpec
 
 Run = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
 

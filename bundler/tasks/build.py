@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 
 from bundler.bundle.manifest import Task
-from bundler.modelio import TensorSpec, read_model, save_model
+from bundler.bundle.modelio import TensorSpec, read_model, save_model
 from bundler.tasks.kinds.registry import GENERIC, kind_of
 from bundler.tasks.resolve import likely_task
 from bundler.tasks.spec import TaskSpec

@@ -15,21 +15,21 @@ from typing import Any
 
 import numpy as np
 
-from bundler.browser import BrowserSettings, launch, playwright_session
 from bundler.bundle.manifest import Manifest, Task
+from bundler.bundle.modelio import cpu_session
 from bundler.console import Reporter
 from bundler.errors import ConfigError
-from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
-from bundler.modelio import cpu_session
-from bundler.reference import run_native
-from bundler.server import HARNESS_PATH, serve_directory
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
-from bundler.tolerance import tolerance_for
+from bundler.verify.browser import BrowserSettings, launch, playwright_session
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import run_native
+from bundler.verify.tolerance import tolerance_for
 
 COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
            "worst score difference", "lowest IoU", "result")

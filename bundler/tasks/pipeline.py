@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from bundler.bundle.manifest import Task
+from bundler.bundle.modelio import TensorSpec
 from bundler.errors import ConfigError
-from bundler.modelio import TensorSpec
 from bundler.tasks.audio import AudioStream, Run, resample, segments
 from bundler.tasks.image import fit_image
 from bundler.tasks.kinds.registry import kind_of, kinds_fed

@@ -10,8 +10,8 @@ import json
 import onnx
 
 from bundler.bundle.manifest import Task
+from bundler.bundle.modelio import TensorSpec, input_specs, tensor_spec
 from bundler.errors import ConfigError
-from bundler.modelio import TensorSpec, input_specs, tensor_spec
 from bundler.tasks.kinds.registry import KINDS, kind_of
 from bundler.tasks.kinds.spec import ModelIO
 from bundler.tasks.spec import METADATA_LABELS, TaskSpec

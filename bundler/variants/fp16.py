@@ -13,8 +13,8 @@ import onnx
 from onnx import TensorProto, helper
 from onnxruntime.transformers import float16
 
+from bundler.bundle.modelio import cpu_session, read_model, save_model, walk_nodes
 from bundler.errors import QuantizeError
-from bundler.modelio import cpu_session, read_model, save_model, walk_nodes
 from bundler.variants.metrics import Feeds, measure
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import quiet

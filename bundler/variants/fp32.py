@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bundler.modelio import copy_model
+from bundler.bundle.modelio import copy_model
 from bundler.variants.spec import Job, KindSpec
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from onnx import TensorProto
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+from bundler.bundle.modelio import read_model, save_model
 from bundler.errors import QuantizeError
-from bundler.modelio import read_model, save_model
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import name_nodes, quiet
 

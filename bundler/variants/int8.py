@@ -8,7 +8,7 @@ from pathlib import Path
 
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from bundler.modelio import copy_model, read_model, walk_nodes
+from bundler.bundle.modelio import copy_model, read_model, walk_nodes
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import is_large, quiet

@@ -17,8 +17,8 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 
+from bundler.bundle.modelio import cpu_session, read_model, save_model
 from bundler.errors import first_line
-from bundler.modelio import cpu_session, read_model, save_model
 from bundler.variants.metrics import Feeds
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import is_large, name_nodes, quiet

@@ -7,8 +7,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from bundler.bundle.modelio import read_model, save_model
 from bundler.errors import QuantizeError
-from bundler.modelio import read_model, save_model
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name
 

@@ -4,7 +4,7 @@
 writes the file into the bundle's models/ folder and measures it natively against the original
 fp32 model on real inputs when the user gave some (calibration or validation data), else on
 generated ones (and says that accuracy is then unknown) at the dims the model is used at
-(bundler.workload: the task's size, --dim, else a guess it warns of). For `auto`, select.py
+(bundler.verify.workload: the task's size, --dim, else a guess it warns of). For `auto`, select.py
 chooses among them once the browser verification has run.
 """
 
@@ -17,19 +17,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bundler.bundle.manifest import Optimization, OptimizationStep, Task, Variant
+from bundler.bundle.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
+from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
-from bundler.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
-from bundler.optimize import OptimizeReport, optimize
-from bundler.options import BuildOptions
-from bundler.reference import Feeds, NotRunnable, fingerprint
+from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
-from bundler.samples import generated_samples, load_samples
-from bundler.user_inputs import UserInputs, reference_for
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
-from bundler.workload import Workload, known_dims, measured
+from bundler.verify.reference import Feeds, NotRunnable, fingerprint
+from bundler.verify.samples import generated_samples, load_samples
+from bundler.verify.user_inputs import UserInputs, reference_for
+from bundler.verify.workload import Workload, known_dims, measured
 
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
@@ -46,7 +46,7 @@ class Samples:
     validation: list[Feeds] | None
     source: str  # "calibration", "validation", "generated" or "none"
     note: str | None = None
-    workload: Workload | None = None  # what the validation samples are (bundler.workload)
+    workload: Workload | None = None  # what the validation samples are (bundler.verify.workload)
 
 
 @dataclasses.dataclass
@@ -66,7 +66,7 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
              is_example: bool, reporter: Reporter, user: UserInputs,
              task: Task | None) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
-    model is used at (bundler.workload)."""
+    model is used at (bundler.verify.workload)."""
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)

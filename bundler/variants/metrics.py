@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from bundler.bundle.modelio import cpu_session
 from bundler.bundle.records import Accuracy
 from bundler.errors import QuantizeError, first_line
-from bundler.modelio import cpu_session
 
 Feeds = list[dict[str, np.ndarray]]
 

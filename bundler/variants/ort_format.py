@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from bundler.bundle.modelio import cpu_session
 from bundler.errors import ModelError, QuantizeError, first_line
-from bundler.modelio import cpu_session
-from bundler.tolerance import tolerance_for
 from bundler.variants.metrics import Feeds, run_all
 from bundler.variants.tools import is_large
+from bundler.verify.tolerance import tolerance_for
 
 _ADDR_NO_RANDOMIZE = 0x0040000
 _QUERY = 0xFFFFFFFF
@@ -37,8 +37,8 @@ _CONVERT = """
 import sys
 from pathlib import Path
 import onnxruntime as ort
-from bundler.modelio import cpu_session
-from bundler.tolerance import tolerance_for
+from bundler.bundle.modelio import cpu_session
+from bundler.verify.tolerance import tolerance_for
 cpu_session(Path(sys.argv[1]), level=getattr(ort.GraphOptimizationLevel, sys.argv[3]),
             optimized_path=Path(sys.argv[2]), save_format="ORT")
 """

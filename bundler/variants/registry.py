@@ -10,8 +10,8 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from bundler.bundle.modelio import cpu_session
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
-from bundler.modelio import cpu_session
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
     VARIANT_KINDS,

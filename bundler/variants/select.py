@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bundler.bundle.manifest import Selection
-from bundler.conformance import ConformanceReport
 from bundler.errors import QuantizeError
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
 from bundler.variants.default import default_variant
 from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
 from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
+from bundler.verify.conformance import ConformanceReport
 
 SPEED_TIE = 0.05  # speeds this close (relative) are equal: the smaller file ships
 BALANCED_SMALLER = 0.30  # balanced: a candidate this much smaller …

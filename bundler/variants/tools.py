@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from bundler.modelio import PROTOBUF_LIMIT, model_bytes
+from bundler.bundle.modelio import PROTOBUF_LIMIT, model_bytes
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from bundler.optimize import optimize
+from bundler.model.optimize import optimize
 from tests.variants.helpers import BUILDERS
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from bundler.modelio import model_bytes
+from bundler.bundle.modelio import model_bytes
 from tests import quant_models
 
 BUILDERS = {

@@ -67,7 +67,7 @@ def test_budget_kinds_and_plan_import_neither_numpy_nor_onnxruntime() -> None:
         "from bundler.variants.budget import parse_budget\n"
         "from bundler.variants.kinds import VARIANT_KINDS\n"
         "from bundler.variants.plan import variants_to_make\n"
-        "import bundler.options\n"
+        "import bundler.bundle.options\n"
         "parse_budget('cosine>=0.999'); variants_to_make('auto', None, None)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('numpy', 'onnx', 'onnxruntime')))\n"

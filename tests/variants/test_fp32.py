@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bundler.modelio import model_bytes
+from bundler.bundle.modelio import model_bytes
 from bundler.variants.registry import make_variant
 from tests import models
 

@@ -8,8 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from bundler.bundle.modelio import model_bytes
 from bundler.errors import QuantizeError
-from bundler.modelio import model_bytes
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import make_variant
 from tests.variants.helpers import feeds

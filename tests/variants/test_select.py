@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from bundler.bundle.manifest import Selection, Variant
-from bundler.conformance import ConformanceReport, EPCheck
 from bundler.errors import QuantizeError
 from bundler.variants.budget import parse_budget
 from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
 from bundler.variants.select import Candidate, browser_passed, choose, select
+from bundler.verify.conformance import ConformanceReport, EPCheck
 
 PERFECT = Metrics(0.0, 0.0, 1.0, 1.0)
 CLOSE = Metrics(0.01, 0.001, 0.9995, 1.0)

@@ -1,4 +1,4 @@
-// conformance.mjs: `bundle test`'s page (bundler/conformance.py, bundler/tasks/check.py). Loads
+// conformance.mjs: `bundle test`'s page (bundler/verify/conformance.py, bundler/tasks/check.py). Loads
 // the bundle with the given load() options, runs it and gives back what it computed.
 
 import { encodeTensors, fromBase64, messageOf, openBundle } from './harness.mjs';

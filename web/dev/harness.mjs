@@ -1,5 +1,5 @@
 // harness.mjs: what onnx-bundler's own pages share (conformance, bench, profile; served at
-// /__bundler__/dev/ by bundler/server.py, never shipped in a bundle). Tensors cross from Python
+// /__bundler__/dev/ by bundler/server/bundle_server.py, never shipped in a bundle). Tensors cross from Python
 // as { type, dims, data: base64 }; the bundle is always opened through its own bundle.mjs.
 
 export function fromBase64(text) {

@@ -8,9 +8,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from bundler.bundle.files import fetched_path
 from bundler.errors import ConfigError
-from bundler.files import fetched_path
-from bundler.runtime import BUILDS
+from bundler.site.runtime import BUILDS
 
 _TIMEOUT_S = 60
 

@@ -10,9 +10,9 @@ from bundler.errors import ConfigError
 from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
 
 if TYPE_CHECKING:
+    from bundler.bundle.modelio import TensorSpec
     from bundler.bundle.records import Task
     from bundler.console import Reporter
-    from bundler.modelio import TensorSpec
     from bundler.tasks.check import TaskComparison
     from bundler.tasks.spec import TaskSpec
 

@@ -13,9 +13,9 @@ from bundler.tasks.kinds.spec import FLOATS, ModelIO, image_layout
 if TYPE_CHECKING:
     import numpy as np
 
+    from bundler.bundle.modelio import TensorSpec
     from bundler.bundle.records import Task
     from bundler.console import Reporter
-    from bundler.modelio import TensorSpec
     from bundler.tasks.check import TaskComparison
     from bundler.tasks.image import Geometry
     from bundler.tasks.spec import TaskSpec

@@ -20,8 +20,7 @@ import onnxruntime as ort
 import onnxslim
 from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
-from bundler.errors import ConfigError, ModelError, first_line
-from bundler.modelio import (
+from bundler.bundle.modelio import (
     build_machine_limit,
     copy_model,
     cpu_session,
@@ -31,6 +30,7 @@ from bundler.modelio import (
     tensor_dims,
     walk_nodes,
 )
+from bundler.errors import ConfigError, ModelError, first_line
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.

@@ -1,6 +1,7 @@
 """The page.evaluate expressions that call onnx-bundler's harness (web/dev/*.mjs, served by
-bundler.server at HARNESS_MODULES on the harness page's origin). The programs are JavaScript
-modules, linted and tested as such; Python only names the module and the function to call."""
+bundler.server.bundle_server at HARNESS_MODULES on the harness page's origin). The programs are
+JavaScript modules, linted and tested as such; Python only names the module and the function to
+call."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from bundler.server import HARNESS_MODULES
+from bundler.server.bundle_server import HARNESS_MODULES
 
 
 def harness_call(module: str, function: str) -> str:

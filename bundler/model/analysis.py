@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bundler.compat import limits_for
-from bundler.dim_expressions import implied_by
-from bundler.modelio import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
-from bundler.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
+from bundler.bundle.modelio import TYPE_NAMES, model_bytes, model_files, read_model, tensor_dims
+from bundler.model.compat import limits_for
+from bundler.model.dim_expressions import implied_by
+from bundler.model.opsupport import DEFAULT_DOMAIN, TARGETS, OpSupport, load_support, schema_version
 
 SCHEMA_VERSION = 1
 PROTOBUF_LIMIT = 2**31 - 1

@@ -18,20 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from bundler.browser import BrowserSettings, launch, load_settings, playwright_session
 from bundler.bundle.layout import MANIFEST_FILE
 from bundler.bundle.manifest import Manifest, Variant
 from bundler.bundle.manifest import load as load_manifest
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, sha256_of
 from bundler.console import Reporter
 from bundler.errors import first_line
-from bundler.harness import harness_call
 from bundler.hosting.publish import assembled
-from bundler.modelio import NUMPY_TYPES, TensorSpec, sha256_of
-from bundler.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
-from bundler.server import HARNESS_PATH, serve_directory
-from bundler.tolerance import Tolerance, tolerance_for
-from bundler.user_inputs import InputValue, UserInputs, load_user_inputs, reference_for
-from bundler.verified import verdict
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
+from bundler.verify.browser import BrowserSettings, launch, load_settings, playwright_session
+from bundler.verify.harness import harness_call
+from bundler.verify.reference import NotRunnable, Reference, check_dims, fingerprint_mismatch
+from bundler.verify.tolerance import Tolerance, tolerance_for
+from bundler.verify.user_inputs import InputValue, UserInputs, load_user_inputs, reference_for
+from bundler.verify.verified import verdict
 
 REPORT_COLUMNS = ("check", "variant", "ran on", "output", "worst abs error",
                   "worst normalised error", "result")
@@ -91,7 +91,7 @@ class ConformanceReport:
 
     @property
     def ok(self) -> bool:
-        """Verified, as bundler.verified defines it (without the task check)."""
+        """Verified, as bundler.verify.verified defines it (without the task check)."""
         return verdict(self).status == "passed"
 
     def to_json(self) -> dict[str, Any]:

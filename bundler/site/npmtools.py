@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bundler.errors import RuntimeFetchError
-from bundler.runtime import cache_root, node_and_npm, run_npm
+from bundler.site.runtime import cache_root, node_and_npm, run_npm
 
 MARKER = "installed.json"
 

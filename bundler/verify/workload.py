@@ -9,8 +9,8 @@ Each symbolic axis (and each axis a task sets) is sized by the first of:
   sample     the shape of --sample, --calibration or --validation data (or an --input array)
   model      the model's own fixed dims; a symbolic batch (axis 0 of a rank >= 2 input) is 1
   guess      the smallest common size at which native onnxruntime runs the model with outputs
-             worth comparing (bundler.reference's search): said in one warning line naming the
-             input, the dim, the value and the --dim flag, and recorded as `guessed`
+             worth comparing (bundler.verify.reference's search): said in one warning line naming
+             the input, the dim, the value and the --dim flag, and recorded as `guessed`
 A measurement's `dims_source` is "guess" when any dim was guessed, else the last of task-size,
 --dim and sample that sized one, else "model".
 """
@@ -25,10 +25,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from bundler.bundle.manifest import Manifest, Task
-from bundler.modelio import TensorSpec
-from bundler.reference import Feeds, Reference, implied_dims
+from bundler.bundle.modelio import TensorSpec
 from bundler.tasks.kinds.registry import kind_of
-from bundler.user_inputs import UserInputs, reference_for
+from bundler.verify.reference import Feeds, Reference, implied_dims
+from bundler.verify.user_inputs import UserInputs, reference_for
 
 DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
 DIMS_SOURCES: tuple[DimsSource, ...] = get_args(DimsSource)
@@ -212,7 +212,7 @@ def bundle_known(manifest: Manifest, given: Mapping[str, int] | None = None) -> 
 def measured_reference(model: Path, manifest: Manifest, known: Known,
                        user: UserInputs | None = None) -> tuple[Reference, Workload]:
     """The inputs `model` of `manifest` is measured on (the user's samples, else generated at
-    the `known` dims, the rest found by bundler.reference's search) and what they are.
+    the `known` dims, the rest found by bundler.verify.reference's search) and what they are.
     NotRunnable when it runs at no size."""
     reference = reference_for(model, manifest.inputs, known.dims, user)
     return reference, measured(manifest.inputs, reference.feeds, known)

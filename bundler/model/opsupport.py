@@ -17,9 +17,9 @@ from typing import Literal
 
 import onnx
 
-from bundler.options import DEFAULT_RUNTIME_VERSION
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_DOMAIN = "ai.onnx"
 ML_DOMAIN = "ai.onnx.ml"
 TARGETS = ("webgpu", "wasm", "ort-mobile")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from bundler.analysis import Analysis
+from bundler.model.analysis import Analysis
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem; color: #222; }

@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 import onnx
 
-from bundler.modelio import TensorSpec, held_values, walk_nodes
+from bundler.bundle.modelio import TensorSpec, held_values, walk_nodes
 
 T = TypeVar("T")
 Size = int | str | None  # a fixed size, a symbolic dim name, or unknown

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 from bundler.errors import ConfigError
-from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
-from bundler.reference import (
+from bundler.verify.reference import (
     Feeds,
     input_rules,
     make_feeds,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.bundle.layout import NODE_ENTRY, PACKAGE_FILES
-from bundler.modelio import sha256_of
+from bundler.bundle.modelio import sha256_of
 
 HASH_LENGTH = 8
 PACKAGE_VERSION = "1.0.0"

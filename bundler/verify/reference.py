@@ -16,11 +16,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from bundler.dim_expressions import expression_size, implied_by
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
 from bundler.errors import ConfigError, first_line
-from bundler.input_values import Rule, derive_rules
-from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
-from bundler.tolerance import tolerance_for
+from bundler.model.dim_expressions import expression_size, implied_by
+from bundler.model.input_values import Rule, derive_rules
+from bundler.verify.tolerance import tolerance_for
 
 # Sizes tried, in order, for symbolic dims other than batch-like ones when 1 does not run.
 COMMON_SIZES = (2, 4, 8, 16, 32, 64, 128, 224, 256, 320, 416, 512, 640)
@@ -374,7 +374,7 @@ def fingerprint_mismatch(recorded: Mapping, reference: Reference,
     """Which output no longer matches the recorded fingerprint, or None.
 
     Native onnxruntime on the same file agrees with itself to float rounding (across CPUs too),
-    so the bound is tight: the fingerprint's exact `rtol` by default (bundler.tolerance), and
+    so the bound is tight: the fingerprint's exact `rtol` by default (bundler.verify.tolerance), and
     absolute 1e-7 of the output's largest value, which still sees a changed weight behind
     saturated probabilities. Quantized variants and accelerators pass a looser `rtol`."""
     if rtol is None:

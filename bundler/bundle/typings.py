@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from bundler.bundle.manifest import Manifest
-from bundler.modelio import Dim, TensorSpec
+from bundler.bundle.modelio import Dim, TensorSpec
 from bundler.resources import resource
 
 _SCALARS_TAKEN = "ScalarOf"  # a 0-d input also takes the bare value (see bundle.d.ts)

@@ -17,10 +17,10 @@ import numpy as np
 import onnx
 from onnx import defs, version_converter
 
+from bundler.bundle.modelio import cpu_session, walk_nodes
 from bundler.errors import ModelError, first_line
-from bundler.modelio import cpu_session, walk_nodes
-from bundler.reference import run_native
-from bundler.tolerance import tolerance_for
+from bundler.verify.reference import run_native
+from bundler.verify.tolerance import tolerance_for
 
 AI_ONNX = "ai.onnx"
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from bundler.errors import RuntimeFetchError
-from bundler.files import rename_to_hashed
+from bundler.bundle.files import rename_to_hashed
 
 PACKAGE = "onnxruntime-web"
 

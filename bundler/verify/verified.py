@@ -5,15 +5,15 @@ else generated ones), all of these hold: every model file matches the sha256 in 
 where the check ran on the same sizes and inputs as the build, native onnxruntime's outputs of it
 match the fingerprint recorded at build time; the bundle ships a runtime for every execution
 provider asked for; each shipped variant, on each of those EPs, ran in headless Chromium through
-bundle.mjs and its outputs match native onnxruntime (CPU) within the tolerance of bundler.tolerance
-(playwright.config.py's, per EP; a quantized variant's relative to each output's range), or that
-EP could not create a session (unsupported by this onnxruntime-web build or by the device), or it
-already failed at build time so that load() skips it, with at least one run passing; in a
-Chromium without WebGPU the default load() fell back to WASM and computed the same; and the page
-requested nothing outside 127.0.0.1. On a task bundle, `bundle test` also checks the task's
-answers (labels, scores, boxes, chunks) on each EP against the Python reference; the build does
-not run that check. `--strict` asks more: every variant on every requested EP, and the fallback,
-passed (an unsupported EP fails it). "not_done" means the check could not run (no browser,
+bundle.mjs and its outputs match native onnxruntime (CPU) within the tolerance of
+bundler.verify.tolerance (playwright.config.py's, per EP; a quantized variant's relative to each
+output's range), or that EP could not create a session (unsupported by this onnxruntime-web build or
+by the device), or it already failed at build time so that load() skips it, with at least one run
+passing; in a Chromium without WebGPU the default load() fell back to WASM and computed the same;
+and the page requested nothing outside 127.0.0.1. On a task bundle, `bundle test` also checks the
+task's answers (labels, scores, boxes, chunks) on each EP against the Python reference; the build
+does not run that check. `--strict` asks more: every variant on every requested EP, and the
+fallback, passed (an unsupported EP fails it). "not_done" means the check could not run (no browser,
 `--no-verify`, or no input size at which the model runs natively); "failed" is anything else.
 """
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from bundler.conformance import ConformanceReport, EPCheck
     from bundler.tasks.check import TaskComparison
+    from bundler.verify.conformance import ConformanceReport, EPCheck
 
 Status = Literal["passed", "failed", "not_done"]
 

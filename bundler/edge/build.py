@@ -40,19 +40,19 @@ from bundler.bundle.edge import (
 )
 from bundler.bundle.layout import EDGE_MANIFEST, EDGE_OPERATORS_CONFIG, MODELS_DIR, WORK_DIR
 from bundler.bundle.manifest import TOOL_NAME, Source, Tool, Variant
+from bundler.bundle.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
+from bundler.bundle.options import BuildOptions
+from bundler.bundle.staging import check_output, move_into_place, staging_folder
 from bundler.console import Reporter
 from bundler.errors import ConfigError, QuantizeError, first_line
-from bundler.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
-from bundler.options import BuildOptions
-from bundler.prepare import prepare_model
-from bundler.reference import NotRunnable, fingerprint, native_reference
-from bundler.samples import generated_samples
-from bundler.staging import check_output, move_into_place, staging_folder
-from bundler.tolerance import tolerance_for
+from bundler.model.prepare import prepare_model
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import make_variants
 from bundler.variants.ort_format import save_ort
 from bundler.variants.registry import is_quantized
+from bundler.verify.reference import NotRunnable, fingerprint, native_reference
+from bundler.verify.samples import generated_samples
+from bundler.verify.tolerance import tolerance_for
 
 EDGE_OUTPUT = Path("edge")
 RECOMMENDED = "int8-static"

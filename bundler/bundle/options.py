@@ -166,7 +166,7 @@ def _default_variant(value: Any, base: Path) -> str | dict[str, str]:
 def _inputs(value: Any, base: Path) -> dict[str, Path | int | float | bool]:
     """Fixed input values: from flags ["sr=16000", "ids=ids.npy"], or a table
     { sr = 16000, ids = "ids.npy" } (a string there is always a path)."""
-    from bundler.user_inputs import parse_input_value
+    from bundler.verify.user_inputs import parse_input_value
 
     if isinstance(value, list | tuple):
         pairs = [str(text).split("=", 1) for text in value]

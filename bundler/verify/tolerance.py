@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from bundler.browser import BrowserSettings
+    from bundler.verify.browser import BrowserSettings
 
 Comparison = Literal["browser", "fingerprint", "conversion", "ort-web", "ort-edge", "task-scores"]
 Precision = Literal["exact", "accelerator", "quantized"]
@@ -56,7 +56,7 @@ def tolerance_for(comparison: Comparison, kind: str = "fp32", ep: str = "cpu",
     """The tolerance of `comparison` for a variant of `kind` run on `ep`; "browser" reads
     `settings` (default: playwright.config.py's)."""
     if comparison == "browser":
-        from bundler.browser import load_settings
+        from bundler.verify.browser import load_settings
 
         settings = settings or load_settings()
         exact = settings.tolerances[ep]

@@ -19,11 +19,11 @@ from bundler.bundle import manifest as manifest_file
 from bundler.bundle.layout import DECLARATION_FILES, PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
 from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
-from bundler.files import package_json
+from bundler.bundle.files import package_json
 from bundler.hosting.publish import republish
 from bundler.resources import resource
 from bundler.tasks.kinds.registry import KINDS
-from bundler.typings import declarations
+from bundler.bundle.typings import declarations
 
 TEMPLATE_SUFFIX = ".j2"
 

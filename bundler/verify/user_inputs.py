@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, cpu_session
 from bundler.errors import ConfigError, first_line
-from bundler.modelio import NUMPY_TYPES, TensorSpec, cpu_session
-from bundler.reference import (
+from bundler.verify.reference import (
     Case,
     Feeds,
     Reference,
@@ -27,7 +27,7 @@ from bundler.reference import (
     pin,
     run_native,
 )
-from bundler.samples import dtype_problem, fits, load_samples
+from bundler.verify.samples import dtype_problem, fits, load_samples
 
 InputValue = Path | int | float | bool
 MAX_SAMPLE_CASES = 4  # of a --sample file, the cases the browser check runs

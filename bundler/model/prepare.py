@@ -7,10 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from bundler.compat import Fit, fit_runtime, original_runs, verify_fit
-from bundler.console import Reporter
-from bundler.errors import ModelError
-from bundler.modelio import (
+from bundler.bundle.modelio import (
     PROTOBUF_LIMIT,
     build_machine_limit,
     check_model,
@@ -19,8 +16,11 @@ from bundler.modelio import (
     native_load_error,
     read_model,
 )
-from bundler.options import DEFAULT_RUNTIME_VERSION
-from bundler.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
+from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
+from bundler.console import Reporter
+from bundler.errors import ModelError
+from bundler.model.compat import Fit, fit_runtime, original_runs, verify_fit
+from bundler.verify.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 
 def _strip_zipmap(model: onnx.ModelProto) -> list[str]:

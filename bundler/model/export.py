@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bundler.errors import ConfigError, ExportError
-from bundler.tolerance import tolerance_for
+from bundler.verify.tolerance import tolerance_for
 
 DEFAULT_OPSET = 17
 BATCH = "batch"
@@ -204,7 +204,7 @@ def _validate(module: Any, model: Path, shapes: Sequence[InputShape], names: Seq
               batch_sizes: Sequence[int], samples: int, rtol: float, atol: float,
               ) -> list[dict[str, Any]]:
     torch = require_torch()
-    from bundler.modelio import cpu_session
+    from bundler.bundle.modelio import cpu_session
 
     session = cpu_session(model)
     checks = []
