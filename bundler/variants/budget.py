@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bundler.errors import ConfigError
-from bundler.variants.confidence import rows_needed
+from bundler.variants.confidence import rows_needed, wilson_lower
 
 if TYPE_CHECKING:
     from bundler.variants.metrics import Metrics
@@ -100,10 +100,11 @@ class Budget:
         if metrics.rows and (needed is None or metrics.rows < needed):
             if needed is None:
                 return f"no number of samples can show top1>={_number(top1)} (use top1<1)"
-            per_sample = metrics.rows / samples
-            return (f"{samples} validation samples cannot show top1>={_number(top1)} (even if all"
-                    f" agree, the 95% lower bound is below it; it takes at least"
-                    f" {math.ceil(needed / per_sample)})")
+            best = wilson_lower(metrics.rows, metrics.rows)
+            return (f"{samples} held-out samples ({metrics.measured_on}) cannot show"
+                    f" top1>={_number(top1)}: even if all agree, its 95% lower bound is"
+                    f" {best:.3f}; it takes at least"
+                    f" {math.ceil(needed * samples / metrics.rows)} samples (pass --validation)")
         return None
 
     def __str__(self) -> str:
