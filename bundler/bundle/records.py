@@ -85,15 +85,11 @@ class Bound:
     method: str
 
 
-# What accuracy was measured on (Accuracy.data): held-out inputs vouch for a quantized variant;
-# the inputs it was calibrated on, or generated ones, do not (bundler.variants.budget).
-MeasuredOn = Literal["validation", "calibration-split", "sample-split", "calibration", "sample",
-                     "generated"]
-
-
 @dataclasses.dataclass(kw_only=True)
 class Accuracy:
-    """A variant measured natively against fp32 on `samples` inputs from `data` (MeasuredOn). A
+    """A variant measured natively against fp32 on `samples` inputs from `data`: "validation",
+    "calibration-split" or "sample-split" (held out by auto: these vouch for a quantized variant),
+    "calibration" or "sample" (the inputs themselves) or "generated" (bundler.variants.budget). A
     metric the model has no value for is null (top1_agreement of a detector, any metric over
     non-finite outputs). `bounds`: what auto judges, per budget key (absent in older builds)."""
 
