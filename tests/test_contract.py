@@ -68,6 +68,8 @@ TYPES = {
     manifest.Task: _interface("Task"),
     manifest.NativeReference: _inline(_inline(MANIFEST_TS["runtime"][1])["native_reference"][1]),
     manifest.Accuracy: _interface("VariantAccuracy"),
+    manifest.Bound: _interface("AccuracyBound"),
+    manifest.SelectionCandidate: _interface("SelectionCandidate"),
     manifest.Optimization: _interface("Optimization"),
     manifest.OptimizationStep: _interface("OptimizationStep"),
     manifest.Hosting: _inline(MANIFEST_TS["hosting"][1]),
@@ -116,8 +118,10 @@ def test_the_json_reader_covers_every_field_type() -> None:
         inputs=[], outputs=[], default_variant="fp32",
         variants=[manifest.Variant(
             "fp32", "fp32", "models/fp32.1.onnx", 2, "0" * 64, 1.0,
-            manifest.Accuracy(max_abs=0.0, mean_rel=0.0, cosine=1.0, top1_agreement=None,
-                              samples=4, data="generated"), {"weights": "float32"}, [], None)],
+            manifest.Accuracy(max_abs=0.0, mean_rel=0.0, cosine=1.0, top1_agreement=0.5,
+                              samples=4, data="generated",
+                              bounds={"top1": manifest.Bound(4, 0.5, 0.15, "wilson-95-lower")}),
+            {"weights": "float32"}, [], None)],
         source=manifest.Source("m.onnx", 1), notes=[],
         optimization=manifest.Optimization(True, nodes_before=2, nodes_after=1, steps=[
             manifest.OptimizationStep("fold", "applied", "")]),
@@ -125,7 +129,10 @@ def test_the_json_reader_covers_every_field_type() -> None:
             "failed", dims={"batch": 1},
             results={"fp32": {"wasm": manifest.EPResult(False, 0.5, 2.0, "x", "runtime")}},
             fallback=manifest.EPResult(True, None, None), problems=["p"]),
-        selection=manifest.Selection("auto", "cosine>=0.999", "fp32", [{"name": "fp32"}]),
+        selection=manifest.Selection("auto", "cosine>=0.999", "fp32", [
+            manifest.SelectionCandidate(name="fp32", bytes=2, within_budget=True, budget="b",
+                                        browser_verified=True, wasm_ms=1.5, chosen=True)],
+            note="n"),
         files=[manifest.FileEntry("models/m.1.onnx", 2, "0" * 64,
                                   parts=[manifest.FilePiece("models/m.1.onnx.part0", 2, "1" * 64,
                                                             {"br": manifest.Encoded("p.br", 1)})],

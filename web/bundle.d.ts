@@ -61,10 +61,27 @@ export interface Output<T extends TensorType, Dims extends readonly number[] = n
 export interface TensorSpec { name: string; type: TensorType; shape: (number | string)[] | null; }
 
 /** A variant against fp32, natively; a metric the model has no value for is null
- * (top1_agreement of a model without class scores). nonfinite is absent in older bundles. */
+ * (top1_agreement of a model without class scores). nonfinite is absent in older bundles.
+ * data: the inputs measured on; bounds: what auto judges its budget by, per budget key. */
 export interface VariantAccuracy {
   max_abs: number | null; mean_rel: number | null; cosine: number | null;
-  top1_agreement: number | null; nonfinite?: number; samples: number; data: string;
+  top1_agreement: number | null; nonfinite?: number; samples: number;
+  data: 'validation' | 'calibration-split' | 'sample-split' | 'calibration' | 'sample'
+    | 'generated';
+  bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel', AccuracyBound>>;
+}
+
+/** A metric over n rows (top1) or samples: its estimate and the bound auto judges it by. */
+export interface AccuracyBound {
+  n: number; estimate: number | null; bound: number | null;
+  method: 'wilson-95-lower' | 'p5' | 'p95';
+}
+
+/** A candidate of --quantize auto, shipped or not. */
+export interface SelectionCandidate {
+  name: string; bytes: number; within_budget: boolean; budget: string;
+  browser_verified: boolean; accuracy?: VariantAccuracy; wasm_ms?: number;
+  webgpu_ms?: number; chosen: boolean;
 }
 
 export interface Variant {
@@ -112,9 +129,11 @@ export interface Manifest {
   variants: Variant[];
   default_variant: string | Partial<Record<ExecutionProvider, string>>;
   selection?: { mode: 'auto'; budget: string; chosen: string;
-                candidates: Record<string, unknown>[];
+                candidates: SelectionCandidate[];
                 /** What auto optimised, and how the candidates' speeds were measured. */
-                objective?: 'balanced' | 'speed' | 'size'; speed?: Record<string, unknown> };
+                objective?: 'balanced' | 'speed' | 'size'; speed?: Record<string, unknown>;
+                /** Why the inputs given cannot show the budget (then fp32 ships). */
+                note?: string };
   source?: { file: string; bytes: number };
   optimization?: Optimization;
   notes?: string[];

@@ -26,6 +26,7 @@ from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE
 from bundler.bundle.modelio import TensorSpec
 from bundler.bundle.records import (
     Accuracy,
+    Bound,
     Encoded,
     EPResult,
     FileEntry,
@@ -37,6 +38,7 @@ from bundler.bundle.records import (
     Runtime,
     RuntimeBuild,
     Selection,
+    SelectionCandidate,
     Source,
     Task,
     Tool,
@@ -48,9 +50,10 @@ from bundler.variants.default import default_variant
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "onnx-bundler"
-__all__ = ["Accuracy", "EPResult", "Encoded", "FileEntry", "FilePiece", "Hosting", "Manifest",
-           "NativeReference", "Optimization", "OptimizationStep", "Runtime", "RuntimeBuild",
-           "Selection", "Source", "Task", "Tool", "Variant", "Verification"]
+__all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Hosting",
+           "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
+           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "Task", "Tool", "Variant",
+           "Verification"]
 
 
 @dataclasses.dataclass

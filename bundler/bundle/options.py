@@ -267,8 +267,9 @@ class BuildOptions:
     calibration_method: CalibrationMethod = option(_one_of(CALIBRATION_METHODS), "minmax"
                                                    " (default), percentile, entropy.",
                                                    default="minmax")
-    validation: Path | None = option(_path, ".npz of inputs to measure accuracy on (default: the"
-                                     " calibration data).")
+    validation: Path | None = option(_path, ".npz of real inputs to measure accuracy on and judge"
+                                     " auto's candidates by (default: for auto, a held-out part"
+                                     " of the calibration data; else that data).")
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99.")
     objective: Objective = option(_one_of(OBJECTIVES), "What auto ships: balanced (default: the"

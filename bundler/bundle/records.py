@@ -4,9 +4,9 @@ build returns these (never a dict), and bundler.bundle.codec writes and reads th
 Four sub-records stay open JSON, each with one owner that writes and reads it: a variant's
 `settings` (its kind's module in bundler/variants/: each kind records its own knobs, and a new
 kind adds keys), its `reference` (bundler.verify.reference.fingerprint: per-output sample values),
-`selection.candidates` and `selection.speed` (bundler.variants.select and bundler.perf.speed:
-one `<ep>_ms` key per measured execution provider) and `workload`
-(bundler.verify.workload.Workload). """
+`selection.speed` (bundler.perf.speed: how the candidates were timed) and `workload`
+(bundler.verify.workload.Workload).
+"""
 
 from __future__ import annotations
 
@@ -72,11 +72,26 @@ class Runtime:
     native_reference: NativeReference | None = None
 
 
+@dataclasses.dataclass
+class Bound:
+    """A metric as auto judges its budget by it (bundler.variants.confidence): over `n` rows
+    (top1) or samples (cosine, mean_rel), its point `estimate` and the `bound` judged, by
+    `method`: "wilson-95-lower" (the lower end of the 95 % Wilson interval), "p5" or "p95" (that
+    percentile over the samples)."""
+
+    n: int
+    estimate: float | None
+    bound: float | None
+    method: str
+
+
 @dataclasses.dataclass(kw_only=True)
 class Accuracy:
-    """A variant measured natively against fp32 on `samples` inputs from `data` ("calibration",
-    "validation", "sample" or "generated"). A metric the model has no value for is null
-    (top1_agreement of a detector, any metric over non-finite outputs)."""
+    """A variant measured natively against fp32 on `samples` inputs from `data`: "validation",
+    "calibration-split" or "sample-split" (held out by auto: these vouch for a quantized variant),
+    "calibration" or "sample" (the inputs themselves) or "generated" (bundler.variants.budget). A
+    metric the model has no value for is null (top1_agreement of a detector, any metric over
+    non-finite outputs). `bounds`: what auto judges, per budget key (absent in older builds)."""
 
     max_abs: float | None
     mean_rel: float | None
@@ -85,6 +100,7 @@ class Accuracy:
     nonfinite: int = 0  # outputs NaN/Inf in the variant but finite in fp32 (absent: older builds)
     samples: int
     data: str
+    bounds: dict[str, Bound] | None = None
 
 
 @dataclasses.dataclass
@@ -154,14 +170,33 @@ class Verification:
     problems: list[str] | None = None
 
 
+@dataclasses.dataclass(kw_only=True)
+class SelectionCandidate:
+    """A candidate of `auto` (bundler.variants.select): its size, whether it kept the budget
+    (`budget` says why not, or how it did), whether it passed in the browser, its accuracy (kept
+    here, since a candidate that does not ship leaves `variants`), its steady-state ms per run
+    where timed, and whether it ships."""
+
+    name: str
+    bytes: int
+    within_budget: bool
+    budget: str
+    browser_verified: bool
+    accuracy: Accuracy | None = None
+    wasm_ms: float | None = None
+    webgpu_ms: float | None = None
+    chosen: bool
+
+
 @dataclasses.dataclass
 class Selection:
     mode: str
     budget: str
     chosen: str  # the default (the WASM one when default_variant is a map per EP)
-    candidates: list[JSON]
+    candidates: list[SelectionCandidate]
     objective: str | None = None  # "balanced", "speed" or "size"
     speed: JSON | None = None  # how the candidates' speeds were measured, or why they were not
+    note: str | None = None  # why the data given cannot show the budget, when it cannot
 
 
 @dataclasses.dataclass

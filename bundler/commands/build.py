@@ -259,6 +259,8 @@ def _choose_auto(staging: Path, manifest: Manifest, variants: list[MadeVariant],
     manifest.selection = choice.selection
     reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
                    speed_rows(choice.selection.candidates, record))
+    if choice.selection.note:  # the inputs cannot show the budget: fp32 ships
+        reporter.warn(choice.selection.note)
     reporter.info(f"auto: shipping {choice.chosen}")
 
 

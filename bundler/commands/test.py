@@ -1,5 +1,7 @@
 """`bundle test`: prove in headless Chromium that a built folder computes what native onnxruntime
-computes, print the table, write the report, and fail with one line when anything is off."""
+computes, print the table, write the report, and fail with one line when anything is off. With
+--validation, also the shipped variant's agreement with fp32 on the user's inputs
+(bundler.variants.holdout)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
+from bundler.bundle.codec import to_json
 from bundler.bundle.options import EXECUTION_PROVIDERS
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.tasks.check import COLUMNS as TASK_COLUMNS
 from bundler.tasks.check import TaskComparison, TaskInput, check_task
+from bundler.variants.holdout import COLUMNS as HELD_OUT_COLUMNS
+from bundler.variants.holdout import check_held_out
 from bundler.verify.browser import load_settings
 from bundler.verify.conformance import REPORT_COLUMNS, ConformanceReport, check_bundle
 from bundler.verify.user_inputs import InputValue
@@ -32,16 +37,20 @@ def check(
     sample: Path | None = None,
     inputs: Mapping[str, InputValue] | None = None,
     task_files: Sequence[Path] = (),
+    validation: Path | None = None,
+    original: Path | None = None,
 ) -> ConformanceReport:
     """Run the check (on the user's `sample` and `inputs` where given), and on a task bundle the
-    task check (on `task_files`, else inputs made in code); raise BundlerError (one line) unless
-    it passed."""
+    task check (on `task_files`, else inputs made in code); with `validation`, the default
+    variant's agreement with fp32 (the bundle's, else `original`) on it, judged by the budget;
+    raise BundlerError (one line) unless all passed."""
     if report is not None and not report.parent.is_dir():
         raise ConfigError(f"--report {report}: {report.parent} is not a folder")
     for path in task_files:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file (--image/--audio)")
     reporter = reporter or Reporter()
+    held_out = [] if validation is None else check_held_out(directory, validation, original)
     result = check_bundle(directory, execution_providers=execution_providers, dims=dims,
                           check_fallback=check_fallback, reporter=reporter, sample=sample,
                           inputs=inputs)
@@ -50,16 +59,26 @@ def check(
     if report is not None:
         report.write_text(json.dumps({**result.to_json(), "task": [
             {**dataclasses.asdict(entry), "passed": entry.passed} for entry in task],
+            "validation": [{"variant": entry.variant, "against": entry.against,
+                            **to_json(entry.metrics.accuracy(
+                                samples=len(entry.metrics.per_sample), data="validation")),
+                            "failures": entry.failures} for entry in held_out],
             "verified": {"status": outcome.status, "covers": list(outcome.covers)}}, indent=2)
             + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())
     if task:
         reporter.table(f"{directory}: task answers, browser vs Python reference", TASK_COLUMNS,
                        [entry.row() for entry in task])
+    if held_out:
+        reporter.table(f"{directory}: the shipped variant against fp32 on --validation (native)",
+                       HELD_OUT_COLUMNS, [entry.row() for entry in held_out])
     for url in result.external_requests:
         reporter.warn(f"the page requested {url}, outside the bundle's origin")
     if outcome.status != "passed":
         raise BundlerError(_why_not(result, outcome))
+    if failed := [entry for entry in held_out if entry.failures]:
+        raise BundlerError(f"{failed[0].variant} misses the budget on --validation"
+                           f" ({failed[0].failures[0]})")
     reporter.info("All checks passed.")
     return result
 

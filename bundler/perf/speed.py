@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.bundle.manifest import Manifest
+from bundler.bundle.manifest import Manifest, SelectionCandidate
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.perf.page import BENCH_MODULE
@@ -118,15 +118,18 @@ def speed_record(measured: str | None, reason: str | None = None) -> dict[str, A
     return record
 
 
-def speed_rows(candidates: Sequence[Mapping[str, Any]],
+def speed_rows(candidates: Sequence[SelectionCandidate],
                record: Mapping[str, Any]) -> list[list[str]]:
     """Rows for the build report's table of auto's candidates (`record`: selection.speed)."""
     inputs = (f"{inputs_label(record['inputs'])} ({record['dims_source']})"
               if "inputs" in record else "-")
-    return [[c["name"], inputs, str(c["bytes"]), "yes" if c["within_budget"] else "no",
-             "yes" if c["browser_verified"] else "no",
-             str(c.get(f"{SPEED_EP}_ms", "-")), "SHIPS" if c["chosen"] else ""]
-            for c in candidates]
+    rows = []
+    for c in candidates:
+        ms = getattr(c, f"{SPEED_EP}_ms")
+        rows.append([c.name, inputs, str(c.bytes), "yes" if c.within_budget else "no",
+                     "yes" if c.browser_verified else "no", "-" if ms is None else str(ms),
+                     "SHIPS" if c.chosen else ""])
+    return rows
 
 
 SPEED_COLUMNS = ("candidate", "inputs (dims from)", "bytes", "within budget", "passed in browser",

@@ -1,15 +1,24 @@
-"""The error budget a variant must meet (`--max-error cosine>=0.999,top1>=0.99`).
+"""The error budget a variant must meet (`--max-error cosine>=0.999,top1>=0.99`), and how a
+measured variant is judged against it.
+
+A quantized variant is judged by bounds, not point estimates (bundler.variants.confidence): top1
+by the lower end of its 95 % Wilson interval, cosine by its 5th percentile over samples, mean_rel
+by its 95th; and only on inputs that can vouch for it: generated inputs never show top1, and the
+inputs a variant was calibrated on show nothing. fp32 is exact by construction (the optimised
+graph, float rounding apart), so it is judged by its point estimates.
 
 Pure Python: parsing a budget (options, TOML validation) imports neither numpy nor onnxruntime.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bundler.errors import ConfigError
+from bundler.variants.confidence import rows_needed, wilson_lower
 
 if TYPE_CHECKING:
     from bundler.variants.metrics import Metrics
@@ -25,6 +34,9 @@ _LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0)}
 _ACCEPTED = ", ".join(f"{key}{op}" for key, (op, _) in _TERMS.items())
 _TERM = re.compile(r"^\s*([A-Za-z_0-9]+)\s*(>=|<=|=>|=<|>|<|==|=)\s*(\S+)\s*$")
 _EXAMPLE = "e.g. 'cosine>=0.999,top1>=0.99'"
+IN_SAMPLE = ("calibration", "sample")  # not held out: measured on what a variant was made from
+_BOUND_NAMES = {"top1": "95% lower bound", "cosine": "5th percentile",
+                "mean_rel": "95th percentile"}
 
 
 def _number(value: float) -> str:
@@ -39,27 +51,61 @@ class Budget:
 
     terms: tuple[tuple[str, float], ...]
 
-    def failures(self, metrics: Metrics) -> list[str]:
+    def failures(self, metrics: Metrics, exact: bool = False) -> list[str]:
+        """Why `metrics` miss the budget: by their bounds, or by the point estimates when
+        `exact` (fp32) or when the metrics carry no samples (made by hand)."""
         failed = []
         if metrics.nonfinite:
             failed.append(f"{metrics.nonfinite} NaN/Inf values where the reference is finite")
+        if not exact and metrics.measured_on in IN_SAMPLE:
+            failed.append(f"measured on its own {metrics.measured_on} inputs, not held-out ones")
         for key, bound in self.terms:
             op, attribute = _TERMS[key]
-            value = getattr(metrics, attribute)
-            if value is None:
+            if exact:
+                n, value, judged = 0, getattr(metrics, attribute), getattr(metrics, attribute)
+            else:
+                n, value, judged = metrics.judged(key)
+            if judged is None:
                 continue
-            if not (value >= bound if op == ">=" else value <= bound):
-                failed.append(f"{key} {value:.6g} is not {op} {_number(bound)}")
+            if key == "top1" and not exact and metrics.measured_on == "generated":
+                failed.append("top1 cannot be shown on generated inputs")
+                continue
+            if not (judged >= bound if op == ">=" else judged <= bound):
+                failed.append(f"{_described(key, n, value, judged)} is not {op} {_number(bound)}")
         return failed
 
-    def accepts(self, metrics: Metrics) -> bool:
-        return not self.failures(metrics)
+    def accepts(self, metrics: Metrics, exact: bool = False) -> bool:
+        return not self.failures(metrics, exact)
 
-    def explain(self, metrics: Metrics) -> str:
-        failed = self.failures(metrics)
+    def explain(self, metrics: Metrics, exact: bool = False) -> str:
+        failed = self.failures(metrics, exact)
         if failed:
             return "; ".join(failed)
-        return f"within budget ({self})"
+        return f"within budget ({self})" + (" (fp32: exact by construction)" if exact else "")
+
+    def shortfall(self, metrics: Metrics) -> str | None:
+        """Why the inputs `metrics` were measured on cannot show this budget for any quantized
+        variant, however close to fp32 (None when they can): one clause, saying what it takes."""
+        if metrics.measured_on in IN_SAMPLE:
+            return (f"the {len(metrics.per_sample)} {metrics.measured_on} samples are too few to"
+                    " hold out a validation part; pass --validation with real inputs")
+        top1 = dict(self.terms).get("top1")
+        if top1 is None or metrics.top1_agreement is None:
+            return None
+        needed = rows_needed(top1)
+        samples = len(metrics.per_sample) or 1
+        if metrics.measured_on == "generated":
+            return ("generated inputs cannot show top1; pass --validation with real inputs"
+                    + (f" (at least {needed} samples)" if needed else ""))
+        if metrics.rows and (needed is None or metrics.rows < needed):
+            if needed is None:
+                return f"no number of samples can show top1>={_number(top1)} (use top1<1)"
+            best = wilson_lower(metrics.rows, metrics.rows)
+            return (f"{samples} held-out samples ({metrics.measured_on}) cannot show"
+                    f" top1>={_number(top1)}: even if all agree, its 95% lower bound is"
+                    f" {best:.3f}; it takes at least"
+                    f" {math.ceil(needed * samples / metrics.rows)} samples (pass --validation)")
+        return None
 
     def __str__(self) -> str:
         return ",".join(f"{key}{_TERMS[key][0]}{_number(bound)}" for key, bound in self.terms)
@@ -79,6 +125,14 @@ def parse_budget(text: str) -> Budget:
             raise ConfigError(f"error budget names {key} twice; give each key once")
         terms[key] = bound
     return Budget(tuple(terms.items()))
+
+
+def _described(key: str, n: int, value: float | None, judged: float) -> str:
+    """`key` and the value judged, with its estimate and n when it is a bound."""
+    if not n or key not in _BOUND_NAMES:
+        return f"{key} {judged:.6g}"
+    of = "rows" if key == "top1" else "samples"
+    return f"{key} {judged:.4g} ({_BOUND_NAMES[key]} of {n} {of}; estimate {value:.4g})"
 
 
 def _parse_term(term: str) -> tuple[str, float]:

@@ -27,7 +27,7 @@ from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
 from bundler.verify.reference import Feeds, NotRunnable, fingerprint
-from bundler.verify.samples import generated_samples, load_samples
+from bundler.verify.samples import generated_samples, load_samples, split_samples
 from bundler.verify.user_inputs import UserInputs, reference_for
 from bundler.verify.workload import Workload, known_dims, measured
 
@@ -36,8 +36,9 @@ GENERATED_NOTE = (
     " (or --validation) with real samples"
 )
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
-VARIANT_COLUMNS = ("variant", "inputs (dims from)", "kept in float32", "bytes", "ratio", "max_abs",
-                   "mean_rel", "cosine", "top1", "native ms (1 thread)", "notes")
+VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
+                   "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
+                   "native ms (1 thread)", "notes")
 
 
 @dataclasses.dataclass
@@ -66,17 +67,28 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
              is_example: bool, reporter: Reporter, user: UserInputs,
              task: Task | None) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
-    model is used at (bundler.verify.workload)."""
+    model is used at (bundler.verify.workload). For `auto` without --validation, the inputs given
+    are split: int8-static is calibrated on one part and every candidate judged on the other."""
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
     validation = (load_samples(options.validation, inputs, "--validation")
                   if options.validation else None)
+    given = calibration or list(user.samples)
+    source = "calibration" if calibration else "sample"
+    if options.plan.auto and not validation and given:
+        parts = split_samples(given)
+        if parts is not None:
+            calibration, validation = parts
+            source = f"{source}-split"
     measured_on = validation or list(user.samples) or calibration
     known = known_dims(inputs, task=task, given=options.dims,
                        sample=measured_on[0] if measured_on else user.fixed)
     if measured_on:
-        source = "validation" if validation else "sample" if user.samples else "calibration"
+        if options.validation:
+            source = "validation"
+        elif not source.endswith("-split"):
+            source = "sample" if user.samples else "calibration"
         return Samples(calibration or list(user.samples) or None, measured_on, source,
                        workload=measured(inputs, measured_on[0], known))
     if not _any_quantized(options.kinds) and not options.verify:
@@ -123,17 +135,22 @@ def _steps(report: OptimizeReport) -> list[OptimizationStep]:
 
 
 def _row(variant: MadeVariant, workload: Workload | None) -> list[str]:
+    """A row of the variant table: each judged metric as its estimate and, in brackets, the
+    bound auto judges it by (bundler.variants.confidence)."""
     entry = variant.entry
     accuracy = entry.accuracy
 
-    def number(key: str) -> str:
+    def number(key: str, bound: str | None = None) -> str:
         value = None if accuracy is None else getattr(accuracy, key)
-        return "-" if value is None else f"{value:.4g}"
+        text = "-" if value is None else f"{value:.4g}"
+        judged = None if accuracy is None or bound is None else (accuracy.bounds or {}).get(bound)
+        return text if judged is None or judged.bound is None else f"{text} ({judged.bound:.4g})"
 
     inputs = "-" if workload is None else f"{workload.label()} ({workload.dims_source})"
-    return [entry.name, inputs, kind_spec(entry.kind).keeps_float, str(entry.bytes),
-            f"{entry.ratio:.3f}", number("max_abs"),
-            number("mean_rel"), number("cosine"), number("top1_agreement"),
+    measured_on = "-" if accuracy is None else f"{accuracy.data} ({accuracy.samples})"
+    return [entry.name, inputs, measured_on, kind_spec(entry.kind).keeps_float, str(entry.bytes),
+            f"{entry.ratio:.3f}", number("max_abs"), number("mean_rel", "mean_rel"),
+            number("cosine", "cosine"), number("top1_agreement", "top1"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
             "; ".join(entry.notes)]
 
@@ -192,7 +209,8 @@ def make_variants(
         metrics = latency = None
         if samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
-                metrics = measure(source, result.path, samples.validation)
+                metrics = dataclasses.replace(measure(source, result.path, samples.validation),
+                                              measured_on=samples.source)
                 latency = native_latency_ms(result.path, samples.validation, threads=1)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):

@@ -1,5 +1,9 @@
 """How far a variant's outputs stray from the fp32 model's (native onnxruntime, CPU EP), and how
-fast it runs natively."""
+fast it runs natively.
+
+Besides the figures over all samples (the point estimates), `measure` keeps what auto judges its
+budget by (bundler.variants.confidence): the rows top-1 agreement counts and each sample's cosine
+and normalised error, so a bound, not an estimate, decides what ships."""
 
 from __future__ import annotations
 
@@ -12,8 +16,15 @@ import numpy as np
 import onnxruntime as ort
 
 from bundler.bundle.modelio import cpu_session
-from bundler.bundle.records import Accuracy
+from bundler.bundle.records import Accuracy, Bound
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.confidence import (
+    COSINE_QUANTILE,
+    ERROR_QUANTILE,
+    lower_quantile,
+    upper_quantile,
+    wilson_lower,
+)
 
 Feeds = list[dict[str, np.ndarray]]
 
@@ -29,7 +40,10 @@ class Metrics:
     """How a candidate's float outputs differ from the reference's, over all feeds.
 
     `nonfinite` counts output values that are NaN/Inf in the candidate but finite in the
-    reference; the other fields are computed where both are finite.
+    reference; the other fields are computed where both are finite. `rows` is how many rows (and
+    integer values) top1_agreement is a share of, `per_sample` each feed's (cosine, mean_rel),
+    worst over outputs, and `measured_on` which inputs the feeds were (bundle.json's `data`);
+    Metrics made by hand without them are judged by their point estimates.
     """
 
     max_abs: float
@@ -37,6 +51,9 @@ class Metrics:
     cosine: float
     top1_agreement: float | None
     nonfinite: int = 0
+    rows: int = 0
+    per_sample: tuple[tuple[float, float], ...] = ()
+    measured_on: str | None = None
 
     def to_json(self) -> dict[str, float | int | None]:
         return {
@@ -47,9 +64,41 @@ class Metrics:
             "nonfinite": self.nonfinite,
         }
 
+    def judged(self, key: str) -> tuple[int, float | None, float | None]:
+        """(n, point estimate, the value the budget judges) of a budget key: top1 by its 95 %
+        Wilson lower bound over `rows`; cosine and mean_rel by a quantile over the samples
+        (bundler.variants.confidence); max_abs is a worst case already."""
+        samples = len(self.per_sample)
+        if key == "top1":
+            value = self.top1_agreement
+            if value is None or not self.rows:
+                return self.rows, value, value
+            return self.rows, value, wilson_lower(round(value * self.rows), self.rows)
+        if key == "cosine":
+            return samples, self.cosine, lower_quantile(
+                [s[0] for s in self.per_sample], COSINE_QUANTILE) if samples else self.cosine
+        if key == "mean_rel":
+            return samples, self.mean_rel, upper_quantile(
+                [s[1] for s in self.per_sample], ERROR_QUANTILE) if samples else self.mean_rel
+        return samples, self.max_abs, self.max_abs
+
+    def bounds(self) -> dict[str, Bound]:
+        """bundle.json's `accuracy.bounds`: n, estimate and bound of each judged metric."""
+        keys = (["top1"] if self.top1_agreement is not None else []) + ["cosine", "mean_rel"]
+        record = {}
+        for key in keys:
+            n, estimate, bound = self.judged(key)
+            record[key] = Bound(n, _rounded(estimate), _rounded(bound), _METHODS[key])
+        return record
+
     def accuracy(self, *, samples: int, data: str) -> Accuracy:
         """bundle.json's `accuracy` of a variant measured on `samples` inputs from `data`."""
-        return Accuracy(**self.to_json(), samples=samples, data=data)
+        return Accuracy(**self.to_json(), samples=samples, data=data,
+                        bounds=self.bounds() if self.per_sample else None)
+
+
+_METHODS = {"top1": "wilson-95-lower", "cosine": f"p{round(COSINE_QUANTILE * 100)}",
+            "mean_rel": f"p{round(ERROR_QUANTILE * 100)}"}
 
 
 def run_all(
@@ -68,6 +117,24 @@ def run_all(
         ) from None
 
 
+def _compare(refs: list[np.ndarray], cands: list[np.ndarray]) -> tuple[float, float, float, int]:
+    """(max_abs, mean_rel, cosine, nonfinite) of float outputs `cands` against `refs`, flattened
+    together, where both are finite."""
+    a = np.concatenate([r.ravel() for r in refs]).astype(np.float64)
+    b = np.concatenate([c.ravel() for c in cands]).astype(np.float64)
+    finite = np.isfinite(a)
+    nonfinite = int(np.count_nonzero(finite & ~np.isfinite(b)))
+    both = finite & np.isfinite(b)
+    a, b = a[both], b[both]
+    if not a.size:
+        return 0.0, 0.0, 1.0, nonfinite
+    error = np.abs(a - b)
+    spread = float(a.max() - a.min()) or 1.0
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    cosine = float(a @ b) / norms if norms else 0.0 if np.any(a) or np.any(b) else 1.0
+    return float(error.max()), float(error.mean()) / spread, cosine, nonfinite
+
+
 def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
     """Compare `candidate` with `reference` (CPU EP) on every feed, over all float outputs.
 
@@ -75,7 +142,8 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
     reference (max - min), worst over outputs. cosine: of each flattened output, worst over
     outputs. top1_agreement: share of rows with the same argmax over the last axis, over the
     outputs that look like class scores (float, rank 2, last dim >= 2), together with the share of
-    integer output values that are equal (labels, indices); None if there are neither.
+    integer output values that are equal (labels, indices); None if there are neither. The same
+    cosine and mean_rel of each feed alone go to `per_sample`.
     """
     if not feeds:
         raise QuantizeError("measure needs at least one feed")
@@ -87,6 +155,7 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         )
     max_abs, mean_rel, cosine = 0.0, 0.0, 1.0
     nonfinite, rows, agreeing = 0, 0, 0
+    per_sample = [(1.0, 0.0)] * len(feeds)
     for index, name in enumerate(names):
         refs = [run[index] for run in ref_runs]
         cands = [run[index] for run in cand_runs]
@@ -100,22 +169,12 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
                 raise QuantizeError(
                     f"output {name!r} of {candidate.name} has shape {b.shape}, not {a.shape}"
                 )
-        a = np.concatenate([r.ravel() for r in refs]).astype(np.float64)
-        b = np.concatenate([c.ravel() for c in cands]).astype(np.float64)
-        finite = np.isfinite(a)
-        nonfinite += int(np.count_nonzero(finite & ~np.isfinite(b)))
-        both = finite & np.isfinite(b)
-        a, b = a[both], b[both]
-        if a.size:
-            error = np.abs(a - b)
-            spread = float(a.max() - a.min()) or 1.0
-            max_abs = max(max_abs, float(error.max()))
-            mean_rel = max(mean_rel, float(error.mean()) / spread)
-            norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-            if norms:
-                cosine = min(cosine, float(a @ b) / norms)
-            elif np.any(a) or np.any(b):
-                cosine = 0.0
+        worst, rel, cos, bad = _compare(refs, cands)
+        max_abs, mean_rel, cosine = max(max_abs, worst), max(mean_rel, rel), min(cosine, cos)
+        nonfinite += bad
+        for sample, (r, c) in enumerate(zip(refs, cands, strict=True)):
+            _, rel, cos, _ = _compare([r], [c])
+            per_sample[sample] = (min(per_sample[sample][0], cos), max(per_sample[sample][1], rel))
         if refs[0].ndim == 2 and refs[0].shape[-1] >= 2:
             for r, c in zip(refs, cands, strict=True):
                 rows += r.shape[0]
@@ -126,6 +185,8 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         cosine=cosine,
         top1_agreement=agreeing / rows if rows else None,
         nonfinite=nonfinite,
+        rows=rows,
+        per_sample=tuple(per_sample),
     )
 
 

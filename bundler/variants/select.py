@@ -7,7 +7,10 @@ another is at least BALANCED_SMALLER smaller and at most BALANCED_SLOWER slower 
 such one). Speed is the steady-state median in the browser (bundler.perf.speed); two speeds
 within SPEED_TIE of each other are a tie, and a tie goes to the smaller file, so timing noise
 rarely changes the choice between builds. Without speeds (no browser, --no-verify) every
-objective ships the smallest. Pure Python apart from the record's types.
+objective ships the smallest. A quantized candidate keeps the budget by its bounds on held-out
+inputs (bundler.variants.budget); fp32, exact by construction, ships when none does, and when the
+inputs are too few to show the budget for any, the selection says so in one line (`note`).
+Pure Python apart from the record's types.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bundler.bundle.manifest import Selection
+from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate
 from bundler.errors import QuantizeError
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
 from bundler.variants.default import default_variant
@@ -40,6 +43,15 @@ class Candidate:
     metrics: Metrics
     browser_ok: bool
     speed_ms: float | None = None
+    accuracy: Accuracy | None = None  # bundle.json's record of `metrics`
+
+    @property
+    def exact(self) -> bool:
+        """fp32 is the optimised graph itself: judged by its point estimates."""
+        return self.name == "fp32"
+
+    def fits(self, budget: Budget) -> bool:
+        return self.browser_ok and budget.accepts(self.metrics, self.exact)
 
 
 def smallest_download(candidate: Candidate) -> tuple[int, int]:
@@ -79,7 +91,7 @@ def choose(
     if objective not in OBJECTIVES:
         raise QuantizeError(f"unknown objective {objective!r}; expected one of"
                             f" {', '.join(OBJECTIVES)}")
-    fitting = [c for c in candidates if c.browser_ok and budget.accepts(c.metrics)]
+    fitting = [c for c in candidates if c.fits(budget)]
     if fitting:
         return pick(fitting, objective).name
     if any(c.name == "fp32" and c.browser_ok for c in candidates):
@@ -111,8 +123,8 @@ def fitting_names(variants: Sequence[MadeVariant], report: ConformanceReport | N
     budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
     names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
-    return [v.entry.name for v in variants
-            if v.metrics is not None and passed[v.entry.name] and budget.accepts(v.metrics)]
+    return [v.entry.name for v in variants if v.metrics is not None and passed[v.entry.name]
+            and budget.accepts(v.metrics, v.entry.name == "fp32")]
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,7 @@ def select(
     def candidates(ep: str | None) -> list[Candidate]:
         timed = speeds.get(ep, {}) if ep else {}
         return [Candidate(v.entry.name, v.entry.bytes, v.metrics, passed[v.entry.name],
-                          timed.get(v.entry.name))
+                          timed.get(v.entry.name), v.entry.accuracy)
                 for v in variants if v.metrics is not None]
 
     measured = [ep for ep, timed in speeds.items() if timed]
@@ -157,15 +169,26 @@ def select(
     shipped = list(dict.fromkeys(by_ep.values())) or [fallback]
     chosen: str | dict[str, str] = shipped[0] if len(shipped) == 1 else {
         ep: str(name) for ep, name in by_ep.items()}
-    record = [{
-        "name": c.name,
-        "bytes": c.bytes,
-        "within_budget": budget.accepts(c.metrics),
-        "budget": budget.explain(c.metrics),
-        "browser_verified": c.browser_ok,
+    record = [SelectionCandidate(
+        name=c.name, bytes=c.bytes, within_budget=budget.accepts(c.metrics, c.exact),
+        budget=budget.explain(c.metrics, c.exact), browser_verified=c.browser_ok,
+        accuracy=c.accuracy, chosen=c.name in shipped,
         **{f"{ep}_ms": speeds[ep][c.name] for ep in measured if c.name in speeds[ep]},
-        "chosen": c.name in shipped,
-    } for c in candidates(None)]
+    ) for c in candidates(None)]
     return AutoChoice(chosen, [name for name in names if name not in shipped],
                       Selection("auto", str(budget), default_variant(chosen, "wasm"), record,
-                                objective=objective, speed=speed_record))
+                                objective=objective, speed=speed_record,
+                                note=_unshowable(candidates(None), budget, shipped)))
+
+
+def _unshowable(candidates: Sequence[Candidate], budget: Budget, shipped: Sequence[str]
+                ) -> str | None:
+    """The one line saying the inputs cannot show the budget for any quantized candidate (so fp32
+    ships), with what it would take; None when they can, or something else ships."""
+    quantized = [c for c in candidates if not c.exact]
+    if list(shipped) != ["fp32"] or not quantized:
+        return None
+    reasons = [budget.shortfall(c.metrics) for c in quantized]
+    if any(reason is None for reason in reasons):
+        return None
+    return f"auto: {reasons[0]}; shipping fp32, which is exact by construction"

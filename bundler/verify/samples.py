@@ -1,7 +1,9 @@
 """Sample inputs for calibration and accuracy: from an .npz the user gives, or generated.
 
 An .npz holds one array per input name with samples along the first axis; each sample becomes one
-feed dict (keeping a batch axis of 1 when the input has one).
+feed dict (keeping a batch axis of 1 when the input has one). `split_samples` divides the inputs
+given into a calibration part and a validation part held out from it (`auto` without
+--validation).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from bundler.verify.reference import (
 )
 
 GENERATED_SAMPLES = 16
+VALIDATION_FRACTION = 0.5  # of the inputs given, the share held out to judge auto's candidates
+MIN_SPLIT = 8  # at least this many on each side, or no split at all
+SPLIT_SEED = 0  # the same inputs always split the same way (byte-identical builds)
 
 
 def fits(spec: TensorSpec, shape: tuple[int, ...]) -> bool:
@@ -75,6 +80,20 @@ def load_samples(path: Path, inputs: Sequence[TensorSpec], key: str) -> list[Fee
             raise ConfigError(f"{key} {path}: samples of {spec.name!r} have shape"
                               f" {list(samples[0][spec.name].shape)}, the model takes {shape}")
     return samples
+
+
+def split_samples(samples: Sequence[Feeds]) -> tuple[list[Feeds], list[Feeds]] | None:
+    """(calibration, validation): a seeded shuffle of `samples` (so inputs sorted by class split
+    evenly) holds out VALIDATION_FRACTION of them, at least MIN_SPLIT on each side, each part in
+    the order given; None when there are fewer than 2 * MIN_SPLIT."""
+    count = len(samples)
+    if count < 2 * MIN_SPLIT:
+        return None
+    held = min(max(round(count * VALIDATION_FRACTION), MIN_SPLIT), count - MIN_SPLIT)
+    order = np.random.default_rng(SPLIT_SEED).permutation(count)
+    validation = set(order[:held].tolist())
+    return ([samples[i] for i in range(count) if i not in validation],
+            [samples[i] for i in range(count) if i in validation])
 
 
 def generated_samples(

@@ -84,7 +84,7 @@ def test_select_per_ep_records_speeds_and_the_objective() -> None:
     assert choice.dropped == ["fp32", "int8-weights"]
     assert choice.selection.objective == "balanced"
     assert choice.selection.speed == {"measured": "test"}
-    assert [c.get("wasm_ms") for c in choice.selection.candidates] == [70.0, 67.0, 33.0]
+    assert [c.wasm_ms for c in choice.selection.candidates] == [70.0, 67.0, 33.0]
     both = select(variants, None, None, "speed",
                   {"wasm": {"fp32": 70.0, "int8-static": 33.0},
                    "webgpu": {"fp32": 5.0, "int8-static": 9.0}}, ("webgpu", "wasm"))
@@ -126,13 +126,13 @@ def test_select_ships_the_choice_and_records_every_candidate() -> None:
     assert isinstance(selection, Selection)
     assert (selection.mode, selection.budget, selection.chosen) == (
         "auto", "cosine>=0.999", "int8-weights")
-    assert [(c["name"], c["bytes"], c["within_budget"], c["browser_verified"], c["chosen"])
+    assert [(c.name, c.bytes, c.within_budget, c.browser_verified, c.chosen)
             for c in selection.candidates] == [
         ("fp32", 1000, True, True, False),
         ("int8-weights", 270, True, True, True),
         ("int4", 160, False, True, False),
     ]
-    assert selection.candidates[2]["budget"] == "cosine 0.95 is not >= 0.999"
+    assert selection.candidates[2].budget == "cosine 0.95 is not >= 0.999"
     assert select(variants, None, None).selection.budget == "cosine>=0.999,top1>=0.99"
 
 

@@ -1,0 +1,78 @@
+"""`bundle test --validation data.npz`: the shipped variant's agreement with fp32 on the user's
+own inputs, after the build, judged by the same bounds `auto` judged its candidates by
+(bundler.variants.budget: top-1 by its 95 % Wilson lower bound, cosine and normalised error by a
+quantile over samples).
+
+fp32 is the bundle's own fp32 variant where it ships one; where `auto` dropped it, the original
+model given with --original (with the task's preprocessing graph added, as the build adds it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.folder import bundled_model
+from bundler.bundle.manifest import Manifest
+from bundler.errors import ConfigError
+from bundler.tasks.build import with_task_graph
+from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
+from bundler.variants.metrics import Metrics, measure
+from bundler.verify.samples import load_samples
+
+COLUMNS = ("variant", "against", "measured on (n)", "top1", "top1 95% lower bound",
+           "cosine (p5)", "mean_rel (p95)", "budget")
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """One shipped default variant measured against fp32 on the user's validation inputs."""
+
+    variant: str
+    against: str  # "fp32 (shipped)" or the original model's file name
+    metrics: Metrics
+    budget: Budget
+
+    @property
+    def failures(self) -> list[str]:
+        return self.budget.failures(self.metrics, exact=self.variant == "fp32")
+
+    def row(self) -> list[str]:
+        def judged(key: str, estimate: bool = False) -> str:
+            n, point, bound = self.metrics.judged(key)
+            value = point if estimate else bound
+            return "-" if value is None else f"{value:.4g}"
+
+        return [self.variant, self.against, f"validation ({len(self.metrics.per_sample)})",
+                judged("top1", estimate=True), judged("top1"), judged("cosine"),
+                judged("mean_rel"), "; ".join(self.failures) or f"within ({self.budget})"]
+
+
+def _defaults(manifest: Manifest) -> list[str]:
+    """The variants load() picks by default, on any EP (one name, or one per EP)."""
+    default = manifest.default_variant
+    return [default] if isinstance(default, str) else list(dict.fromkeys(default.values()))
+
+
+def check_held_out(directory: Path, validation: Path, original: Path | None) -> list[HeldOut]:
+    """Measure each default variant of the bundle in `directory` against fp32 on `validation`,
+    natively, and judge it by the bundle's budget (auto's, else the default one)."""
+    manifest = manifest_file.load(directory)
+    feeds = load_samples(validation, manifest.inputs, "--validation")
+    budget = parse_budget(manifest.selection.budget) if manifest.selection else DEFAULT_BUDGET
+    with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
+        if any(variant.name == "fp32" for variant in manifest.variants):
+            reference, against = bundled_model(directory, "fp32")[2], "fp32 (shipped)"
+        elif original is not None:
+            if not original.is_file():
+                raise ConfigError(f"--original {original}: no such file")
+            reference = with_task_graph(original, manifest.task, Path(scratch))
+            against = original.name
+        else:
+            raise ConfigError(f"--validation: {directory} ships no fp32 variant to compare with;"
+                              " pass --original MODEL.onnx, the model it was built from")
+        return [HeldOut(name, against, dataclasses.replace(
+            measure(reference, bundled_model(directory, name)[2], feeds),
+            measured_on="validation"), budget) for name in _defaults(manifest)]
