@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
 from bundler.bundle.layout import RESERVED, TEXT_DIR, TEXT_FILES
 from bundler.errors import ConfigError, ModelError
 from bundler.npmtools import node_executable
-from bundler.text import TextTokenizer, TokenBatch, kept_lengths, web_files
+from bundler.text import TextTokenizer, TokenBatch, web_files
 from bundler.text.tokenizer import Settings
 from tests.conftest import ROOT
 from tests.text_models import all_families
@@ -82,12 +81,18 @@ def site(families: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
     return root
 
 
-def assert_parity(families: dict[str, Path], js: dict[str, list[dict[str, Any]]]) -> None:
-    """Every case equal on both sides, but the known differences, which must still differ."""
+def assert_parity(families: dict[str, Path], js: dict[str, dict[str, Any]]) -> None:
+    """Every case equal on both sides, but the known differences, which must still differ; and
+    each id of the vocabulary decoded alone alike."""
     mismatched, still_known = [], set()
     for family, folder in families.items():
-        expected = python_results(TextTokenizer.from_folder(folder))
-        for case, want, got in zip(CASES, expected, js[family], strict=True):
+        tokenizer = TextTokenizer.from_folder(folder)
+        vocabulary = [tokenizer.decode([i]) for i in range(tokenizer.tokenizer.get_vocab_size())]
+        mismatched += [f"{family}/vocabulary: id {i} decodes to {want!r} in Python, {got!r} in JS"
+                       for i, (want, got) in enumerate(zip(vocabulary, js[family]["vocabulary"],
+                                                           strict=True)) if want != got]
+        expected = python_results(tokenizer)
+        for case, want, got in zip(CASES, expected, js[family]["cases"], strict=True):
             key = f"{family}/{case['name']}"
             if want != got:
                 if key in KNOWN:
@@ -130,31 +135,17 @@ def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     assert "cafe\u0301" in texts and not unicodedata.is_normalized("NFC", "".join(texts))
 
 
-@pytest.mark.parametrize("direction", ["right", "left"])
-def test_truncation_is_the_tokenizers_librarys(families: dict[str, Path], direction: str) -> None:
-    """Our truncation rule (written once, for both sides) gives what the tokenizers library's own
-    longest_first truncation gives, for lone texts and pairs of every length mix."""
-    words = [" ".join(f"w{i}" for i in range(n)) for n in (0, 1, 3, 8, 20)]
-    for folder in families.values():
-        ours = TextTokenizer.from_folder(folder)
-        ours = TextTokenizer(ours.tokenizer, Settings(truncation_side=direction))
-        library = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        for max_length in (4, 7, 12, 25):
-            for pairs in (None, words[::-1]):
-                library.enable_truncation(max_length, strategy="longest_first",
-                                          direction=direction)
-                inputs = words if pairs is None else list(zip(words, pairs, strict=True))
-                want = [encoding.ids for encoding in library.encode_batch(inputs)]
-                got = unpadded(ours.encode(words, pairs, max_length=max_length))
-                assert got == want, (folder.name, max_length, pairs is None)
-
-
-def test_kept_lengths_follow_longest_first() -> None:
-    # The tokenizers library's own table (truncate_encodings_longest_first, max_length 7).
-    table = {(0, 0): (0, 0), (0, 8): (0, 7), (2, 8): (2, 5), (4, 4): (3, 4), (4, 8): (3, 4),
-             (8, 2): (5, 2), (8, 4): (4, 3), (8, 8): (3, 4), (2, 4): (2, 4)}
-    assert {pair: kept_lengths(*pair, 7) for pair in table} == table
-    assert kept_lengths(9, None, 7) == (7, None) and kept_lengths(5, 5, 0) == (0, 0)
+def test_rows_are_cut_to_the_limit_with_their_special_tokens(families: dict[str, Path]) -> None:
+    wordpiece = TextTokenizer.from_folder(families["wordpiece"])  # model_max_length 32
+    assert wordpiece.encode(["fox " * 100]).input_ids.shape == (1, 32)
+    batch = wordpiece.encode(["fox " * 100, "a"], ["fox " * 100] * 2, max_length=9)
+    cls, sep = (wordpiece.tokenizer.token_to_id(token) for token in ("[CLS]", "[SEP]"))
+    first, second = unpadded(batch)
+    assert len(first) == len(second) == 9 and first[0] == cls and first[-1] == sep
+    assert first.count(sep) == 2 and first.index(sep) == 4  # 3 + 3 tokens: longest_first halves
+    assert second[:3] == [cls, wordpiece.tokenizer.token_to_id("a"), sep]
+    with pytest.raises(ConfigError, match="no room"):
+        wordpiece.encode(["a"], ["b"], max_length=2)
 
 
 def test_padding_fills_the_pad_id_on_the_configured_side(families: dict[str, Path]) -> None:

@@ -44,21 +44,36 @@ def _save(tokenizer: Tokenizer, folder: Path, config: dict, special: dict) -> Pa
     return folder
 
 
-def byte_level_bpe(folder: Path) -> Path:
-    """RoBERTa-style: ByteLevel pre-tokenizer and decoder, <s> A </s></s> B </s>; pads left."""
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+def _byte_level(specials: list[str]) -> Tokenizer:
     tokenizer = Tokenizer(models.BPE(unk_token=None))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.train_from_iterator(LINES, trainers.BpeTrainer(
         vocab_size=400, special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    return tokenizer
+
+
+def byte_level_bpe(folder: Path) -> Path:
+    """RoBERTa-style: ByteLevel pre-tokenizer and decoder, <s> A </s></s> B </s>; pads left."""
+    tokenizer = _byte_level(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     tokenizer.post_processor = processors.RobertaProcessing(
         ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")))
     config = {"model_max_length": 48, "padding_side": "left", "bos_token": "<s>",
               "eos_token": "</s>", "clean_up_tokenization_spaces": False}
     return _save(tokenizer, folder, config, {"pad_token": "<pad>", "unk_token": "<unk>",
                                              "mask_token": {"content": "<mask>", "lstrip": True}})
+
+
+def gpt2(folder: Path) -> Path:
+    """GPT-2-style: byte-level BPE with the ByteLevel post-processor (no special tokens added), no
+    pad token and no maximum length."""
+    tokenizer = _byte_level(["<|endoftext|>"])
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    token = "<|endoftext|>"
+    config = {"model_max_length": 1e30, "bos_token": token, "eos_token": token,
+              "unk_token": token}
+    return _save(tokenizer, folder, config, {"bos_token": token, "eos_token": token})
 
 
 def wordpiece(folder: Path) -> Path:
@@ -100,7 +115,7 @@ def unigram(folder: Path) -> Path:
 
 
 FAMILIES: dict[str, Callable[[Path], Path]] = {
-    "bpe": byte_level_bpe, "wordpiece": wordpiece, "unigram": unigram}
+    "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram}
 
 
 def all_families(root: Path) -> dict[str, Path]:

@@ -19,7 +19,9 @@ it lacks; a token may be written as a string or as {"content": ...}.
 tokenizer.json's own "truncation" and "padding" sections are ignored (as transformers does: it sets
 them per call): the settings above govern.
 
-Encoding a batch of texts (each with an optional pair):
+Encoding a batch of texts (each with an optional pair); steps 1-3 are what the tokenizers
+library does itself (this module calls it with the limit of step 2), spelled out for the
+JavaScript side, which implements them over @huggingface/tokenizers:
 
 1. Each text and each pair is tokenized alone, without special tokens.
 2. The limit is min(max_length, model_max_length), either may be absent. With a limit, the budget
@@ -32,7 +34,8 @@ Encoding a batch of texts (each with an optional pair):
    budget // 2 + budget % 2 (or the other way round when the first is the longer). Tokens are
    cut from the truncation side.
 3. The tokenizer's post-processor (tokenizer.json's template, BERT, RoBERTa...) adds the special
-   tokens and gives token_type_ids (0 for every token where it gives none).
+   tokens and gives token_type_ids. Where it gives none (no post-processor, ByteLevel), the
+   text's tokens have type 0 and the pair's type 1; RobertaProcessing gives 0 to both.
 4. Rows are padded to the longest in the batch, on the padding side, with the pad id;
    attention_mask is 1 for tokens and 0 for padding, token_type_ids is 0 for padding. Every
    array is int64, shaped [batch, longest].
@@ -137,37 +140,21 @@ class TokenBatch:
         return feeds
 
 
-def kept_lengths(first: int, second: int | None, budget: int) -> tuple[int, int | None]:
-    """How many tokens a text (and its pair) keep within `budget`: the tokenizers library's
-    longest_first truncation (its truncate_encodings), step 2 of the module's rules."""
-    if second is None:
-        return min(first, budget), None
-    if first + second <= budget:
-        return first, second
-    short, long = sorted((first, second))
-    long_kept = short if short > budget else max(short, budget - short)
-    short_kept = short
-    if short_kept + long_kept > budget:
-        short_kept, long_kept = budget // 2, budget // 2 + budget % 2
-    return (long_kept, short_kept) if first > second else (short_kept, long_kept)
-
-
 class TextTokenizer:
     """A tokenizer.json with its settings; encodes batches and decodes ids (see the module)."""
 
     def __init__(self, tokenizer: Tokenizer, settings: Settings | None = None,
                  files: tuple[str, ...] = (TOKENIZER_FILE,)) -> None:
-        tokenizer.no_truncation()  # step 2 is ours; tokenizer.json's sections are ignored
-        tokenizer.no_padding()
-        self.tokenizer = tokenizer
         self.settings = settings or Settings()
-        self.files = files
         pad = self.settings.pad_token
         pad_id = tokenizer.token_to_id(pad) if pad is not None else None
         if pad_id is None:
-            padding = json.loads(tokenizer.to_str()).get("padding") or {}
-            pad_id = padding.get("pad_id", 0)
+            pad_id = (tokenizer.padding or {}).get("pad_id", 0)
         self.pad_id = int(pad_id)
+        tokenizer.no_truncation()  # encode sets it per call; tokenizer.json's sections are ignored
+        tokenizer.no_padding()
+        self.tokenizer = tokenizer
+        self.files = files
 
     @classmethod
     def from_folder(cls, folder: Path) -> TextTokenizer:
@@ -192,8 +179,8 @@ class TextTokenizer:
         """The number of special tokens added to one text (or a pair)."""
         return self.tokenizer.num_special_tokens_to_add(pair) if add_special_tokens else 0
 
-    def budget(self, max_length: int | None, pair: bool, add_special_tokens: bool) -> int | None:
-        """How many text tokens a row may hold (step 2), or None for no limit."""
+    def limit(self, max_length: int | None, pair: bool, add_special_tokens: bool) -> int | None:
+        """A row's greatest length (step 2), or None for no limit."""
         caps = [cap for cap in (max_length, self.settings.model_max_length) if cap is not None]
         if not caps:
             return None
@@ -201,37 +188,30 @@ class TextTokenizer:
         if limit < specials:
             raise ConfigError(f"max_length {limit} leaves no room for text: the tokenizer adds"
                               f" {specials} special tokens to each {'pair' if pair else 'text'}")
-        return limit - specials
-
-    def _truncate(self, encoding: Encoding, keep: int | None) -> None:
-        if keep is not None and keep < len(encoding.ids):
-            encoding.truncate(keep, 0, self.settings.truncation_side)
+        return limit
 
     def encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
                max_length: int | None = None,
                add_special_tokens: bool | None = None) -> TokenBatch:
         """The batch of `texts` (with `pairs`, one per text), truncated and padded as the module
-        says; add_special_tokens None follows the settings."""
+        says; add_special_tokens None follows the settings. Not thread-safe: it sets the
+        library's truncation for the call."""
         if isinstance(texts, str) or (pairs is not None and isinstance(pairs, str)):
             raise TypeError("encode takes a sequence of texts; wrap one text in a list")
         if pairs is not None and len(pairs) != len(texts):
             raise ConfigError(f"{len(texts)} texts but {len(pairs)} pairs: give one pair per text")
         special = self.settings.add_special_tokens if add_special_tokens is None \
             else add_special_tokens
-        budget = self.budget(max_length, pairs is not None, special)
-        firsts = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        seconds = (self.tokenizer.encode_batch(list(pairs), add_special_tokens=False)
-                   if pairs is not None else [None] * len(firsts))
-        rows = []
-        for first, second in zip(firsts, seconds, strict=True):
-            if budget is not None:
-                keep, keep_pair = kept_lengths(len(first.ids),
-                                               None if second is None else len(second.ids), budget)
-                self._truncate(first, keep)
-                if second is not None:
-                    self._truncate(second, keep_pair)
-            rows.append(self.tokenizer.post_process(first, second, special))
-        return self._padded(rows)
+        limit = self.limit(max_length, pairs is not None, special)
+        # Steps 1-3 are the library's own: its truncation (longest_first, special tokens
+        # counted) is the rule web/text/tokenizer.mjs implements.
+        if limit is None:
+            self.tokenizer.no_truncation()
+        else:
+            self.tokenizer.enable_truncation(limit, strategy="longest_first",
+                                             direction=self.settings.truncation_side)
+        inputs = list(texts) if pairs is None else list(zip(texts, pairs, strict=True))
+        return self._padded(self.tokenizer.encode_batch(inputs, add_special_tokens=special))
 
     def _padded(self, rows: list[Encoding]) -> TokenBatch:
         longest = max((len(row.ids) for row in rows), default=0)

@@ -1,7 +1,8 @@
 // The JavaScript side of tests/test_text_tokenizer.py: encodes and decodes the corpus with
 // web/text/tokenizer.mjs, in Node (`node text_parity.mjs INPUT.json TOKENIZER_MODULE_URL`, JSON on
 // stdout) or in a page (`runCorpus(module, input)`). Input: {families: {name: {tokenizer, config,
-// special}}, cases: [...]}; output: {family: [one result per case]}.
+// special}}, cases: [...]}; output: {family: {cases: [one result per case], vocabulary: [each id
+// of the vocabulary decoded alone]}}.
 
 /** Each case's batch, and each row's ids (padding left out) decoded with and without the special
  * tokens; an error as {error}. */
@@ -9,7 +10,10 @@ export function runCorpus({ loadTokenizer }, { families, cases }) {
   const results = {};
   for (const [name, files] of Object.entries(families)) {
     const tokenizer = loadTokenizer(files.tokenizer, files.config, files.special);
-    results[name] = cases.map((c) => {
+    const size = files.tokenizer.added_tokens.reduce((most, token) => Math.max(most, token.id + 1),
+      tokenizer.library.model.vocab.length);
+    const vocabulary = Array.from({ length: size }, (_, id) => tokenizer.decode([id]));
+    const encoded = cases.map((c) => {
       try {
         const batch = tokenizer.encode(c.texts, {
           pairs: c.pairs ?? null, maxLength: c.max_length ?? null,
@@ -31,6 +35,7 @@ export function runCorpus({ loadTokenizer }, { families, cases }) {
         return { error: String(error.message ?? error) };
       }
     });
+    results[name] = { cases: encoded, vocabulary };
   }
   return results;
 }

@@ -24,6 +24,9 @@
 // when it can (docs/explanation/tokenization.md lists what is checked and what differs):
 // - RobertaProcessing gives token type 0 to both texts of a pair in Python (RoBERTa has one token
 //   type); the library gives the second text 1s, so the wrapper sets them to 0.
+// - The ByteLevel post-processor (GPT-2) leaves a pair's second text out of the library's
+//   encoding, and without a post-processor it gives no token types; the wrapper joins the pair
+//   and gives its tokens type 1, as Python does.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -133,12 +136,18 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
       first = cut(first, keep);
       if (second !== null) second = cut(second, keepPair);
     }
-    const joined = library.post_processor
-      ? library.post_processor(first, second, addSpecial)
-      : { tokens: second === null ? first : [...first, ...second] };
-    const ids = joined.tokens.map(toId);
-    const types = oneTokenType ? null : joined.token_type_ids;
-    return { ids, types: types ?? new Array(ids.length).fill(0) };
+    // Python's rule where the library gives no token types (no post-processor, ByteLevel, which
+    // also leaves the pair unjoined): the text's tokens 0, the pair's 1; RobertaProcessing: 0.
+    const joined = library.post_processor ? library.post_processor(first, second, addSpecial)
+      : { tokens: first, tokens_pair: second };
+    let { tokens, token_type_ids: types } = joined;
+    if (types === undefined) {
+      const tail = joined.tokens_pair ?? [];
+      types = [...new Array(tokens.length).fill(0), ...new Array(tail.length).fill(1)];
+      tokens = [...tokens, ...tail];
+    }
+    if (oneTokenType) types = new Array(tokens.length).fill(0);
+    return { ids: tokens.map(toId), types };
   }
 
   function encode(texts, { pairs = null, maxLength = null, addSpecialTokens = null } = {}) {
