@@ -135,6 +135,41 @@ def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     assert "cafe\u0301" in texts and not unicodedata.is_normalized("NFC", "".join(texts))
 
 
+def test_python_side_encodes_and_decodes_as_transformers(families: dict[str, Path]) -> None:
+    """The settings are read as transformers reads them: its fast tokenizer on the same folder
+    gives the same batches and texts; but where max_length exceeds model_max_length, which
+    transformers allows (with a warning) and we cap (a model has no positions past it)."""
+    import warnings
+
+    from transformers import PreTrainedTokenizerFast
+
+    for family, folder in families.items():
+        ours = TextTokenizer.from_folder(folder)
+        theirs = PreTrainedTokenizerFast.from_pretrained(str(folder))
+        padding = theirs.pad_token is not None  # transformers cannot pad without one
+        for case, expected in zip(CASES, python_results(ours), strict=True):
+            over_cap = (case.get("max_length") or 0) > (ours.settings.model_max_length or 1e9)
+            if "error" in expected or not case["texts"] or over_cap:
+                continue
+            options = {} if case.get("add_special_tokens") is None else {
+                "add_special_tokens": case["add_special_tokens"]}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                batch = theirs(case["texts"], case.get("pairs"), padding=padding,
+                               truncation="longest_first", max_length=case.get("max_length"),
+                               return_token_type_ids=True, **options)
+            mask = expected["attention_mask"]
+            for name in ("input_ids", "attention_mask", "token_type_ids"):
+                rows = expected[name] if padding else [
+                    [value for value, kept in zip(row, keep, strict=True) if kept]
+                    for row, keep in zip(expected[name], mask, strict=True)]
+                assert batch[name] == rows, (family, case["name"], name)
+            for row, keep, text in zip(batch["input_ids"], batch["attention_mask"],
+                                       expected["decoded"], strict=True):
+                kept = [i for i, k in zip(row, keep, strict=True) if k]
+                assert theirs.decode(kept, skip_special_tokens=True) == text, (family, row)
+
+
 def test_rows_are_cut_to_the_limit_with_their_special_tokens(families: dict[str, Path]) -> None:
     wordpiece = TextTokenizer.from_folder(families["wordpiece"])  # model_max_length 32
     assert wordpiece.encode(["fox " * 100]).input_ids.shape == (1, 32)
