@@ -1,7 +1,7 @@
-"""Tokenization for text bundles: bundler.text (Python, tokenizers) and web/text/tokenizer.mjs
-(JavaScript, @huggingface/tokenizers) encode and decode tests/data/text_corpus.json alike, for
-byte-level BPE, WordPiece and Unigram tokenizers trained here (tests/text_models.py), in Node and
-in Chromium from the files a bundle ships."""
+"""Tokenization for text bundles: bundler.text.tokenizer (Python, tokenizers) and
+web/text/tokenizer.mjs (JavaScript, @huggingface/tokenizers) encode and decode
+tests/data/text_corpus.json alike, for byte-level BPE, WordPiece and Unigram tokenizers trained
+here (tests/text_tokenizers.py), in Node and in Chromium from the files a bundle ships."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import pytest
 from bundler.bundle.layout import RESERVED, TEXT_DIR, TEXT_FILES
 from bundler.errors import ConfigError, ModelError
 from bundler.npmtools import node_executable
-from bundler.text import TextTokenizer, TokenBatch, web_files
-from bundler.text.tokenizer import Settings
+from bundler.text.tokenizer import Settings, TextTokenizer, TokenBatch
+from bundler.text.web import web_files
 from tests.conftest import ROOT
-from tests.text_models import all_families
+from tests.text_tokenizers import all_families
 
 CORPUS = json.loads((ROOT / "tests" / "data" / "text_corpus.json").read_text(encoding="utf-8"))
 CASES: list[dict[str, Any]] = CORPUS["cases"]
