@@ -228,9 +228,11 @@ class TextTokenizer:
         return TokenBatch(ids, mask, types)
 
     def decode(self, ids: Sequence[int] | np.ndarray, skip_special_tokens: bool = True) -> str:
-        """The text of `ids` (see the module for the rules)."""
-        text = self.tokenizer.decode([int(i) for i in np.asarray(ids).reshape(-1)],
-                                     skip_special_tokens=skip_special_tokens)
+        """The text of one row of `ids` (see the module for the rules)."""
+        row = np.asarray(ids)
+        if row.ndim != 1:
+            raise TypeError(f"decode takes one row of ids, not an array shaped {row.shape}")
+        text = self.tokenizer.decode([int(i) for i in row], skip_special_tokens=skip_special_tokens)
         if self.settings.clean_up_tokenization_spaces:
             for before, after in CLEAN_UP:
                 text = text.replace(before, after)
