@@ -1,11 +1,13 @@
 """Small tokenizers of the three families, trained here on a few lines of text (no hub downloads):
 byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) and Unigram
-(SentencePiece/T5: Metaspace). Each is saved as an export folder has it: tokenizer.json,
+(SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
+with its Precompiled normalizer). Each is saved as an export folder has it: tokenizer.json,
 tokenizer_config.json and special_tokens_map.json.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -114,8 +116,28 @@ def unigram(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"eos_token": "</s>"})
 
 
+def sentencepiece_xlmr(folder: Path) -> Path:
+    """XLM-RoBERTa-style, as real multilingual encoders ship it: a sentencepiece Unigram model
+    (nmt_nfkc normalization, so tokenizer.json holds a Precompiled charsmap) converted and saved by
+    transformers, <s> A </s></s> B </s>, <mask> with lstrip."""
+    import sentencepiece
+    from transformers import XLMRobertaTokenizerFast
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(LINES), model_writer=model, vocab_size=300, model_type="unigram",
+        normalization_rule_name="nmt_nfkc", character_coverage=1.0, hard_vocab_limit=False,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)  # as XLM-R's
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    XLMRobertaTokenizerFast(vocab_file=str(folder / "sentencepiece.bpe.model"),
+                            model_max_length=64).save_pretrained(folder)
+    return folder
+
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
-    "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram}
+    "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
+    "sentencepiece": sentencepiece_xlmr}
 
 
 def all_families(root: Path) -> dict[str, Path]:

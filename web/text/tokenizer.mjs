@@ -27,6 +27,9 @@
 // - The ByteLevel post-processor (GPT-2) leaves a pair's second text out of the library's
 //   encoding, and without a post-processor it gives no token types; the wrapper joins the pair
 //   and gives its tokens type 1, as Python does.
+// - The Precompiled normalizer (sentencepiece's charsmap: XLM-RoBERTa, T5, mBART...) is
+//   approximated by the library with NFKC; the wrapper gives it sentencepiece's own rules
+//   (exactPrecompiled below), as the Python library applies them.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -81,6 +84,63 @@ export function keptLengths(first, second, budget) {
 }
 
 /**
+ * sentencepiece's normalization from its precompiled charsmap (base64), as the Python tokenizers
+ * library applies it (spm_precompiled): the charsmap is a double-array trie over UTF-8 bytes whose
+ * values point into a blob of NUL-ended replacements. Each grapheme under 6 UTF-8 bytes is replaced
+ * whole by the replacement of its shortest prefix in the trie, if any; otherwise each of its
+ * characters by its own, if any.
+ */
+export function exactPrecompiled(charsmap) {
+  const bytes = Uint8Array.from(atob(charsmap), (c) => c.charCodeAt(0));
+  const view = new DataView(bytes.buffer);
+  const trieSize = view.getUint32(0, true);
+  const units = new Uint32Array(trieSize / 4);
+  for (let i = 0; i < units.length; i += 1) units[i] = view.getUint32(4 + 4 * i, true);
+  const blob = bytes.subarray(4 + trieSize);
+  const offset = (unit) => (unit >>> 10) << ((unit & 0x200) >>> 6);
+  const utf8 = new TextEncoder();
+  const text = new TextDecoder();
+  const transform = (chunk) => {
+    let position = offset(units[0]);
+    for (const byte of utf8.encode(chunk)) {
+      if (byte === 0) break;
+      position ^= byte;
+      const unit = units[position];
+      if ((unit & 0x800000ff) >>> 0 !== byte) return null;  // the unit's label
+      position ^= offset(unit);
+      if ((unit >>> 8) & 1) {  // a leaf: the value is where the replacement starts
+        const start = units[position] & 0x7fffffff;
+        const end = blob.indexOf(0, start);
+        return text.decode(blob.subarray(start, end < 0 ? blob.length : end));
+      }
+    }
+    return null;
+  };
+  const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+  return (input) => {
+    let output = '';
+    for (const { segment } of graphemes.segment(input)) {
+      const whole = utf8.encode(segment).length < 6 ? transform(segment) : null;
+      if (whole !== null) {
+        output += whole;
+        continue;
+      }
+      for (const character of segment) output += transform(character) ?? character;
+    }
+    return output;
+  };
+}
+
+// Gives each Precompiled normalizer in the library's normalizer (or its Sequence) the exact rules.
+function exactNormalizers(normalizer) {
+  if (!normalizer) return;
+  if (normalizer.config?.type === 'Precompiled' && normalizer.config.precompiled_charsmap) {
+    normalizer.normalize = exactPrecompiled(normalizer.config.precompiled_charsmap);
+  }
+  for (const step of normalizer.normalizers ?? []) exactNormalizers(step);
+}
+
+/**
  * A tokenizer from the parsed tokenizer.json and tokenizer_config.json (and, optionally,
  * special_tokens_map.json): { encode(texts, {pairs, maxLength, addSpecialTokens}) ->
  * {input_ids, attention_mask, token_type_ids, dims}, decode(ids, {skipSpecialTokens}) -> string,
@@ -95,6 +155,7 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
     if (value !== null && value !== undefined) libraryConfig[key] = value;
   }
   const library = new Tokenizer(tokenizerJson, libraryConfig);
+  exactNormalizers(library.normalizer);
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
     ?? tokenizerJson.padding?.pad_id ?? 0;
   const unkId = library.model.unk_token_id;
