@@ -31,7 +31,7 @@ Café, naïve, résumé, façade, São Paulo, Zürich, Ångström and Dvořák k
 Emoji travel too 😀 👍🏽 👨‍👩‍👧 and flags 🇫🇷 appear in chats.
 東京は日本の首都です。北京是中国的首都。서울은 한국의 수도입니다.
 مرحبا بالعالم، هذه جملة عربية. שלום עולם, זה משפט בעברית.
-Привет, мир! Это предложение на русском языке. Γειά σου κόσμε.
+Привет, мир! Это предложение на русском языке. Γειά σου κόσμε, σας κόσμος.
 Whitespace    runs,	tabs and
 new lines are kept by some tokenizers and dropped by others.
 """
@@ -99,11 +99,12 @@ def wordpiece(folder: Path) -> Path:
 
 
 def unigram(folder: Path) -> Path:
-    """T5-style: NFKC and collapsed spaces, Metaspace, A </s> B </s>; truncates on the left."""
+    """T5-style: NFKC, lowercase and collapsed spaces, Metaspace, A </s> B </s>; truncates on the
+    left."""
     specials = ["<pad>", "</s>", "<unk>"]
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+        [normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.train_from_iterator(LINES, trainers.UnigramTrainer(

@@ -30,6 +30,9 @@
 // - The Precompiled normalizer (sentencepiece's charsmap: XLM-RoBERTa, T5, mBART...) is
 //   approximated by the library with NFKC; the wrapper gives it sentencepiece's own rules
 //   (exactPrecompiled below), as the Python library applies them.
+// - Lowercase and BertNormalizer lowercase with String.toLowerCase, which writes a final sigma
+//   (ς) where Python lowercases each character alone (σ); BertNormalizer's CJK split misses
+//   ideographs beyond U+FFFF. The wrapper lowercases per character and splits by code point.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -131,11 +134,41 @@ export function exactPrecompiled(charsmap) {
   };
 }
 
-// Gives each Precompiled normalizer in the library's normalizer (or its Sequence) the exact rules.
+// Lowercasing as the Python library does it: each character alone (no final sigma: 'ΟΔΟΣ' is
+// 'οδοσ'), where String.toLowerCase looks at the context ('οδος').
+const lowercase = (text) => Array.from(text, (character) => character.toLowerCase()).join('');
+
+// BERT's CJK ideographs (those BertNormalizer puts spaces around), by code point.
+const CJK = [[0x4e00, 0x9fff], [0x3400, 0x4dbf], [0x20000, 0x2a6df], [0x2a700, 0x2b73f],
+  [0x2b740, 0x2b81f], [0x2b820, 0x2ceaf], [0xf900, 0xfaff], [0x2f800, 0x2fa1f]];
+const spacedCJK = (text) => Array.from(text, (character) => {
+  const point = character.codePointAt(0);
+  return CJK.some(([low, high]) => point >= low && point <= high) ? ` ${character} ` : character;
+}).join('');
+
+// Makes the library's normalizers (and those of a Sequence) apply the Python library's rules where
+// they differ: Precompiled's charsmap, lowercasing per character, BERT's CJK split by code point
+// (the library reads UTF-16 code units, so ideographs beyond U+FFFF were not split).
 function exactNormalizers(normalizer) {
   if (!normalizer) return;
-  if (normalizer.config?.type === 'Precompiled' && normalizer.config.precompiled_charsmap) {
-    normalizer.normalize = exactPrecompiled(normalizer.config.precompiled_charsmap);
+  const config = normalizer.config ?? {};
+  if (config.type === 'Precompiled' && config.precompiled_charsmap) {
+    normalizer.normalize = exactPrecompiled(config.precompiled_charsmap);
+  } else if (config.type === 'Lowercase') {
+    normalizer.normalize = lowercase;
+  } else if (config.type === 'BertNormalizer') {
+    const stripAccents = (text) => normalizer.strip_accents(text);
+    normalizer.normalize = (text) => {  // the library's order of steps, with the two above
+      if (config.clean_text) text = normalizer.clean_text(text);
+      if (config.handle_chinese_chars) text = spacedCJK(text);
+      if (config.lowercase) {
+        text = lowercase(text);
+        if (config.strip_accents !== false) text = stripAccents(text);
+      } else if (config.strip_accents) {
+        text = stripAccents(text);
+      }
+      return text;
+    };
   }
   for (const step of normalizer.normalizers ?? []) exactNormalizers(step);
 }
