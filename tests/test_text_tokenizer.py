@@ -21,10 +21,14 @@ from bundler.npmtools import node_executable
 from bundler.text.tokenizer import Settings, TextTokenizer, TokenBatch
 from bundler.text.web import web_files
 from tests.conftest import ROOT
-from tests.text_tokenizers import all_families
+from tests.text_tokenizers import all_families, random_texts
 
 CORPUS = json.loads((ROOT / "tests" / "data" / "text_corpus.json").read_text(encoding="utf-8"))
-CASES: list[dict[str, Any]] = CORPUS["cases"]
+# The corpus, and random texts in batches of 8 (seeded: the same every run).
+RANDOM = random_texts(800)
+CASES: list[dict[str, Any]] = [*CORPUS["cases"], *(
+    {"name": f"random texts {start}-{start + 7}", "texts": RANDOM[start:start + 8]}
+    for start in range(0, len(RANDOM), 8))]
 # "family/case" -> why the two libraries differ there (docs/explanation/tokenization.md)
 KNOWN: dict[str, str] = CORPUS["known_differences"]
 PARITY_MODULE = ROOT / "tests" / "js" / "text_parity.mjs"
@@ -131,7 +135,7 @@ def test_chromium_encodes_and_decodes_as_python(site: Path, families: dict[str, 
 
 def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     # An editor that saves text as NFC would quietly turn the NFD half of the pairs into the other.
-    texts = [text for case in CASES for text in case["texts"]]
+    texts = [text for case in CORPUS["cases"] for text in case["texts"]]
     assert "cafe\u0301" in texts and not unicodedata.is_normalized("NFC", "".join(texts))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,3 +145,34 @@ FAMILIES: dict[str, Callable[[Path], Path]] = {
 def all_families(root: Path) -> dict[str, Path]:
     """Each family's folder under `root`."""
     return {name: make(root / name) for name, make in FAMILIES.items()}
+
+
+# Blocks random texts draw from: scripts, marks, spaces and controls, emoji and their modifiers,
+# private use, unassigned and astral code points. U+061D is left out: it is punctuation in
+# JavaScript and not in the Python library (a known difference, tests/data/text_corpus.json).
+RANDOM_POOLS = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x400),
+                range(0x400, 0x500), range(0x590, 0x600),
+                [*range(0x600, 0x61D), *range(0x61E, 0x700)], range(0x900, 0x980), range(0xE00, 0xF00), range(0x1100, 0x1200),
+                range(0x2000, 0x2070), range(0x3000, 0x3100), range(0x4E00, 0x4E80),
+                range(0xAC00, 0xAC80), range(0xD7B0, 0xD800), range(0xFF00, 0xFFF0),
+                range(0x1F1E6, 0x1F200), range(0x1F300, 0x1F700), range(0x1F3FB, 0x1F400),
+                [0x200D, 0xFE0F, 0x20E3, 0x0, 0x7, 0xD, 0xA, 0x9, 0x85, 0xAD, 0xFEFF, 0x2581,
+                 0x1680, 0x180E, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x20, 0x20, 0xA0],
+                range(0x20000, 0x20010), range(0xE000, 0xE010), range(0x378, 0x37A),
+                range(0x10000, 0x10040), range(0x1D400, 0x1D420), range(0xFB00, 0xFB10)]
+SPECIAL_TEXTS = ["<s>", "</s>", "[CLS]", "[SEP]", "<mask>", "<pad>", "<unk>", "[MASK]"]
+
+
+def random_texts(count: int, seed: int = 0) -> list[str]:
+    """`count` texts of up to 25 characters drawn from RANDOM_POOLS (every fifth with a special
+    token inside), the same for a seed."""
+    generator = random.Random(seed)
+    texts = []
+    for index in range(count):
+        text = "".join(chr(generator.choice(generator.choice(RANDOM_POOLS)))
+                       for _ in range(generator.randint(0, 25)))
+        if index % 5 == 4:
+            middle = len(text) // 2
+            text = text[:middle] + generator.choice(SPECIAL_TEXTS) + text[middle:]
+        texts.append(text)
+    return texts

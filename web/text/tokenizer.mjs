@@ -30,6 +30,8 @@
 // - The Precompiled normalizer (sentencepiece's charsmap: XLM-RoBERTa, T5, mBART...) is
 //   approximated by the library with NFKC; the wrapper gives it sentencepiece's own rules
 //   (exactPrecompiled below), as the Python library applies them.
+// - Strip trims String.trim's whitespace (U+FEFF but not U+0085); the wrapper trims Unicode's
+//   White_Space, as Python.
 // - Lowercase and BertNormalizer lowercase with String.toLowerCase, which writes a final sigma
 //   (ς) where Python lowercases each character alone (σ); BertNormalizer's CJK split misses
 //   ideographs beyond U+FFFF. The wrapper lowercases per character and splits by code point.
@@ -147,8 +149,9 @@ const spacedCJK = (text) => Array.from(text, (character) => {
 }).join('');
 
 // Makes the library's normalizers (and those of a Sequence) apply the Python library's rules where
-// they differ: Precompiled's charsmap, lowercasing per character, BERT's CJK split by code point
-// (the library reads UTF-16 code units, so ideographs beyond U+FFFF were not split).
+// they differ: Precompiled's charsmap, Strip's whitespace, lowercasing per character, BERT's CJK
+// split by code point (the library reads UTF-16 code units, so ideographs beyond U+FFFF were not
+// split).
 function exactNormalizers(normalizer) {
   if (!normalizer) return;
   const config = normalizer.config ?? {};
@@ -156,6 +159,14 @@ function exactNormalizers(normalizer) {
     normalizer.normalize = exactPrecompiled(config.precompiled_charsmap);
   } else if (config.type === 'Lowercase') {
     normalizer.normalize = lowercase;
+  } else if (config.type === 'Strip') {
+    // Unicode's White_Space (as Rust's char::is_whitespace), where String.trim's set lacks U+0085
+    // and adds U+FEFF.
+    normalizer.normalize = (text) => {
+      if (config.strip_left) text = text.replace(/^\p{White_Space}+/u, '');
+      if (config.strip_right) text = text.replace(/\p{White_Space}+$/u, '');
+      return text;
+    };
   } else if (config.type === 'BertNormalizer') {
     const stripAccents = (text) => normalizer.strip_accents(text);
     normalizer.normalize = (text) => {  // the library's order of steps, with the two above
