@@ -13,8 +13,8 @@
 //              2. limit = min(maxLength, model_max_length); budget = limit - the special tokens
 //                 the post-processor adds (a limit under them is an error); "longest_first"
 //                 truncation (keptLengths below), cut on the truncation side;
-//              3. the post-processor adds the special tokens and gives token_type_ids (0 where
-//                 it gives none);
+//              3. the post-processor adds the special tokens and gives token_type_ids (where it
+//                 gives none: 0 for the text, 1 for the pair; RobertaProcessing: 0 for both);
 //              4. rows padded to the longest on the padding side with the pad id; attention_mask
 //                 1/0; token_type_ids 0 on padding; BigInt64Array data, dims [batch, longest].
 //   decode     the library's decoder, special tokens skipped unless told not to, then the
