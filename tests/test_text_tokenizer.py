@@ -133,6 +133,29 @@ def test_chromium_encodes_and_decodes_as_python(site: Path, families: dict[str, 
     assert_parity(families, js)
 
 
+def test_bert_words_split_as_the_python_librarys_on_every_code_point(site: Path) -> None:
+    """BertPreTokenizer's whitespace and punctuation in JavaScript (web/text/tokenizer.mjs's
+    bertPieces, which corrects the browser's \\p{P} by a table) are the Python library's."""
+    from tokenizers.pre_tokenizers import BertPreTokenizer
+
+    result = subprocess.run(
+        [str(node_executable()), str(site / PARITY_MODULE.name), "bert-splits",
+         (site / "text" / "tokenizer.mjs").as_uri()], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    javascript = {point: pieces for point, pieces in json.loads(result.stdout)}
+    bert = BertPreTokenizer()
+    python = {}
+    for point in range(0x110000):
+        if not 0xD800 <= point < 0xE000:
+            pieces = len(bert.pre_tokenize_str(f"a{chr(point)}b"))
+            if pieces != 1:
+                python[point] = pieces
+    differing = sorted(javascript.keys() ^ python.keys()) + sorted(
+        point for point in javascript.keys() & python.keys() if javascript[point] != python[point])
+    assert not differing, [f"U+{point:04X}: python {python.get(point, 1)} pieces,"
+                           f" javascript {javascript.get(point, 1)}" for point in differing[:40]]
+
+
 def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     # An editor that saves text as NFC would quietly turn the NFD half of the pairs into the other.
     texts = [text for case in CORPUS["cases"] for text in case["texts"]]

@@ -35,12 +35,15 @@
 // - Lowercase and BertNormalizer lowercase with String.toLowerCase, which writes a final sigma
 //   (ς) where Python lowercases each character alone (σ); BertNormalizer's CJK split misses
 //   ideographs beyond U+FFFF. The wrapper lowercases per character and splits by code point.
+// - BertPreTokenizer splits at the browser's \p{P} and \s; the Python library's punctuation
+//   tables are older (Unicode 8) and its whitespace is Unicode's White_Space. The wrapper splits
+//   by the Python library's sets (bertPieces).
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
 // sides follow tokenizer.json and the settings above alike.
 
-import { Tokenizer } from './tokenizers.mjs';
+import { BertPreTokenizer, Tokenizer } from './tokenizers.mjs';
 
 const NO_CAP = 1e9;
 const SIDES = ['right', 'left'];
@@ -184,6 +187,43 @@ function exactNormalizers(normalizer) {
   for (const step of normalizer.normalizers ?? []) exactNormalizers(step);
 }
 
+// Punctuation as the Python library's BertPreTokenizer sees it: ASCII punctuation and Unicode's P
+// categories by its own tables, which are older than Unicode 9. NEWER_PUNCTUATION: the code points
+// of \p{P} (Unicode 17, as Node 20 knows it) those tables do not call punctuation;
+// OLDER_PUNCTUATION: two they call punctuation that Unicode has since moved out of P.
+// tests/test_text_tokenizer.py checks the rule against the Python library on every code point.
+const NEWER_PUNCTUATION = [
+  [0x61D, 0x61D], [0x9FD, 0x9FD], [0xA76, 0xA76], [0xC77, 0xC77], [0xC84, 0xC84],
+  [0x1B4E, 0x1B4F], [0x1B7D, 0x1B7F], [0x2E43, 0x2E4F], [0x2E52, 0x2E5D], [0x10D6E, 0x10D6E],
+  [0x10EAD, 0x10EAD], [0x10ED0, 0x10ED0], [0x10F55, 0x10F59], [0x10F86, 0x10F89],
+  [0x113D4, 0x113D5], [0x113D7, 0x113D8], [0x1144B, 0x1144F], [0x1145A, 0x1145B],
+  [0x1145D, 0x1145D], [0x11660, 0x1166C], [0x116B9, 0x116B9], [0x1183B, 0x1183B],
+  [0x11944, 0x11946], [0x119E2, 0x119E2], [0x11A3F, 0x11A46], [0x11A9A, 0x11A9C],
+  [0x11A9E, 0x11AA2], [0x11B00, 0x11B09], [0x11BE1, 0x11BE1], [0x11C41, 0x11C45],
+  [0x11C70, 0x11C71], [0x11EF7, 0x11EF8], [0x11F43, 0x11F4F], [0x11FFF, 0x11FFF],
+  [0x12FF1, 0x12FF2], [0x16D6D, 0x16D6F], [0x16E97, 0x16E9A], [0x16FE2, 0x16FE2],
+  [0x1E5FF, 0x1E5FF], [0x1E95E, 0x1E95F]];
+const OLDER_PUNCTUATION = [[0x166D, 0x166D], [0x111C9, 0x111C9]];
+const charClass = (ranges) => ranges.map(([low, high]) => (low === high
+  ? `\\u{${low.toString(16)}}` : `\\u{${low.toString(16)}}-\\u{${high.toString(16)}}`)).join('');
+const NEWER = charClass(NEWER_PUNCTUATION);
+const PUNCTUATION = '\\p{P}\\u0021-\\u002F\\u003A-\\u0040\\u005B-\\u0060\\u007B-\\u007E'
+  + charClass(OLDER_PUNCTUATION);
+// Words split at Unicode's White_Space (Rust's char::is_whitespace, where \s differs at U+0085
+// and U+FEFF) and each punctuation character alone, as the Python library's BertPreTokenizer.
+const BERT_PIECES = new RegExp(`(?:(?![${PUNCTUATION}])[^\\p{White_Space}]|[${NEWER}])+`
+  + `|(?![${NEWER}])[${PUNCTUATION}]`, 'gu');
+
+/** The pieces BertPreTokenizer splits `text` into, as the Python library does. */
+export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
+
+// Makes BertPreTokenizer (alone or in a Sequence) split as the Python library does.
+function exactPreTokenizers(preTokenizer) {
+  if (!preTokenizer) return;
+  if (preTokenizer instanceof BertPreTokenizer) preTokenizer.pre_tokenize_text = bertPieces;
+  for (const step of preTokenizer.tokenizers ?? []) exactPreTokenizers(step);
+}
+
 /**
  * A tokenizer from the parsed tokenizer.json and tokenizer_config.json (and, optionally,
  * special_tokens_map.json): { encode(texts, {pairs, maxLength, addSpecialTokens}) ->
@@ -200,6 +240,7 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
   }
   const library = new Tokenizer(tokenizerJson, libraryConfig);
   exactNormalizers(library.normalizer);
+  exactPreTokenizers(library.pre_tokenizer);
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
     ?? tokenizerJson.padding?.pad_id ?? 0;
   const unkId = library.model.unk_token_id;
