@@ -55,7 +55,9 @@ export function melFilters({ feature_size: mels, sampling_rate: rate, n_fft: nFf
   const edges = new Float64Array(mels + 2);
   // numpy's linspace: start + i * step, the last point exactly the stop
   const melStep = (high - low) / (mels + 1);
-  for (let i = 0; i < mels + 2; i++) edges[i] = melToHertz(i === mels + 1 ? high : low + i * melStep);
+  for (let i = 0; i < mels + 2; i++) {
+    edges[i] = melToHertz(i === mels + 1 ? high : low + i * melStep);
+  }
   const top = Math.floor(rate / 2);
   const binStep = top / (bins - 1);
   const out = new Float64Array(mels * bins);
@@ -185,7 +187,7 @@ export function logMel(samples, sampleRate, spec) {
   if (!(sampleRate > 0)) throw new RangeError(`bad sample rate: ${sampleRate}`);
   const signal = resample(samples, sampleRate, spec.sampling_rate);
   const fitted = new Float64Array(spec.n_samples).fill(spec.padding_value);
-  for (let i = 0, end = Math.min(signal.length, spec.n_samples); i < end; i++) fitted[i] = signal[i];
+  fitted.set(signal.length > spec.n_samples ? signal.subarray(0, spec.n_samples) : signal);
   const { power, frames } = powerSpectrogram(fitted, spec);
   const mels = spec.feature_size;
   const bins = spec.n_fft / 2 + 1;
