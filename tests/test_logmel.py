@@ -103,6 +103,11 @@ for (const { input, output, rate, config } of cases) {
   const features = logMel(samples, rate, logMelSpec(config));
   writeFileSync(output, Buffer.from(features.buffer));
 }
+const refused = [];
+for (const config of [{ n_fft: 401 }, { hop_length: '160' }, { mel_filters: [[0]] }]) {
+  try { logMelSpec(config); refused.push(null); } catch (error) { refused.push(error.message); }
+}
+process.stdout.write(JSON.stringify(refused));
 """
 
 
@@ -127,6 +132,10 @@ def test_javascript_matches_python_under_node(tmp_path):
     result = subprocess.run([str(node_executable()), str(script), str(tmp_path / "cases.json")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        "preprocessor_config.json: n_fft must be even, got 401",
+        'preprocessor_config.json: hop_length must be a positive integer, got "160"',
+        "preprocessor_config.json: mel_filters must be 80 x 201"]
     for run, (name, want) in zip(runs, expected, strict=True):
         got = np.fromfile(run["output"], np.float32).reshape(want.shape)
         assert np.abs(got - want).max() < TOLERANCE, (name, np.abs(got - want).max())

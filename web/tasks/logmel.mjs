@@ -17,10 +17,16 @@ export function logMelSpec(config = {}) {
     const value = config[name] ?? fallback;
     const ok = name === 'padding_value' ? Number.isFinite(value)
       : Number.isInteger(value) && value > 0;
-    if (!ok) throw new TypeError(`preprocessor_config.json: bad ${name}: ${value}`);
+    if (!ok) {
+      const wanted = name === 'padding_value' ? 'a number' : 'a positive integer';
+      throw new TypeError(`preprocessor_config.json: ${name} must be ${wanted}, got ${
+        JSON.stringify(value)}`);
+    }
     spec[name] = value;
   }
-  if (spec.n_fft % 2) throw new TypeError(`preprocessor_config.json: n_fft ${spec.n_fft} is odd`);
+  if (spec.n_fft % 2) {
+    throw new TypeError(`preprocessor_config.json: n_fft must be even, got ${spec.n_fft}`);
+  }
   spec.n_samples = spec.chunk_length * spec.sampling_rate;
   spec.nb_max_frames = Math.floor(spec.n_samples / spec.hop_length);
   spec.mel_filters = config.mel_filters == null ? melFilters(spec)
