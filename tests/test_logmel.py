@@ -93,6 +93,11 @@ def test_bad_preprocessor_configs_are_one_line_errors(config, message):
     assert "\n" not in str(caught.value)
 
 
+def test_a_non_positive_sample_rate_is_a_one_line_error():
+    with pytest.raises(ConfigError, match="audio sample rate must be positive, got 0"):
+        log_mel(np.zeros(10, np.float32), 0, LogMelSpec())
+
+
 NODE_TWIN = """
 import { readFileSync, writeFileSync } from 'node:fs';
 import { logMel, logMelSpec } from '%(module)s';
@@ -104,7 +109,8 @@ for (const { input, output, rate, config } of cases) {
   writeFileSync(output, Buffer.from(features.buffer));
 }
 const refused = [];
-for (const config of [{ n_fft: 401 }, { hop_length: '160' }, { mel_filters: [[0]] }]) {
+for (const config of [{ n_fft: 401 }, { hop_length: '160' }, { padding_value: null },
+                      { mel_filters: [[0]] }]) {
   try { logMelSpec(config); refused.push(null); } catch (error) { refused.push(error.message); }
 }
 process.stdout.write(JSON.stringify(refused));
@@ -135,6 +141,7 @@ def test_javascript_matches_python_under_node(tmp_path):
     assert json.loads(result.stdout) == [
         "preprocessor_config.json: n_fft must be even, got 401",
         'preprocessor_config.json: hop_length must be a positive integer, got "160"',
+        "preprocessor_config.json: padding_value must be a number, got null",
         "preprocessor_config.json: mel_filters must be 80 x 201"]
     for run, (name, want) in zip(runs, expected, strict=True):
         got = np.fromfile(run["output"], np.float32).reshape(want.shape)

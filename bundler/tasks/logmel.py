@@ -148,6 +148,8 @@ def power_spectrogram(signal: np.ndarray, spec: LogMelSpec) -> np.ndarray:
 
 def log_mel(samples: np.ndarray, sample_rate: int, spec: LogMelSpec) -> np.ndarray:
     """float32 [feature_size, nb_max_frames]: the encoder's input_features (batch dim left out)."""
+    if sample_rate <= 0:
+        raise ConfigError(f"audio sample rate must be positive, got {sample_rate}")
     signal = resample(np.asarray(samples, np.float32), sample_rate, spec.sampling_rate)
     fitted = np.full(spec.n_samples, spec.padding_value, np.float64)
     kept = signal[:spec.n_samples]

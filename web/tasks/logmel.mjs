@@ -14,7 +14,7 @@ const DEFAULTS = { feature_size: 80, sampling_rate: 16000, hop_length: 160, chun
 export function logMelSpec(config = {}) {
   const spec = {};
   for (const [name, fallback] of Object.entries(DEFAULTS)) {
-    const value = config[name] ?? fallback;
+    const value = config[name] === undefined ? fallback : config[name]; // null is no number
     const ok = name === 'padding_value' ? Number.isFinite(value)
       : Number.isInteger(value) && value > 0;
     if (!ok) {
@@ -38,7 +38,7 @@ function givenFilters(rows, mels, bins) {
   const out = new Float64Array(mels * bins);
   const transposed = rows.length === bins && mels !== bins; // transformers' own: [bins][mels]
   const [outer, inner] = transposed ? [bins, mels] : [mels, bins];
-  if (rows.length !== outer || rows.some((row) => row.length !== inner)) {
+  if (!Array.isArray(rows) || rows.length !== outer || rows.some((row) => row?.length !== inner)) {
     throw new TypeError(`preprocessor_config.json: mel_filters must be ${mels} x ${bins}`);
   }
   for (let i = 0; i < outer; i++) {
