@@ -17,7 +17,7 @@ from transformers import WhisperFeatureExtractor
 from bundler.errors import ConfigError
 from bundler.site.npmtools import node_executable
 from bundler.tasks.audio import resample
-from bundler.tasks.logmel import LogMelSpec, log_mel, mel_filters, spec_of
+from bundler.tasks.logmel import LogMelSpec, log_mel, mel_filters, power_spectrogram, spec_of
 from tests.speech import speech
 
 LOGMEL = Path(__file__).resolve().parent.parent / "web" / "tasks" / "logmel.mjs"
@@ -148,3 +148,30 @@ def test_javascript_matches_python_under_node(tmp_path):
         assert np.abs(got - want).max() < TOLERANCE, (name, np.abs(got - want).max())
     # the resampled inputs went through the audio task's resampler on both sides
     assert resample(cases["speech 8000 Hz"][0], 8000, RATE).size == 12 * RATE
+
+
+POWER_TWIN = """
+import { readFileSync } from 'node:fs';
+import { powerSpectrogram } from '%(module)s';
+const bytes = readFileSync(process.argv[2]);
+const signal = new Float64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
+const out = JSON.parse(process.argv[3]).map((nFft) => Array.from(
+  powerSpectrogram(signal, { n_fft: nFft, hop_length: 7 }).power));
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_the_javascript_fft_is_exact_for_any_even_size(tmp_path):
+    """The power spectrogram of every frame, for sizes whose halves take each FFT pass (radix 4,
+    2, the generic one on 3, 5, 7 and 11) and none (n_fft 2), against numpy's FFT."""
+    sizes = [400, 512, 2, 6, 14, 22, 30, 96]
+    signal = np.random.default_rng(5).standard_normal(1000)
+    (tmp_path / "signal.f64").write_bytes(signal.tobytes())
+    script = tmp_path / "power.mjs"
+    script.write_text(POWER_TWIN % {"module": LOGMEL.as_uri()}, encoding="utf-8")
+    result = subprocess.run([str(node_executable()), str(script), str(tmp_path / "signal.f64"),
+                             json.dumps(sizes)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for size, got in zip(sizes, json.loads(result.stdout), strict=True):
+        want = power_spectrogram(signal, LogMelSpec(n_fft=size, hop_length=7))
+        assert np.abs(np.array(got) - want.ravel()).max() <= 1e-12 * want.max(), size

@@ -79,8 +79,8 @@ export function melFilters({ feature_size: mels, sampling_rate: rate, n_fft: nFf
   return out;
 }
 
-// An exact complex DFT of any size n (400 = 4 * 4 * 5 * 5 for Whisper): Stockham's autosort
-// FFT, decimation in frequency, one pass a factor. A pass of radix p over a length-l sub-sequence
+// An exact complex DFT of any size n (200 = 4 * 2 * 5 * 5 for Whisper's real 400): Stockham's
+// autosort FFT, decimation in frequency, one pass a factor (4s first, then 2, then odd primes). A pass of radix p over a length-l sub-sequence
 // at stride s turns x[q + s (j + r m)] (m = l / p) into y[q + s (p j + t)] = W_l^(j t) sum_r
 // x[..] W_p^(r t), and the next pass takes (q + s t) as its batch: the result lands in order.
 export function fftPlan(n) {
@@ -127,18 +127,48 @@ export function fft(plan, re, im) {
   for (const { p, m, twiddleRe, twiddleIm, rootRe, rootIm } of plan.passes) {
     for (let j = 0; j < m; j++) {
       for (let q = 0; q < s; q++) {
-        for (let t = 0; t < p; t++) {
-          let accRe = 0;
-          let accIm = 0;
-          for (let r = 0; r < p; r++) {
-            const a = q + s * (j + r * m);
-            const wRe = rootRe[r * p + t];
-            const wIm = rootIm[r * p + t];
-            accRe += xRe[a] * wRe - xIm[a] * wIm;
-            accIm += xRe[a] * wIm + xIm[a] * wRe;
+        if (p === 4) { // W_4 is 1, -i, -1, i: no products
+          const a0 = q + s * j;
+          const a1 = a0 + s * m;
+          const a2 = a1 + s * m;
+          const a3 = a2 + s * m;
+          const t0Re = xRe[a0] + xRe[a2];
+          const t0Im = xIm[a0] + xIm[a2];
+          const t1Re = xRe[a0] - xRe[a2];
+          const t1Im = xIm[a0] - xIm[a2];
+          const t2Re = xRe[a1] + xRe[a3];
+          const t2Im = xIm[a1] + xIm[a3];
+          const t3Re = xRe[a1] - xRe[a3];
+          const t3Im = xIm[a1] - xIm[a3];
+          sumRe[0] = t0Re + t2Re;
+          sumIm[0] = t0Im + t2Im;
+          sumRe[1] = t1Re + t3Im;
+          sumIm[1] = t1Im - t3Re;
+          sumRe[2] = t0Re - t2Re;
+          sumIm[2] = t0Im - t2Im;
+          sumRe[3] = t1Re - t3Im;
+          sumIm[3] = t1Im + t3Re;
+        } else if (p === 2) {
+          const a0 = q + s * j;
+          const a1 = a0 + s * m;
+          sumRe[0] = xRe[a0] + xRe[a1];
+          sumIm[0] = xIm[a0] + xIm[a1];
+          sumRe[1] = xRe[a0] - xRe[a1];
+          sumIm[1] = xIm[a0] - xIm[a1];
+        } else {
+          for (let t = 0; t < p; t++) {
+            let accRe = 0;
+            let accIm = 0;
+            for (let r = 0; r < p; r++) {
+              const a = q + s * (j + r * m);
+              const wRe = rootRe[r * p + t];
+              const wIm = rootIm[r * p + t];
+              accRe += xRe[a] * wRe - xIm[a] * wIm;
+              accIm += xRe[a] * wIm + xIm[a] * wRe;
+            }
+            sumRe[t] = accRe;
+            sumIm[t] = accIm;
           }
-          sumRe[t] = accRe;
-          sumIm[t] = accIm;
         }
         for (let t = 0; t < p; t++) {
           const wRe = twiddleRe[j * p + t];
@@ -173,16 +203,37 @@ export function powerSpectrogram(signal, spec) {
   const frames = 1 + Math.floor(length / spec.hop_length);
   const window = new Float64Array(nFft);
   for (let i = 0; i < nFft; i++) window[i] = 0.5 - 0.5 * Math.cos((2 * Math.PI * i) / nFft);
-  const plan = fftPlan(nFft);
-  const frameRe = new Float64Array(nFft);
-  const frameIm = new Float64Array(nFft);
+  // A real frame of n_fft as a complex one of n_fft / 2 (even samples real, odd imaginary): one
+  // half-size FFT, then X[k] = E[k] + W^k O[k] with E, O the even and odd samples' DFTs, taken
+  // apart as E = (Z[k] + conj Z[h - k]) / 2, O = (Z[k] - conj Z[h - k]) / 2i.
+  const plan = fftPlan(half);
+  const cos = new Float64Array(bins);
+  const sin = new Float64Array(bins);
+  for (let k = 0; k < bins; k++) {
+    cos[k] = Math.cos((2 * Math.PI * k) / nFft);
+    sin[k] = -Math.sin((2 * Math.PI * k) / nFft);
+  }
+  const zRe = new Float64Array(half);
+  const zIm = new Float64Array(half);
   const power = new Float64Array(bins * frames);
   for (let f = 0; f < frames; f++) {
     const start = f * spec.hop_length;
-    for (let i = 0; i < nFft; i++) frameRe[i] = padded[start + i] * window[i];
-    frameIm.fill(0);
-    fft(plan, frameRe, frameIm);
-    for (let k = 0; k < bins; k++) power[k * frames + f] = frameRe[k] ** 2 + frameIm[k] ** 2;
+    for (let i = 0; i < half; i++) {
+      zRe[i] = padded[start + 2 * i] * window[2 * i];
+      zIm[i] = padded[start + 2 * i + 1] * window[2 * i + 1];
+    }
+    fft(plan, zRe, zIm);
+    for (let k = 0; k < bins; k++) {
+      const a = k % half;
+      const b = (half - k) % half;
+      const eRe = (zRe[a] + zRe[b]) / 2;
+      const eIm = (zIm[a] - zIm[b]) / 2;
+      const oRe = (zIm[a] + zIm[b]) / 2;
+      const oIm = (zRe[b] - zRe[a]) / 2;
+      const re = eRe + oRe * cos[k] - oIm * sin[k];
+      const im = eIm + oRe * sin[k] + oIm * cos[k];
+      power[k * frames + f] = re * re + im * im;
+    }
   }
   return { power, frames };
 }
