@@ -80,9 +80,10 @@ export function melFilters({ feature_size: mels, sampling_rate: rate, n_fft: nFf
 }
 
 // An exact complex DFT of any size n (200 = 4 * 2 * 5 * 5 for Whisper's real 400): Stockham's
-// autosort FFT, decimation in frequency, one pass a factor (4s first, then 2, then odd primes). A pass of radix p over a length-l sub-sequence
-// at stride s turns x[q + s (j + r m)] (m = l / p) into y[q + s (p j + t)] = W_l^(j t) sum_r
-// x[..] W_p^(r t), and the next pass takes (q + s t) as its batch: the result lands in order.
+// autosort FFT, decimation in frequency, one pass a factor (4s first, then 2, then odd primes).
+// A pass of radix p over a length-l sub-sequence at stride s turns x[q + s (j + r m)] (m = l / p)
+// into y[q + s (p j + t)] = W_l^(j t) sum_r x[..] W_p^(r t), and the next pass takes (q + s t) as
+// its batch: the result lands in order.
 export function fftPlan(n) {
   const factors = [];
   for (let rest = n, p = 4; rest > 1;) {
