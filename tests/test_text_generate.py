@@ -27,7 +27,7 @@ PROMPT = [5, 17, 42, 7, 300, 11]
 STEPS = 32
 
 
-@pytest.fixture(scope="session", params=["gpt2", "llama"])
+@pytest.fixture(scope="session", params=["gpt2", "llama", "gpt2_merged"])
 def export(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> text_models.Export:
     make = getattr(text_models, request.param)
@@ -44,7 +44,8 @@ def test_the_layout_comes_from_the_session_and_config(export: text_models.Export
     config = export.model.config
     assert (layout.layers, layout.head_size, layout.dtype) == (2, 16, np.float32)
     assert layout.kv_heads == getattr(config, "num_key_value_heads", 4)
-    assert layout.position_ids and not layout.cache_branch
+    assert layout.position_ids
+    assert layout.cache_branch == export.folder.parent.name.startswith("gpt2_merged")
 
 
 def test_greedy_ids_equal_transformers_generate(export: text_models.Export) -> None:
