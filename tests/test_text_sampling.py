@@ -56,6 +56,8 @@ CASES = [
     (_vectors(4, 64, 3), [], SamplingOptions(True, 1.0, top_k=1, seed=3)),
     (_vectors(5, 300, 3, scale=0.01), list(range(40)), SamplingOptions(True, 0.3, 0, 0.95, 1.1, 9)),
     ([np.array([0.25], np.float32)], [0], SamplingOptions(True, seed=4)),
+    # top-k over 1024 (a sort, not a heap) and a top-p prefix far below the top score
+    (_vectors(6, 2000, 2, scale=2.0), [3], SamplingOptions(True, 1.3, 1500, 0.99, seed=5)),
 ]
 
 

@@ -13,10 +13,12 @@ may differ in the last bit, hence the spec's own `exp64`.
 4. **Temperature**: every score divided by `temperature`.
 5. **Top-k**, when `0 < top_k < vocab`: the threshold is the k-th largest score counting
    duplicates; scores below it become -inf (ties at the threshold stay, as in HF).
-6. **Top-p** (nucleus), when `top_p < 1`: the finite scores in order (score descending, id
-   ascending) get weights `exp64(score - max)`; `total` is their sum in that order. The kept set
-   is the shortest prefix whose running sum (same order) is >= `top_p * total`, at least one
-   token; the rest become -inf.
+6. **Top-p** (nucleus), when `top_p < 1`: weights `w[i] = exp64(score[i] - max)` (0 for
+   -inf); `total` = their sum in id order. The kept set is the shortest prefix of the finite
+   scores in order (score descending, id ascending) whose running sum of weights (in that order)
+   is >= `top_p * total`, at least one token (all of them if rounding leaves the sum short); the
+   rest become -inf. (Summing the total in id order lets an implementation sort only the top
+   scores.)
 7. **Draw**: weights `w[i] = exp64(score[i] - max)` (0 for -inf); `total` = their sum in id order;
    one uniform `u` in [0, 1); the token is the lowest id whose running sum (id order) is
    `> u * total` with `w[i] > 0`, else the highest id with `w[i] > 0` (the rounding edge). This
@@ -147,11 +149,12 @@ def top_p_filter(scores: np.ndarray, top_p: float) -> np.ndarray:
     top_p of the total; the rest become -inf."""
     if top_p >= 1:
         return scores
+    weights = exp64(scores - np.max(scores))
+    total = np.cumsum(weights)[-1]  # sequential in id order, as the spec's loop
     finite = np.flatnonzero(np.isfinite(scores))
     order = finite[np.lexsort((finite, -scores[finite]))]  # last key is the primary one
-    weights = exp64(scores[order] - scores[order[0]])
-    running = np.cumsum(weights)  # sequential, as the spec's loop
-    reached = np.flatnonzero(running >= top_p * running[-1])
+    running = np.cumsum(weights[order])
+    reached = np.flatnonzero(running >= top_p * total)
     keep = int(reached[0]) + 1 if reached.size else order.size
     kept = np.full_like(scores, -np.inf)
     kept[order[:keep]] = scores[order[:keep]]

@@ -10,14 +10,17 @@ const EXP_FLOOR = -700;
 const DEGREE = 13;
 const COEFFICIENTS = [1];
 for (let n = 1; n <= DEGREE; n++) COEFFICIENTS.push(COEFFICIENTS[n - 1] / n);
+const [C0, C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13] = COEFFICIENTS;
 
-const POWER = new DataView(new ArrayBuffer(8));
-
-/** 2**k for an integer k in the normal range, built from its bits (exact). */
-function powerOfTwo(k) {
-  POWER.setUint32(0, (k + 1023) << 20);
-  POWER.setUint32(4, 0);
-  return POWER.getFloat64(0);
+// 2**k for k in [-1011, 1], built from its bits (exact): POWERS[k + 1011].
+const POWERS = new Float64Array(1013);
+{
+  const bits = new DataView(new ArrayBuffer(8));
+  for (let k = -1011; k <= 1; k++) {
+    bits.setUint32(0, (k + 1023) << 20);
+    bits.setUint32(4, 0);
+    POWERS[k + 1011] = bits.getFloat64(0);
+  }
 }
 
 /** The spec's exp for x <= 0. */
@@ -25,9 +28,12 @@ export function exp64(x) {
   if (!(x >= EXP_FLOOR)) return 0;
   const k = Math.floor(x / LN2 + 0.5);
   const r = (x - k * LN2_HI) - k * LN2_LO;
-  let p = COEFFICIENTS[DEGREE];
-  for (let n = DEGREE - 1; n >= 0; n--) p = p * r + COEFFICIENTS[n];
-  return p * powerOfTwo(k);
+  // Horner's form written out: p = p * r + c[n] for n = 12 down to 0, as sampling.py loops
+  let p = C13 * r + C12;
+  p = p * r + C11; p = p * r + C10; p = p * r + C9; p = p * r + C8; p = p * r + C7;
+  p = p * r + C6; p = p * r + C5; p = p * r + C4; p = p * r + C3; p = p * r + C2;
+  p = p * r + C1; p = p * r + C0;
+  return p * POWERS[k + 1011];
 }
 
 /** The spec's PRNG: uint32 outputs and float64 uniforms in [0, 1). */
@@ -65,30 +71,75 @@ export function argmax(scores) {
   return best;
 }
 
+/** The k-th largest of `values`, duplicates counted: the least of a min-heap of the k largest
+ * (one comparison for most values), or a sort when k is large. */
+function kthLargest(values, k) {
+  if (k > 1024) return Float64Array.from(values).sort()[values.length - k];
+  const heap = Float64Array.from(values.subarray ? values.subarray(0, k) : values.slice(0, k));
+  const down = (start) => {
+    for (let i = start; ;) {
+      const left = 2 * i + 1;
+      const right = left + 1;
+      let least = i;
+      if (left < k && heap[left] < heap[least]) least = left;
+      if (right < k && heap[right] < heap[least]) least = right;
+      if (least === i) return;
+      [heap[i], heap[least]] = [heap[least], heap[i]];
+      i = least;
+    }
+  };
+  for (let i = (k >> 1) - 1; i >= 0; i--) down(i);
+  for (let i = k; i < values.length; i++) {
+    if (values[i] > heap[0]) {
+      heap[0] = values[i];
+      down(0);
+    }
+  }
+  return heap[0];
+}
+
 /** Step 5: scores below the k-th largest (duplicates counted) become -inf (in place). */
 export function topKFilter(scores, topK) {
   if (!(topK > 0 && topK < scores.length)) return scores;
-  const threshold = Float64Array.from(scores).sort().reverse()[topK - 1];
+  const threshold = kthLargest(scores, topK);
   for (let i = 0; i < scores.length; i++) if (scores[i] < threshold) scores[i] = -Infinity;
   return scores;
 }
 
+// Score margins below the top within which top-p first looks for its prefix: sorting only those
+// scores gives the same prefix as sorting all of them whenever the prefix lies inside.
+const TOP_P_MARGINS = [4, 8, 16, 32, 64, Infinity];
+
 /** Step 6: keeps the shortest prefix (score descending, id ascending) whose weight reaches
- * topP of the total; the rest become -inf (in place). */
+ * topP of the total (summed in id order); the rest become -inf (in place). */
 export function topPFilter(scores, topP) {
   if (topP >= 1) return scores;
-  const order = [];
-  for (let i = 0; i < scores.length; i++) if (Number.isFinite(scores[i])) order.push(i);
-  order.sort((a, b) => (scores[a] > scores[b] ? -1 : scores[a] < scores[b] ? 1 : a - b));
-  const top = scores[order[0]];
-  const running = new Float64Array(order.length);
-  let sum = 0;
-  for (let j = 0; j < order.length; j++) running[j] = sum += exp64(scores[order[j]] - top);
-  let keep = order.length;
-  const target = topP * sum;
-  for (let j = 0; j < order.length; j++) if (running[j] >= target) { keep = j + 1; break; }
-  const kept = new Set(order.slice(0, keep));
-  for (let i = 0; i < scores.length; i++) if (!kept.has(i)) scores[i] = -Infinity;
+  let top = -Infinity;
+  for (let i = 0; i < scores.length; i++) if (scores[i] > top) top = scores[i];
+  const weights = new Float64Array(scores.length);
+  let total = 0;
+  for (let i = 0; i < scores.length; i++) total += weights[i] = exp64(scores[i] - top);
+  const target = topP * total;
+  const byScore = (a, b) => (scores[a] > scores[b] ? -1 : scores[a] < scores[b] ? 1 : a - b);
+  let kept = null;
+  for (const margin of TOP_P_MARGINS) {
+    const floor = top - margin;
+    const order = [];
+    for (let i = 0; i < scores.length; i++) {
+      if (scores[i] >= floor && scores[i] > -Infinity) order.push(i);
+    }
+    order.sort(byScore);
+    let running = 0;
+    for (let j = 0; j < order.length; j++) {
+      running += weights[order[j]];
+      if (running >= target) { kept = order.slice(0, j + 1); break; }
+    }
+    if (kept) break;
+    if (margin === Infinity) kept = order; // the rounding edge: all finite scores stay
+  }
+  const keep = new Uint8Array(scores.length);
+  for (const id of kept) keep[id] = 1;
+  for (let i = 0; i < scores.length; i++) if (!keep[i]) scores[i] = -Infinity;
   return scores;
 }
 
@@ -136,7 +187,9 @@ export function createSampler(options = {}) {
   return {
     options: settings,
     next(logits, seen = []) {
-      const scores = Float64Array.from(logits, Math.fround); // float32 -> float64, exact
+      // float32 -> float64, exact; plain arrays are rounded to float32 first, as numpy's cast
+      const scores = logits instanceof Float32Array ? new Float64Array(logits)
+        : Float64Array.from(logits, (value) => Math.fround(value));
       penalize(scores, seen, settings.repetitionPenalty);
       if (greedy) return argmax(scores);
       for (let i = 0; i < scores.length; i++) scores[i] = scores[i] / settings.temperature;
