@@ -9,7 +9,6 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from bundler.commands.build import _cases_for
 from bundler.compat import WEB_RUNTIME_LIMITS, fit_runtime, verify_fit
 from bundler.console import Reporter
 from bundler.errors import ConfigError, ModelError, first_line
@@ -19,6 +18,7 @@ from bundler.opsupport import load_support
 from bundler.options import BuildOptions, load_config
 from bundler.prepare import prepare_model
 from bundler.reference import NotRunnable, make_feeds, native_reference, resolve_shapes, run_native
+from bundler.stages.prepare import cases_for as _cases_for
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.metrics import measure
 from tests import compat_models

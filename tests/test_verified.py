@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundler.bundle.manifest import Verification
-from bundler.commands.build import strict_failures, verification_record
 from bundler.conformance import ConformanceReport, EPCheck, OutputCheck
 from bundler.reference import NotRunnable
+from bundler.stages.verify import strict_failures, verification_record
 from bundler.tasks.check import TaskComparison
 from bundler.verified import verdict
 
