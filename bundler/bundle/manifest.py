@@ -28,6 +28,7 @@ from bundler.bundle.records import (
     EPResult,
     FileEntry,
     FilePiece,
+    Fingerprint,
     Hosting,
     NativeReference,
     Optimization,
@@ -40,6 +41,7 @@ from bundler.bundle.records import (
     Tool,
     Variant,
     Verification,
+    Workload,
 )
 from bundler.errors import ModelError
 from bundler.files import files_module
@@ -48,9 +50,10 @@ from bundler.variants.default import default_variant
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "onnx-bundler"
-__all__ = ["Accuracy", "EPResult", "Encoded", "FileEntry", "FilePiece", "Hosting", "Manifest",
-           "NativeReference", "Optimization", "OptimizationStep", "Runtime", "RuntimeBuild",
-           "Selection", "Source", "Task", "Tool", "Variant", "Verification"]
+__all__ = ["Accuracy", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint", "Hosting",
+           "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
+           "RuntimeBuild", "Selection", "Source", "Task", "Tool", "Variant", "Verification",
+           "Workload"]
 
 
 @dataclasses.dataclass
@@ -71,7 +74,7 @@ class Manifest:
     files: list[FileEntry] | None = None
     task: Task | None = None
     # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.workload)
-    workload: JSON | None = None
+    workload: Workload | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:

@@ -36,5 +36,5 @@ def assemble(checked: Checked, prepared: Prepared, made: Made, hosting: HostingO
         hosting=hosting.record(),
         files=None if files is None else list(files),
         task=checked.task,
-        workload=None if made.workload is None else made.workload.to_json(),
+        workload=made.workload,
     )
