@@ -21,11 +21,10 @@ from bundler.bundle.layout import HEAVY_DIRS, MODELS_DIR, RUNTIME_DIR, WORK_DIR
 from bundler.bundle.manifest import Manifest
 from bundler.console import Reporter
 from bundler.errors import VerificationFailed
-from bundler.hosting.publish import HostingOptions, add_coi_worker, prepare
+from bundler.hosting.publish import HostingOptions, add_coi_worker
 from bundler.options import BuildOptions
 from bundler.site import human_bytes, write_modules
-from bundler.stages import choose, publish, render, variants, verify
-from bundler.stages import prepare as prepare_stage
+from bundler.stages import choose, prepare, publish, render, variants, verify
 from bundler.stages.assemble import assemble
 from bundler.staging import check_output, move_into_place, staging_folder
 
@@ -41,7 +40,7 @@ def build(
     the edge folder's (edge.json, see bundler.edge)."""
     options = options or BuildOptions()
     reporter = reporter or Reporter()
-    checked = prepare_stage.check(model, options, reporter)
+    checked = prepare.check(model, options, reporter)
     if options.target == "edge":
         from bundler.edge import build_edge
 
@@ -49,10 +48,10 @@ def build(
                           reporter=reporter)
     output = Path(options.output)
     check_output(output, checked.source, force)
-    fetched = prepare_stage.fetch(options, reporter)
+    fetched = prepare.fetch(options, reporter)
     hosting = HostingOptions(options.max_file_size, options.hosts, options.coi_worker)
     with staging_folder(output) as staging:
-        prepared = prepare_stage.prepare(checked, fetched, staging, options, reporter)
+        prepared = prepare.prepare(checked, fetched, staging, options, reporter)
         made = variants.make(checked, prepared, staging, options, reporter)
         manifest_of = functools.partial(assemble, checked, prepared, made, hosting)
         chosen = choose.every_variant(made, options)
@@ -82,16 +81,17 @@ def rerender(previous: Path, output: Path, templates: Path | None) -> Manifest:
     """A new build in `output` that is `previous` with its pages rendered again (for a change of
     the templates only): the models and runtime are linked, not rebuilt, nor compressed again."""
     old = manifest_file.load(previous)
-    heavy = [entry for entry in old.files or [] if entry.path.startswith(HEAVY_DIRS)]
+    heavy = publish.Published(tuple(entry for entry in old.files or []
+                                    if entry.path.startswith(HEAVY_DIRS)))
     hosting = HostingOptions.of(old.hosting)
     with staging_folder(output) as staging:
         for folder in (RUNTIME_DIR, MODELS_DIR):
             shutil.copytree(previous / folder, staging / folder, copy_function=_link_or_copy)
         add_coi_worker(staging, hosting)
         write_modules(staging, old.name, old.runtime.version)
-        render.render(staging, dataclasses.replace(old, files=heavy), templates)
-        manifest = dataclasses.replace(old, files=prepare(staging, hosting, reuse=heavy),
-                                       hosting=hosting.record())
+        render.render(staging, dataclasses.replace(old, files=list(heavy.files)), templates)
+        published = publish.finish(staging, hosting, heavy)
+        manifest = dataclasses.replace(old, files=list(published.files), hosting=hosting.record())
         manifest_file.dump(staging, manifest)
         move_into_place(staging, output)
     return manifest

@@ -2,16 +2,17 @@
 returns a frozen result; bundler.commands.build runs them in order and assembles the manifest
 once from their results (assemble.py).
 
-    prepare.check     the inputs, before any folder is made          -> Checked
-    prepare.fetch     the onnxruntime-web files, before any folder     -> Fetched
-    prepare.prepare   runtime copied, model fitted to it              -> Prepared
-    variants.make     optimised, each variant made and measured        -> Made
-    choose.choose     which variants ship (auto: checked and timed)    -> Chosen
-    publish.heavy     models and runtime split and compressed          -> Published
-    verify.verify     the browser check against native onnxruntime     -> Verified
-    render.render     types and pages written                          -> Rendered
-    publish.finish    the pages and small files compressed, host configs -> Published
-    assemble          the manifest, from the results (written once)    -> Manifest
+    prepare.check       the inputs, before any folder is made            -> Checked
+    prepare.fetch       the onnxruntime-web files, before any folder     -> Fetched
+    prepare.prepare     runtime and browser modules copied, model fitted -> Prepared
+    variants.make       optimised, each variant made and measured        -> Made
+    choose.every_variant, choose.choose_auto
+                        which variants ship (auto: checked and timed)    -> Chosen
+    publish.heavy       models and runtime split and compressed          -> Published
+    verify.verify       the browser check against native onnxruntime     -> Verified
+    render.render       types and pages written                          -> Rendered
+    publish.finish      the rest compressed and listed, host configs     -> Published
+    assemble.assemble   the manifest, from the results (written once)    -> Manifest
 
 A stage that needs a manifest before the last (the browser check, auto's timing) gets one
 assembled from the results so far; nothing is read back from the folder.
