@@ -11,13 +11,13 @@ from onnx import helper
 
 from bundler.bundle.modelio import input_specs, read_model
 from bundler.bundle.options import BuildOptions, load_config
-from bundler.commands.build import _cases_for
 from bundler.console import Reporter
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.model.compat import WEB_RUNTIME_LIMITS, fit_runtime, verify_fit
 from bundler.model.input_values import derive_rules
 from bundler.model.opsupport import load_support
 from bundler.model.prepare import prepare_model
+from bundler.stages.prepare import cases_for as _cases_for
 from bundler.variants.metrics import measure
 from bundler.verify.reference import (
     NotRunnable,

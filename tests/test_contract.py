@@ -10,7 +10,8 @@ import typing
 
 import pytest
 
-from bundler.bundle import manifest
+from bundler.bundle import manifest, records
+from bundler.bundle.codec import to_json
 from bundler.resources import resource
 from tests.conftest import ROOT
 
@@ -73,6 +74,12 @@ TYPES = {
     manifest.Optimization: _interface("Optimization"),
     manifest.OptimizationStep: _interface("OptimizationStep"),
     manifest.Hosting: _inline(MANIFEST_TS["hosting"][1]),
+    manifest.Fingerprint: _interface("VariantReference"),
+    records.OutputFingerprint: _interface("OutputFingerprint"),
+    manifest.Workload: _interface("Workload"),
+    records.GuessedDim: _interface("GuessedDim"),
+    **{settings: _interface(settings.__name__) for settings in typing.get_args(
+        records.VariantSettings)},
 }
 
 
@@ -143,3 +150,25 @@ def test_the_json_reader_covers_every_field_type() -> None:
                            state={"h": "hn"}, softmax=True, scale=0.5),
     ).to_json()
     assert manifest.from_json(data).to_json() == data
+
+
+def test_the_typed_sub_records_read_what_older_builds_wrote() -> None:
+    # A reference without seed, requested_dims or nonfinite (before 2026-12-04) and a workload
+    # without dim_sources (before it was recorded) load with their defaults; what the current
+    # writer writes reads back to the same JSON.
+    old_reference = {"dims": {"batch": 1}, "outputs": {"y": {
+        "dims": [1, 2], "sample": [0.5, None], "sum": 0.5, "abs_sum": 0.5}}}
+    reference = manifest.decode(records.Fingerprint, old_reference, "bundle.json")
+    assert (reference.seed, reference.requested_dims, reference.inputs) == (0, {}, None)
+    assert reference.outputs["y"].nonfinite == 0 and reference.outputs["y"].sample[1] is None
+    written = records.Fingerprint(seed=0, requested_dims={"h": 8}, dims={"h": 8},
+                                  outputs=reference.outputs, inputs="ab")
+    assert list(to_json(written)) == ["seed", "requested_dims", "dims", "outputs", "inputs"]
+    assert manifest.decode(records.Fingerprint, to_json(written), "x") == written
+    old_workload = {"inputs": {"x": [1, 3]}, "dims": {"n": 1}, "dims_source": "model",
+                    "guessed": [{"input": "x", "axis": 1, "dim": "x:1", "value": 3}]}
+    workload = records.Workload.from_json(old_workload)
+    assert workload.dim_sources == {}
+    assert workload.guessed == (records.GuessedDim("x", 1, "x:1", 3),)
+    assert list(workload.to_json()) == ["inputs", "dims", "dims_source", "dim_sources", "guessed"]
+    assert records.Workload.from_json(workload.to_json()) == workload

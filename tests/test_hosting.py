@@ -14,6 +14,7 @@ import pytest
 from bundler.bundle.codec import to_json
 from bundler.bundle.options import load_options
 from bundler.errors import ConfigError
+from bundler.hosting import publish as publish_module
 from bundler.hosting.headers import IMMUTABLE, REVALIDATE
 from bundler.hosting.publish import HostingOptions, prepare
 from bundler.hosting.sizes import parse_size
@@ -136,3 +137,23 @@ def test_model_files_over_a_mebibyte_are_brotlid_at_quality_9_the_rest_at_11(tmp
         data = (root / path).read_bytes()
         assert (root / entries[path]["encodings"]["br"]["path"]).read_bytes() == brotli.compress(
             data, quality=quality), path
+
+
+def test_a_build_splits_and_compresses_each_file_once(build_bundle, monkeypatch):
+    # The real publisher runs; the test only counts the files it describes (split, compressed,
+    # hashed) and the writes of the host configs. A build used to publish the folder, render
+    # the pages, then publish everything but the models and runtime again.
+    described: list[str] = []
+    configs: list[tuple[str, ...]] = []
+    describe, write_configs = publish_module._describe, publish_module.write_host_configs
+    monkeypatch.setattr(publish_module, "_describe", lambda directory, path, options: (
+        described.append(path.relative_to(directory).as_posix())
+        or describe(directory, path, options)))
+    monkeypatch.setattr(publish_module, "write_host_configs", lambda directory, files, hosts: (
+        configs.append(tuple(hosts)) or write_configs(directory, files, hosts)))
+    directory, manifest = build_bundle(None, variants=("fp32", "int8"), max_file_size=200_000)
+    listed = [entry["path"] for entry in manifest["files"]]
+    assert sorted(described) == sorted(listed) and len(set(listed)) == len(listed)
+    assert any(entry.get("parts") for entry in manifest["files"])  # the runtime .wasm is split
+    assert {"index.html", "bundle.mjs", "bundle.d.ts"} <= set(described)
+    assert len(configs) == 1 and (directory / "_headers").is_file()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundler.bundle.manifest import Verification
-from bundler.commands.build import strict_failures, verification_record
+from bundler.stages.verify import strict_failures, verification_record
 from bundler.tasks.check import TaskComparison
 from bundler.verify.conformance import ConformanceReport, EPCheck, OutputCheck
 from bundler.verify.reference import NotRunnable

@@ -86,8 +86,44 @@ export interface SelectionCandidate {
 
 export interface Variant {
   name: string; kind?: string; file: string; bytes: number; sha256: string; ratio?: number;
-  accuracy?: VariantAccuracy | null; settings?: Record<string, unknown>; notes?: string[];
-  reference?: Record<string, unknown> | null;
+  accuracy?: VariantAccuracy | null; settings?: VariantSettings; notes?: string[];
+  reference?: VariantReference | null;
+}
+
+/** What a variant's quantizer did: one record per kind (fp32, fp16, int8-weights, int8,
+ * int8-static, int4). */
+export type VariantSettings = Fp32Settings | Fp16Settings | Int8WeightsSettings | Int8Settings
+  | Int8StaticSettings | Int4Settings;
+export interface Fp32Settings { weights: string }
+export interface Fp16Settings { keep_io_types: boolean; op_block_list: string[] }
+export interface Int8WeightsSettings {
+  scheme: string; compute: string; op_types: string[]; min_elements: number;
+  weights_int8: number; weights_float32: number;
+}
+export interface Int8Settings {
+  mode: string; weight_type: string; per_channel: boolean; op_types: string[];
+}
+export interface Int8StaticSettings {
+  format: string; activation_type: string; weight_type: string; per_channel: boolean;
+  calibration_method: string; calibration_samples: number; nodes_excluded: string[];
+}
+export interface Int4Settings {
+  op: string; bits: number; block_size: number; symmetric: boolean; matmuls_int4: number;
+  matmuls_float32: number;
+}
+
+/** A variant's native outputs at build time, so bundle test notices a changed model file; seed
+ * and requested_dims are absent in older bundles, inputs when the fingerprint was taken on
+ * generated inputs. */
+export interface VariantReference {
+  seed?: number; requested_dims?: Record<string, number>; dims: Record<string, number>;
+  outputs: Record<string, OutputFingerprint>; inputs?: string;
+}
+
+/** One output of a reference: evenly spaced samples (null where not finite) and the sums of its
+ * finite values; nonfinite is absent in older bundles. */
+export interface OutputFingerprint {
+  dims: number[]; sample: (number | null)[]; sum: number; abs_sum: number; nonfinite?: number;
 }
 
 /** The graph optimisation every variant was made from. */
@@ -156,14 +192,18 @@ export interface Manifest {
 export type DimsSource = 'task-size' | '--dim' | 'sample' | 'model' | 'guess';
 
 /** bundle.json's workload: each input's shape as measured, each symbolic dim's size (by the
- * key --dim takes), where they came from (all together and each), and the dims guessed. */
+ * key --dim takes), where they came from (all together and each), and the dims guessed
+ * (dim_sources is absent in bundles built before it was recorded). */
 export interface Workload {
   inputs: Record<string, number[]>;
   dims: Record<string, number>;
   dims_source: DimsSource;
-  dim_sources: Record<string, DimsSource>;
-  guessed: { input: string; axis: number; dim: string; value: number }[];
+  dim_sources?: Record<string, DimsSource>;
+  guessed?: GuessedDim[];
 }
+
+/** A dim the build guessed (the --dim key that sets it, and the size it ran at). */
+export interface GuessedDim { input: string; axis: number; dim: string; value: number }
 
 /** bundle.json's task: the settings classify(), detect() and stream() follow. */
 export interface Task {

@@ -77,6 +77,9 @@ def from_json(kind: Any, data: Any, where: str, file: str) -> Any:
             raise Invalid(where, f"expected a list, got {data!r}")
         (item,) = typing.get_args(kind)
         return [from_json(item, value, f"{where}[{i}]", file) for i, value in enumerate(data)]
+    if origin is tuple:  # tuple[X, ...]: a list in JSON
+        (item, _) = typing.get_args(kind)
+        return tuple(from_json(list[item], data, where, file))  # type: ignore[valid-type]
     if origin is dict:
         if not isinstance(data, dict):
             raise Invalid(where, f"expected an object, got {data!r}")
@@ -97,7 +100,8 @@ def from_json(kind: Any, data: Any, where: str, file: str) -> Any:
             if field.name in data:
                 values[field.name] = from_json(hints[field.name], data[field.name],
                                                f"{where}.{field.name}".lstrip("."), file)
-            elif field.default is dataclasses.MISSING:
+            elif field.default is dataclasses.MISSING and \
+                    field.default_factory is dataclasses.MISSING:
                 raise Invalid(where or file, f"missing key {field.name!r}")
         return kind(**values)
     if kind is float and isinstance(data, int | float) and not isinstance(data, bool):

@@ -31,6 +31,7 @@ from bundler.bundle.records import (
     EPResult,
     FileEntry,
     FilePiece,
+    Fingerprint,
     Hosting,
     NativeReference,
     Optimization,
@@ -44,16 +45,17 @@ from bundler.bundle.records import (
     Tool,
     Variant,
     Verification,
+    Workload,
 )
 from bundler.errors import ModelError
 from bundler.variants.default import default_variant
 
 SCHEMA_VERSION = 1
 TOOL_NAME = "onnx-bundler"
-__all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Hosting",
-           "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
+__all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint",
+           "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
            "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "Task", "Tool", "Variant",
-           "Verification"]
+           "Verification", "Workload"]
 
 
 @dataclasses.dataclass
@@ -74,7 +76,7 @@ class Manifest:
     files: list[FileEntry] | None = None
     task: Task | None = None
     # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.verify.workload)
-    workload: JSON | None = None
+    workload: Workload | None = None
     schema_version: int = SCHEMA_VERSION
 
     def variant(self, name: str) -> Variant:

@@ -1,19 +1,19 @@
 """The records bundle.json and edge.json are made of, down to their sub-records; every stage of a
 build returns these (never a dict), and bundler.bundle.codec writes and reads them.
 
-Four sub-records stay open JSON, each with one owner that writes and reads it: a variant's
-`settings` (its kind's module in bundler/variants/: each kind records its own knobs, and a new
-kind adds keys), its `reference` (bundler.verify.reference.fingerprint: per-output sample values),
-`selection.speed` (bundler.perf.speed: how the candidates were timed) and `workload`
-(bundler.verify.workload.Workload).
+A variant's `settings` is one record per variant kind (each filled by its module in
+bundler/variants/). One sub-record stays open JSON, with one owner that writes and reads it:
+`selection.speed` (bundler.perf.speed: how the candidates were timed, one `<ep>_ms` key per
+measured execution provider).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
-from bundler.bundle.codec import JSON
+from bundler.bundle.codec import JSON, Invalid, from_json, to_json
 
 
 @dataclasses.dataclass
@@ -130,6 +130,85 @@ class Hosting:
     coi_worker: bool
 
 
+class _Settings(Mapping[str, object]):
+    """A variant kind's record of what its quantizer did (its module in bundler/variants/ fills
+    it). It reads as the mapping it is written as, too (`settings["bits"]`, equal to that dict),
+    for the tests and tools that read bundle.json's JSON."""
+
+    def __getitem__(self, key: str) -> object:
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def _keys(self) -> list[str]:
+        return [field.name for field in dataclasses.fields(self)]  # type: ignore[arg-type]
+
+
+# eq=False: equality is the Mapping's (a record equals the dict of its fields)
+_settings = dataclasses.dataclass(kw_only=True, eq=False)
+
+
+@_settings
+class Fp32Settings(_Settings):
+    weights: str  # "float32"
+
+
+@_settings
+class Fp16Settings(_Settings):
+    keep_io_types: bool
+    op_block_list: list[str]  # operators kept in float32
+
+
+@_settings
+class Int8WeightsSettings(_Settings):
+    scheme: str
+    compute: str
+    op_types: list[str]
+    min_elements: int  # smaller weights stay float32
+    weights_int8: int
+    weights_float32: int
+
+
+@_settings
+class Int8Settings(_Settings):
+    mode: str  # "dynamic"
+    weight_type: str
+    per_channel: bool
+    op_types: list[str]
+
+
+@_settings
+class Int8StaticSettings(_Settings):
+    format: str  # "QDQ"
+    activation_type: str
+    weight_type: str
+    per_channel: bool
+    calibration_method: str
+    calibration_samples: int
+    nodes_excluded: list[str]
+
+
+@_settings
+class Int4Settings(_Settings):
+    op: str  # "com.microsoft.MatMulNBits"
+    bits: int
+    block_size: int
+    symmetric: bool
+    matmuls_int4: int
+    matmuls_float32: int
+
+
+# Read by trying each in turn: no kind's keys are a subset of another's.
+VariantSettings = (Fp32Settings | Fp16Settings | Int8WeightsSettings | Int8Settings
+                   | Int8StaticSettings | Int4Settings)
+
+
 @dataclasses.dataclass
 class Variant:
     name: str
@@ -139,9 +218,9 @@ class Variant:
     sha256: str
     ratio: float
     accuracy: Accuracy | None
-    settings: JSON  # the kind's own record (see above)
+    settings: VariantSettings
     notes: list[str]
-    reference: JSON | None  # bundler.verify.reference.fingerprint (see above)
+    reference: Fingerprint | None
 
 
 @dataclasses.dataclass
@@ -233,3 +312,112 @@ class Task:
     context_size: int | None = None  # samples of the previous chunk given before each chunk
     state: dict[str, str] | None = None  # state input -> the output fed back into it
     sample_rate_input: str | None = None  # an int64 input given the sample rate
+
+
+@dataclasses.dataclass(kw_only=True)
+class OutputFingerprint:
+    """One output of a fingerprint: its dims, evenly spaced samples (null where not finite) and
+    the sums of its finite values."""
+
+    dims: list[int]
+    sample: list[float | None]
+    sum: float
+    abs_sum: float
+    nonfinite: int = 0  # values NaN or infinite (absent: older builds)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Fingerprint:
+    """A variant's `reference`: a compact record of its native outputs at build time
+    (bundler.verify.reference.fingerprint), so `bundle test` notices a model file that changed."""
+
+    seed: int = 0  # of the generated inputs (absent: older builds, 0)
+    requested_dims: dict[str, int] = dataclasses.field(default_factory=dict)  # --dim
+    dims: dict[str, int]  # the sizes it ran at
+    outputs: dict[str, OutputFingerprint]  # per output ("CASE/NAME" for an If-steered case)
+    inputs: str | None = None  # sha256 of the user's inputs it ran on (None: generated ones)
+
+
+DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GuessedDim:
+    input: str
+    axis: int
+    dim: str  # the key --dim takes: the dim's name, or INPUT:AXIS
+    value: int
+
+    def to_json(self) -> JSON:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    """The dims known before the model runs, with where each came from (keys as --dim's)."""
+
+    dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
+
+    def with_dims(self, dims: Mapping[str, int], source: DimsSource) -> Known:
+        """These dims added over the known ones (a stronger source comes later)."""
+        return Known({**self.dims, **dims},
+                     {**self.sources, **dict.fromkeys(dims, source)})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Workload:
+    """bundle.json's `workload` (and what bench and auto's timing ran,
+    bundler.verify.workload): each input's shape, each symbolic dim's size (by --dim key) and
+    where the sizes came from (each dim's, and the measurement's)."""
+
+    inputs: dict[str, list[int]]
+    dims: dict[str, int]
+    dims_source: DimsSource
+    # absent in bundles built before it was recorded: "model" for each
+    dim_sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
+    guessed: tuple[GuessedDim, ...] = ()
+
+    def to_json(self) -> JSON:
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Workload:
+        """A recorded workload; ValueError naming the key when it is wrong."""
+        try:
+            return from_json(cls, data, "", "workload")
+        except Invalid as error:
+            raise ValueError(str(error)) from None
+
+    def label(self) -> str:
+        return inputs_label(self.inputs)
+
+    def known(self) -> Known:
+        """These dims as known ones, for measuring again at them (bench of a built bundle)."""
+        return Known(dict(self.dims), {key: self.dim_sources.get(key, "model")
+                                       for key in self.dims})
+
+    def warning(self) -> str | None:
+        """The one line that says which dims are a guess and how to set them; None if none."""
+        if not self.guessed:
+            return None
+        by_input: dict[str, list[GuessedDim]] = {}
+        for guess in self.guessed:
+            by_input.setdefault(guess.input, []).append(guess)
+        which = "; ".join(
+            f"input {name} {shape_text(self.inputs[name])}: "
+            + ", ".join(f"{guess.dim}={guess.value} (axis {guess.axis})" for guess in guesses)
+            for name, guesses in by_input.items())
+        flags = " ".join(f"--dim {key}=VALUE" for key in
+                         dict.fromkeys(guess.dim for guess in self.guessed))
+        return (f"measured at a guessed size, not the one the model is used at ({which}: the"
+                f" smallest size at which it runs natively); give that size with {flags}")
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape)) if len(shape) else "scalar"
+
+
+def inputs_label(shapes: Mapping[str, Sequence[int]]) -> str:
+    """Input dims for a table, e.g. `images 1x3x320x320` (`x scalar` for a 0-d input)."""
+    return ", ".join(f"{name} {shape_text(shape)}" for name, shape in shapes.items())

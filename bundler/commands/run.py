@@ -100,8 +100,8 @@ def _reference_check(session: Session, variant: Variant, specs: list[TensorSpec]
     if not recorded:
         return {"compared": False, "detail": "bundle.json has no reference for this variant"}
     try:
-        reference = native_reference(session.model, specs, recorded.get("requested_dims", {}),
-                                   recorded.get("seed", 0))
+        reference = native_reference(session.model, specs, recorded.requested_dims,
+                                     recorded.seed)
     except NotRunnable as error:
         return {"compared": False, "detail": error.reason}
     ours = Reference(reference.dims, tuple(Case(case.label, case.feeds, session.run(case.feeds))

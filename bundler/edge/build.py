@@ -29,7 +29,6 @@ import numpy as np
 import onnxruntime as ort
 
 from bundler import __version__
-from bundler.bundle.codec import JSON
 from bundler.bundle.edge import (
     EdgeManifest,
     EdgeRuntime,
@@ -39,7 +38,7 @@ from bundler.bundle.edge import (
     dump_edge,
 )
 from bundler.bundle.layout import EDGE_MANIFEST, EDGE_OPERATORS_CONFIG, MODELS_DIR, WORK_DIR
-from bundler.bundle.manifest import TOOL_NAME, Source, Tool, Variant
+from bundler.bundle.manifest import TOOL_NAME, Fingerprint, Source, Tool, Variant
 from bundler.bundle.modelio import TensorSpec, cpu_session, model_bytes, sha256_of
 from bundler.bundle.options import BuildOptions
 from bundler.bundle.staging import check_output, move_into_place, staging_folder
@@ -82,7 +81,7 @@ def to_edge_ort(model: Path, destination: Path) -> None:
 
 
 def _fingerprint(model: Path, inputs: tuple[TensorSpec, ...], dims: dict[str, int]
-                 ) -> JSON | None:
+                 ) -> Fingerprint | None:
     try:
         return fingerprint(native_reference(model, inputs, dims), dims)
     except NotRunnable:
@@ -183,7 +182,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
             is_example=is_example, reporter=reporter)
         # Sizes the model runs at: those the reference search found (a detector fails at 1x1).
         recorded = made[0].entry.reference
-        dims = recorded["dims"] if recorded else options.dims
+        dims = recorded.dims if recorded else options.dims
         samples = generated_samples(prepared, inputs, dims, count=CHECK_SAMPLES)
         (staging / MODELS_DIR).mkdir()
         variants = []

@@ -5,9 +5,10 @@
   its config file and writer, how its responses give it away, and its fixes for what `bundle
   doctor` finds. headers.py holds the headers every host is told to send; headers_file.py the
   `_headers` file Netlify and Cloudflare share; sizes.py the file size limit.
-- publish.py: `bundle build`'s last stage, the same for every host: split big files into parts,
-  write the precompressed siblings, describe every served file in bundle.json's `files`, then
-  write the chosen hosts' config files.
+- publish.py: what bundler.stages.publish runs, the same for every host: split big files into
+  parts, write the precompressed siblings (the models and runtime before the browser check, the
+  rest once the pages are rendered: each file once), describe every served file in bundle.json's
+  `files`, then write the chosen hosts' config files.
 - doctor/: the deploy checker behind `bundle doctor`: what to fetch, the checks of each
   response, the report, and the fixes for any host.
 

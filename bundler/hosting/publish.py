@@ -189,6 +189,13 @@ def add_coi_worker(directory: Path, options: HostingOptions) -> None:
         shutil.copyfile(resource("web") / COI_WORKER, directory / COI_WORKER)
 
 
+def prepare_heavy(directory: Path, options: HostingOptions) -> list[FileEntry]:
+    """Split, compress and describe the model and runtime files of `directory` (HEAVY_DIRS): a
+    build does this once, before its browser check, and lists them with prepare()'s `reuse`."""
+    return [_describe(directory, path, options) for path in _served_files(directory, set())
+            if path.relative_to(directory).as_posix().startswith(HEAVY_DIRS)]
+
+
 def prepare(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry] = ()
             ) -> list[FileEntry]:
     """Split, compress and describe every served file of `directory` and write the host
@@ -201,17 +208,3 @@ def prepare(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry]
     entries.sort(key=lambda entry: entry.path)
     write_host_configs(directory, to_json(entries), options.hosts)
     return entries
-
-
-def publish(directory: Path, manifest: Manifest, options: HostingOptions,
-            reuse: Iterable[FileEntry] = ()) -> None:
-    """prepare() the folder and record it in `manifest` (its `files` and `hosting`)."""
-    manifest.files = prepare(directory, options, reuse)
-    manifest.hosting = options.record()
-
-
-def republish(directory: Path, manifest: Manifest) -> None:
-    """publish() again after the pages were rendered anew; the models and runtime files that
-    `manifest` already describes are kept as they are."""
-    reuse = [entry for entry in manifest.files or [] if entry.path.startswith(HEAVY_DIRS)]
-    publish(directory, manifest, HostingOptions.of(manifest.hosting), reuse)

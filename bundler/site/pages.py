@@ -1,4 +1,5 @@
-"""Write the static web app: bundle.json, bundle.mjs (+ the demo's app.mjs) and index.html.
+"""Write the static web app: bundle.mjs and its modules (+ the demo's app.mjs), package.json and
+index.html (bundle.json is the build's last write, bundler.bundle.manifest).
 
 A user template folder (`templates` in bundle.toml, `--templates DIR`) customises the app: each
 `NAME.j2` in it is rendered to NAME (so `index.html.j2` replaces the page; it may extend the
@@ -15,29 +16,14 @@ from typing import Any
 
 import jinja2
 
-from bundler.bundle import manifest as manifest_file
-from bundler.bundle.layout import DECLARATION_FILES, PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
+from bundler.bundle.layout import PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
 from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
 from bundler.bundle.files import package_json
-from bundler.hosting.publish import republish
 from bundler.resources import resource
 from bundler.tasks.kinds.registry import KINDS
-from bundler.bundle.typings import declarations
 
 TEMPLATE_SUFFIX = ".j2"
-
-
-def finish_site(directory: Path, manifest: Manifest, templates: Path | None) -> None:
-    """Once the manifest is complete: write the types and render the pages, list every file a
-    browser may fetch in the manifest (split and compressed for static hosts; see
-    bundler.hosting.publish) and write it (bundle.json, once per build)."""
-    types = declarations(manifest)
-    for name in DECLARATION_FILES:
-        (directory / name).write_text(types, encoding="utf-8")
-    render_pages(directory, manifest, templates)
-    republish(directory, manifest)
-    manifest_file.dump(directory, manifest)
 
 
 def human_bytes(count: int) -> str:
@@ -95,21 +81,25 @@ def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any]
         raise ConfigError(f"template {name} in {templates or 'the package'}: {error}") from None
 
 
-def write_modules(directory: Path, manifest: Manifest) -> None:
-    """Copy the browser modules (what the browser check runs) and write package.json."""
+def write_modules(directory: Path, name: str, runtime_version: str) -> None:
+    """Copy the browser modules (what the browser check runs) and write package.json (of the
+    bundle `name`, which imports onnxruntime-web `runtime_version`)."""
     web = resource("web")
     (directory / TASKS_DIR).mkdir(exist_ok=True)
-    for name in WEB_FILES:
-        shutil.copyfile(web / name, directory / name)
+    for module in WEB_FILES:
+        shutil.copyfile(web / module, directory / module)
     (directory / PACKAGE_JSON).write_text(
-        package_json(manifest.name, manifest.runtime.version), encoding="utf-8")
+        package_json(name, runtime_version), encoding="utf-8")
 
 
-def render_pages(directory: Path, manifest: Manifest, templates: Path | None = None) -> None:
+def render_pages(directory: Path, manifest: Manifest, templates: Path | None = None
+                 ) -> list[str]:
     """Render the page(s) for the model described by `manifest` (templates see it as
-    bundle.json's content) and copy the template folder's other files."""
+    bundle.json's content) and copy the template folder's other files; returns the paths
+    written, relative to `directory`."""
     environment = _environment(templates)
     pages = {"index.html.j2"}
+    written = []
     for relative in user_files(templates) if templates is not None else []:
         if relative.parts[0] in RESERVED or relative.with_suffix("").as_posix() in RESERVED:
             raise ConfigError(f"template folder {templates}: {relative} would replace the"
@@ -119,8 +109,11 @@ def render_pages(directory: Path, manifest: Manifest, templates: Path | None = N
         else:
             (directory / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(templates / relative, directory / relative)
+            written.append(relative.as_posix())
     for name in sorted(pages):
         html = _render(environment, name, manifest.to_json(), templates)
         target = directory / name.removesuffix(TEMPLATE_SUFFIX)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html, encoding="utf-8")
+        written.append(name.removesuffix(TEMPLATE_SUFFIX))
+    return written

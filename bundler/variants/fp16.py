@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 from onnxruntime.transformers import float16
 
 from bundler.bundle.modelio import cpu_session, read_model, save_model, walk_nodes
+from bundler.bundle.records import Fp16Settings
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import Feeds, measure
 from bundler.variants.spec import Job, KindSpec
@@ -77,7 +78,7 @@ def make(job: Job) -> None:
         )
     _sort_topologically(converted.graph)
     save_model(converted, job.dst)
-    job.result.settings = {"keep_io_types": True, "op_block_list": blocked}
+    job.result.settings = Fp16Settings(keep_io_types=True, op_block_list=blocked)
     kept = sorted(op_types & set(blocked))
     if kept:
         job.note(f"kept {', '.join(kept)} in float32")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from bundler.bundle.modelio import copy_model
+from bundler.bundle.records import Fp32Settings
 from bundler.variants.spec import Job, KindSpec
 
 
 def make(job: Job) -> None:
     copy_model(job.src, job.dst)
-    job.result.settings = {"weights": "float32"}
+    job.result.settings = Fp32Settings(weights="float32")
 
 
 KIND = KindSpec(

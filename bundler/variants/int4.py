@@ -7,6 +7,7 @@ from onnx import TensorProto
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from bundler.bundle.modelio import read_model, save_model
+from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import name_nodes, quiet
@@ -48,14 +49,14 @@ def make(job: Job) -> None:
     with quiet():
         quantizer.process()
     save_model(quantizer.model.model, job.dst)
-    job.result.settings = {
-        "op": "com.microsoft.MatMulNBits",
-        "bits": 4,
-        "block_size": _BLOCK,
-        "symmetric": True,
-        "matmuls_int4": len(eligible),
-        "matmuls_float32": len(skipped),
-    }
+    job.result.settings = Int4Settings(
+        op="com.microsoft.MatMulNBits",
+        bits=4,
+        block_size=_BLOCK,
+        symmetric=True,
+        matmuls_int4=len(eligible),
+        matmuls_float32=len(skipped),
+    )
     job.note(f"{len(eligible)} MatMul weights as 4-bit blocks; {len(skipped)} MatMuls stay float32")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from bundler.bundle.modelio import copy_model, read_model, walk_nodes
+from bundler.bundle.records import Int8Settings
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import is_large, quiet
@@ -53,12 +54,12 @@ def make(job: Job) -> None:
         job.note("no feeds given, so per-channel weights were used without comparing")
     if has_conv:
         job.note("uint8 weights: onnxruntime has no int8 ConvInteger")
-    job.result.settings = {
-        "mode": "dynamic",
-        "weight_type": weight_type.name,
-        "per_channel": per_channel,
-        "op_types": list(_OP_TYPES),
-    }
+    job.result.settings = Int8Settings(
+        mode="dynamic",
+        weight_type=weight_type.name,
+        per_channel=per_channel,
+        op_types=list(_OP_TYPES),
+    )
 
 
 KIND = KindSpec(

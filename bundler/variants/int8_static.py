@@ -18,6 +18,7 @@ from onnxruntime.quantization import (
 )
 
 from bundler.bundle.modelio import cpu_session, read_model, save_model
+from bundler.bundle.records import Int8StaticSettings
 from bundler.errors import first_line
 from bundler.variants.metrics import Feeds
 from bundler.variants.spec import Job, KindSpec
@@ -115,15 +116,15 @@ def make(job: Job) -> None:
                     job.note(f"{failed}; retried leaving {node.name} in float32")
                 else:
                     raise
-    job.result.settings = {
-        "format": "QDQ",
-        "activation_type": QuantType.QUInt8.name,
-        "weight_type": QuantType.QInt8.name,
-        "per_channel": per_channel,
-        "calibration_method": job.method,
-        "calibration_samples": len(feeds),
-        "nodes_excluded": excluded,
-    }
+    job.result.settings = Int8StaticSettings(
+        format="QDQ",
+        activation_type=QuantType.QUInt8.name,
+        weight_type=QuantType.QInt8.name,
+        per_channel=per_channel,
+        calibration_method=job.method,
+        calibration_samples=len(feeds),
+        nodes_excluded=excluded,
+    )
 
 
 KIND = KindSpec(

@@ -8,6 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bundler.bundle.modelio import read_model, save_model
+from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name
@@ -108,14 +109,14 @@ def make(job: Job) -> None:
         )
     _store_as_int8(model.graph, axes)
     save_model(model, job.dst)
-    job.result.settings = {
-        "scheme": "int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",
-        "compute": "float32",
-        "op_types": list(_OP_TYPES),
-        "min_elements": _MIN_ELEMENTS,
-        "weights_int8": len(axes),
-        "weights_float32": len(left_float),
-    }
+    job.result.settings = Int8WeightsSettings(
+        scheme="int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",
+        compute="float32",
+        op_types=list(_OP_TYPES),
+        min_elements=_MIN_ELEMENTS,
+        weights_int8=len(axes),
+        weights_float32=len(left_float),
+    )
     job.note(
         f"stored {len(axes)} weights as int8; {len(left_float)} small or"
         " non-constant weights stay float32"

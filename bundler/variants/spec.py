@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.codec import to_json
+from bundler.bundle.records import VariantSettings
 from bundler.variants.kinds import CalibrationMethod, VariantKind
 from bundler.variants.metrics import Feeds
 
@@ -21,14 +23,14 @@ class VariantResult:
     kind: VariantKind
     path: Path
     notes: list[str] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: VariantSettings | None = None  # every kind sets its record
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "path": self.path.name,
             "notes": self.notes,
-            "settings": self.settings,
+            "settings": to_json(self.settings),
         }
 
 

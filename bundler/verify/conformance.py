@@ -340,14 +340,13 @@ def _check_bundle(
             try:
                 # The same search as at build time gives the same sizes and cases.
                 reference = reference_for(models[variant.file], specs,
-                                          dims or (recorded or {}).get("requested_dims", {}),
+                                          dims or (recorded.requested_dims if recorded else {}),
                                           user)
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report
             references[variant.name] = reference
-            if recorded and recorded["dims"] == reference.dims and \
-                    recorded.get("inputs") == user.digest:
+            if recorded and recorded.dims == reference.dims and recorded.inputs == user.digest:
                 changed = fingerprint_mismatch(
                     recorded, reference, tolerance_for("fingerprint", variant.kind).rtol)
                 if changed:

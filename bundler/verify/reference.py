@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 
 from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, cpu_session, held_values
+from bundler.bundle.records import Fingerprint, OutputFingerprint
 from bundler.errors import ConfigError, first_line
 from bundler.model.dim_expressions import expression_size, implied_by
 from bundler.model.input_values import Rule, derive_rules
@@ -345,7 +346,7 @@ FINGERPRINT_SAMPLES = 32
 
 
 def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None,
-                seed: int = DEFAULT_SEED, inputs: str | None = None) -> dict:
+                seed: int = DEFAULT_SEED, inputs: str | None = None) -> Fingerprint:
     """A compact record of the native outputs (evenly spaced samples and sums), kept in
     bundle.json so `bundle test` notices a model file whose weights changed after the build.
     `inputs` is the digest of the user's inputs it was computed on (None: generated ones)."""
@@ -357,19 +358,18 @@ def fingerprint(reference: Reference, requested: Mapping[str, int] | None = None
             finite = flat[np.isfinite(flat)]
             # JSON has no NaN or Infinity (browsers refuse them): non-finite samples are null,
             # sums are over the finite values, and the non-finite ones are counted
-            outputs[f"{case.label}/{name}" if case.label else name] = {
-                "dims": list(np.shape(value)),
-                "sample": [float(f"{v:.9g}") if np.isfinite(v) else None for v in flat[picks]],
-                "sum": float(f"{finite.sum():.9g}"),
-                "abs_sum": float(f"{np.abs(finite).sum():.9g}"),
-                "nonfinite": int(flat.size - finite.size),
-            }
-    record = {"seed": seed, "requested_dims": dict(requested or {}), "dims": reference.dims,
-              "outputs": outputs}
-    return {**record, "inputs": inputs} if inputs else record
+            outputs[f"{case.label}/{name}" if case.label else name] = OutputFingerprint(
+                dims=list(np.shape(value)),
+                sample=[float(f"{v:.9g}") if np.isfinite(v) else None for v in flat[picks]],
+                sum=float(f"{finite.sum():.9g}"),
+                abs_sum=float(f"{np.abs(finite).sum():.9g}"),
+                nonfinite=int(flat.size - finite.size),
+            )
+    return Fingerprint(seed=seed, requested_dims=dict(requested or {}), dims=reference.dims,
+                       outputs=outputs, inputs=inputs or None)
 
 
-def fingerprint_mismatch(recorded: Mapping, reference: Reference,
+def fingerprint_mismatch(recorded: Fingerprint, reference: Reference,
                          rtol: float | None = None) -> str | None:
     """Which output no longer matches the recorded fingerprint, or None.
 
@@ -379,19 +379,19 @@ def fingerprint_mismatch(recorded: Mapping, reference: Reference,
     saturated probabilities. Quantized variants and accelerators pass a looser `rtol`."""
     if rtol is None:
         rtol = tolerance_for("fingerprint").rtol
-    current = fingerprint(reference)["outputs"]
-    for name, expected in recorded["outputs"].items():
+    current = fingerprint(reference).outputs
+    for name, expected in recorded.outputs.items():
         got = current.get(name)
-        if got is None or got["dims"] != expected["dims"]:
-            return f"output {name!r} has shape {got and got['dims']}, recorded {expected['dims']}"
-        wanted = np.array(expected["sample"], dtype=np.float64)  # null -> nan
-        sample = np.array(got["sample"], dtype=np.float64)
+        if got is None or got.dims != expected.dims:
+            return f"output {name!r} has shape {got and got.dims}, recorded {expected.dims}"
+        wanted = np.array(expected.sample, dtype=np.float64)  # null -> nan
+        sample = np.array(got.sample, dtype=np.float64)
         scale = max(np.nan_to_num(np.abs(wanted)).max(initial=0.0), 1e-30)
         atol = max(1e-7, rtol / 10) * scale
         close = (np.allclose(sample, wanted, atol=atol, rtol=rtol, equal_nan=True)
-                 and got["nonfinite"] == expected.get("nonfinite", 0)
-                 and abs(got["sum"] - expected["sum"])
-                 <= rtol * expected["abs_sum"] + atol * len(expected["sample"]))
+                 and got.nonfinite == expected.nonfinite
+                 and abs(got.sum - expected.sum)
+                 <= rtol * expected.abs_sum + atol * len(expected.sample))
         if not close:
             return f"output {name!r}"
     return None

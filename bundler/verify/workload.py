@@ -17,20 +17,29 @@ A measurement's `dims_source` is "guess" when any dim was guessed, else the last
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import get_args
 
 import numpy as np
 
 from bundler.bundle.manifest import Manifest, Task
 from bundler.bundle.modelio import TensorSpec
+from bundler.bundle.records import (  # the records, re-exported for their readers
+    DimsSource,
+    GuessedDim,
+    Known,
+    Workload,
+    inputs_label,
+    shape_text,
+)
 from bundler.tasks.kinds.registry import kind_of
 from bundler.verify.reference import Feeds, Reference, implied_dims
 from bundler.verify.user_inputs import UserInputs, reference_for
 
-DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
+__all__ = ["DIMS_SOURCES", "DimsSource", "GuessedDim", "Known", "Workload", "axis_key",
+           "bundle_known", "dim_key", "inputs_label", "known_dims", "measured",
+           "measured_reference", "recorded_known", "shape_text", "task_dims"]
 DIMS_SOURCES: tuple[DimsSource, ...] = get_args(DimsSource)
 _SIZING: tuple[DimsSource, ...] = ("task-size", "--dim", "sample")  # strongest first
 
@@ -44,19 +53,6 @@ def dim_key(spec: TensorSpec, axis: int) -> str:
     """The `--dim` key that sizes a symbolic axis: its name, or INPUT:AXIS when it has none."""
     dim = (spec.shape or ())[axis]
     return dim if isinstance(dim, str) and dim != "?" else axis_key(spec, axis)
-
-
-@dataclasses.dataclass(frozen=True)
-class Known:
-    """The dims known before the model runs, with where each came from (keys as --dim's)."""
-
-    dims: dict[str, int] = dataclasses.field(default_factory=dict)
-    sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
-
-    def with_dims(self, dims: Mapping[str, int], source: DimsSource) -> Known:
-        """These dims added over the known ones (a stronger source comes later)."""
-        return Known({**self.dims, **dims},
-                     {**self.sources, **dict.fromkeys(dims, source)})
 
 
 def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]:
@@ -84,74 +80,6 @@ def known_dims(inputs: Sequence[TensorSpec], *, task: Task | None = None,
     if sample:
         known = known.with_dims(implied_dims(inputs, sample), "sample")
     return known.with_dims(given or {}, "--dim").with_dims(task_dims(inputs, task), "task-size")
-
-
-@dataclasses.dataclass(frozen=True)
-class GuessedDim:
-    input: str
-    axis: int
-    dim: str  # the key --dim takes: the dim's name, or INPUT:AXIS
-    value: int
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class Workload:
-    """What a measurement ran: each input's shape, each symbolic dim's size (by --dim key) and
-    where the sizes came from (each dim's, and the measurement's)."""
-
-    inputs: dict[str, list[int]]
-    dims: dict[str, int]
-    dims_source: DimsSource
-    guessed: tuple[GuessedDim, ...] = ()
-    dim_sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"inputs": self.inputs, "dims": self.dims, "dims_source": self.dims_source,
-                "dim_sources": self.dim_sources,
-                "guessed": [guess.to_json() for guess in self.guessed]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Workload:
-        return cls({name: list(shape) for name, shape in data["inputs"].items()},
-                   dict(data["dims"]), data["dims_source"],
-                   tuple(GuessedDim(**guess) for guess in data.get("guessed", [])),
-                   dict(data.get("dim_sources", {})))
-
-    def label(self) -> str:
-        return inputs_label(self.inputs)
-
-    def known(self) -> Known:
-        """These dims as known ones, for measuring again at them (bench of a built bundle)."""
-        return Known(dict(self.dims), {key: self.dim_sources.get(key, "model")
-                                       for key in self.dims})
-
-    def warning(self) -> str | None:
-        """The one line that says which dims are a guess and how to set them; None if none."""
-        if not self.guessed:
-            return None
-        by_input: dict[str, list[GuessedDim]] = {}
-        for guess in self.guessed:
-            by_input.setdefault(guess.input, []).append(guess)
-        which = "; ".join(
-            f"input {name} {shape_text(self.inputs[name])}: "
-            + ", ".join(f"{guess.dim}={guess.value} (axis {guess.axis})" for guess in guesses)
-            for name, guesses in by_input.items())
-        flags = " ".join(f"--dim {key}=VALUE" for key in
-                         dict.fromkeys(guess.dim for guess in self.guessed))
-        return (f"measured at a guessed size, not the one the model is used at ({which}: the"
-                f" smallest size at which it runs natively); give that size with {flags}")
-
-
-def shape_text(shape: Sequence[int]) -> str:
-    return "x".join(map(str, shape)) if len(shape) else "scalar"
-
-
-def inputs_label(shapes: Mapping[str, Sequence[int]]) -> str:
-    """Input dims for a table, e.g. `images 1x3x320x320` (`x scalar` for a 0-d input)."""
-    return ", ".join(f"{name} {shape_text(shape)}" for name, shape in shapes.items())
 
 
 def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Workload:
@@ -185,8 +113,8 @@ def measured(inputs: Sequence[TensorSpec], feeds: Feeds, known: Known) -> Worklo
     overall: DimsSource = ("guess" if guessed else
                            next((s for s in reversed(_SIZING) if s in used), "model"))
     unique = tuple(dict((guess.dim, guess) for guess in guessed).values())
-    return Workload(shapes, dict(sorted(dims.items())), overall, unique,
-                    dict(sorted(sources.items())))
+    return Workload(inputs=shapes, dims=dict(sorted(dims.items())), dims_source=overall,
+                    dim_sources=dict(sorted(sources.items())), guessed=unique)
 
 
 def recorded_known(manifest: Manifest) -> Known:
@@ -194,11 +122,11 @@ def recorded_known(manifest: Manifest) -> Known:
     before it, the build check's dims (those given to the build with --dim as such, the others
     from the user's data when it had some, else a guess)."""
     if manifest.workload is not None:
-        return Workload.from_json(manifest.workload).known()
+        return manifest.workload.known()
     dims = manifest.verification.dims or {}
-    reference = next((v.reference for v in manifest.variants if v.reference), None) or {}
-    requested = reference.get("requested_dims", {})
-    rest: DimsSource = "sample" if reference.get("inputs") else "guess"
+    reference = next((v.reference for v in manifest.variants if v.reference), None)
+    requested = reference.requested_dims if reference else {}
+    rest: DimsSource = "sample" if reference and reference.inputs else "guess"
     return Known(dict(dims), {key: "--dim" if key in requested else rest for key in dims})
 
 

@@ -1,0 +1,65 @@
+"""The choose stage: which of the made variants ship and which is the default. A plan of named
+variants ships them all; `--quantize auto` checks the candidates in the browser, times those
+that may ship (unless the objective is size) and keeps the chosen ones (bundler.variants.select),
+deleting the others' files."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from bundler.bundle.manifest import Manifest, Selection, Variant
+from bundler.bundle.options import BuildOptions
+from bundler.console import Reporter
+from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
+from bundler.stages.variants import Made
+from bundler.stages.verify import verify
+from bundler.variants.default import default_to_ship
+from bundler.variants.select import fitting_names, select
+from bundler.verify.user_inputs import UserInputs
+from bundler.verify.workload import bundle_known, measured_reference
+
+
+@dataclasses.dataclass(frozen=True)
+class Chosen:
+    variants: tuple[Variant, ...]  # what ships
+    default: str | dict[str, str]  # bundle.json's default_variant
+    selection: Selection | None = None  # auto's record of the choice
+
+
+def every_variant(made: Made, options: BuildOptions) -> Chosen:
+    """Every made variant, with the plan's default (for auto: the candidates while they are
+    checked, the first of them the default)."""
+    return Chosen(tuple(variant.entry for variant in made.variants),
+                  default_to_ship(made.names(), options.plan.default))
+
+
+def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildOptions,
+                user: UserInputs, reporter: Reporter) -> Chosen:
+    """auto's choice among the `candidates` (the manifest in progress that ships them all)."""
+    report = verify(staging, candidates, options, reporter,
+                    "Browser check of the candidates").report
+    fitting = fitting_names(made.variants, report, options.max_error)
+    speeds: dict[str, dict[str, float]] = {}
+    if options.objective == "size" or report is None or len(fitting) < 2 \
+            or "wasm" not in options.execution_providers:
+        why = ("the objective is size" if options.objective == "size" else
+               "no browser check" if report is None else
+               "one candidate or none fits" if len(fitting) < 2 else "no WASM runtime shipped")
+        record = speed_record(None, why)
+    else:  # at the sizes accuracy was measured at (the build's record, as bench reads it)
+        reference, timed = measured_reference(staging / candidates.variant(fitting[0]).file,
+                                              candidates, bundle_known(candidates), user)
+        speeds, record = browser_speeds(staging, candidates, fitting, reference.feeds, reporter)
+        record = {**record, **timed.to_json()}
+    choice = select(made.variants, report, options.max_error, options.objective, speeds,
+                    options.execution_providers, record)
+    for name in choice.dropped:
+        (staging / candidates.variant(name).file).unlink()
+    reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
+                   speed_rows(choice.selection.candidates, record))
+    if choice.selection.note:  # the inputs cannot show the budget: fp32 ships
+        reporter.warn(choice.selection.note)
+    reporter.info(f"auto: shipping {choice.chosen}")
+    return Chosen(tuple(v for v in candidates.variants if v.name not in choice.dropped),
+                  choice.chosen, choice.selection)

@@ -1,0 +1,110 @@
+"""The native reference loop (bundler/text/generate.py) on tiny optimum exports: greedy ids equal
+transformers' own generate(), seeded sampling is deterministic, EOS stops, and the teacher-forced
+logits are those of the torch model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from bundler.errors import ModelError
+from bundler.text.generate import (
+    Decoder,
+    cache_layout,
+    eos_ids,
+    generate,
+    read_config,
+    teacher_forced_logits,
+)
+from bundler.text.sampling import SamplingOptions
+from tests import text_models
+
+PROMPT = [5, 17, 42, 7, 300, 11]
+STEPS = 32
+
+
+@pytest.fixture(scope="session", params=["gpt2", "llama", "gpt2_merged"])
+def export(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> text_models.Export:
+    make = getattr(text_models, request.param)
+    return make(tmp_path_factory.mktemp(request.param))
+
+
+def _decoder(export: text_models.Export) -> Decoder:
+    session = ort.InferenceSession(str(export.onnx), providers=["CPUExecutionProvider"])
+    return Decoder(session, read_config(export.folder))
+
+
+def test_the_layout_comes_from_the_session_and_config(export: text_models.Export) -> None:
+    layout = _decoder(export).layout
+    config = export.model.config
+    assert (layout.layers, layout.head_size, layout.dtype) == (2, 16, np.float32)
+    assert layout.kv_heads == getattr(config, "num_key_value_heads", 4)
+    assert layout.position_ids
+    assert layout.cache_branch == export.folder.parent.name.startswith("gpt2_merged")
+
+
+def test_greedy_ids_equal_transformers_generate(export: text_models.Export) -> None:
+    decoder = _decoder(export)
+    eos = eos_ids(read_config(export.folder),
+                  read_config(export.folder, "generation_config.json"))
+    ours = generate(decoder, PROMPT, STEPS, eos=eos)
+    with torch.no_grad():
+        theirs = export.model.generate(torch.tensor([PROMPT]), do_sample=False,
+                                       max_new_tokens=STEPS, min_new_tokens=0,
+                                       attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+                                       pad_token_id=0)
+    assert ours.ids == theirs[0, len(PROMPT):].tolist()
+    assert len(set(ours.ids)) > 3  # not a constant run that any loop would match
+    assert len(ours.step_seconds) == len(ours.ids) and ours.prefill_seconds > 0
+
+
+def test_seeded_sampling_is_deterministic(export: text_models.Export) -> None:
+    decoder = _decoder(export)
+    options = SamplingOptions(True, temperature=1.5, top_k=100, top_p=0.95,
+                              repetition_penalty=1.1, seed=1234)
+    first = generate(decoder, PROMPT, STEPS, options).ids
+    assert generate(decoder, PROMPT, STEPS, options).ids == first
+    other = SamplingOptions(True, temperature=1.5, top_k=100, top_p=0.95,
+                            repetition_penalty=1.1, seed=99)
+    assert generate(decoder, PROMPT, STEPS, other).ids != first
+
+
+def test_eos_ends_the_run_and_is_kept(export: text_models.Export) -> None:
+    decoder = _decoder(export)
+    greedy = generate(decoder, PROMPT, 12).ids
+    stopped = generate(decoder, PROMPT, 12, eos=[greedy[4]])
+    assert stopped.ids == greedy[:greedy.index(greedy[4]) + 1]
+
+
+def test_teacher_forced_logits_are_the_torch_models(export: text_models.Export) -> None:
+    ids = PROMPT + generate(_decoder(export), PROMPT, 10).ids
+    ours = teacher_forced_logits(_decoder(export), ids)
+    with torch.no_grad():
+        theirs = export.model(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_eos_ids_prefer_the_generation_config() -> None:
+    assert eos_ids({"eos_token_id": 2}, {"eos_token_id": [7, 8]}) == (7, 8)
+    assert eos_ids({"eos_token_id": 2}, {}) == (2,)
+    assert eos_ids({}, {}) == ()
+
+
+def test_a_model_without_past_is_refused() -> None:
+    import bundler.example
+
+    digits = Path(bundler.example.__file__).parent / "digits.onnx"
+    with pytest.raises(ModelError, match="not a decoder with past"):
+        cache_layout(ort.InferenceSession(str(digits), providers=["CPUExecutionProvider"]))
+
+
+def test_a_config_that_contradicts_the_model_is_refused(export: text_models.Export) -> None:
+    session = ort.InferenceSession(str(export.onnx), providers=["CPUExecutionProvider"])
+    with pytest.raises(ModelError, match="config.json gives 8 KV heads"):
+        cache_layout(session, {**read_config(export.folder), "num_key_value_heads": 8,
+                               "n_head": 8})
