@@ -41,6 +41,7 @@ from bundler.bundle.records import (
     Selection,
     SelectionCandidate,
     Source,
+    SpeedRecord,
     Task,
     Tool,
     Variant,
@@ -54,8 +55,8 @@ SCHEMA_VERSION = 1
 TOOL_NAME = "onnx-bundler"
 __all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint",
            "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
-           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "Task", "Tool", "Variant",
-           "Verification", "Workload"]
+           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "SpeedRecord", "Task",
+           "Tool", "Variant", "Verification", "Workload"]
 
 
 @dataclasses.dataclass

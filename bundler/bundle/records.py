@@ -2,16 +2,14 @@
 build returns these (never a dict), and bundler.bundle.codec writes and reads them.
 
 A variant's `settings` is one record per variant kind (each filled by its module in
-bundler/variants/). One sub-record stays open JSON, with one owner that writes and reads it:
-`selection.speed` (bundler.perf.speed: how the candidates were timed, one `<ep>_ms` key per
-measured execution provider).
+bundler/variants/).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 from bundler.bundle.codec import JSON, Invalid, from_json, to_json
 
@@ -274,7 +272,7 @@ class Selection:
     chosen: str  # the default (the WASM one when default_variant is a map per EP)
     candidates: list[SelectionCandidate]
     objective: str | None = None  # "balanced", "speed" or "size"
-    speed: JSON | None = None  # how the candidates' speeds were measured, or why they were not
+    speed: SpeedRecord | None = None  # how the candidates were timed, or why they were not
     note: str | None = None  # why the data given cannot show the budget, when it cannot
 
 
@@ -384,10 +382,7 @@ class Workload:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Workload:
         """A recorded workload; ValueError naming the key when it is wrong."""
-        try:
-            return from_json(cls, data, "", "workload")
-        except Invalid as error:
-            raise ValueError(str(error)) from None
+        return _read(cls, data, "workload")
 
     def label(self) -> str:
         return inputs_label(self.inputs)
@@ -412,6 +407,54 @@ class Workload:
                          dict.fromkeys(guess.dim for guess in self.guessed))
         return (f"measured at a guessed size, not the one the model is used at ({which}: the"
                 f" smallest size at which it runs natively); give that size with {flags}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedRecord:
+    """bundle.json's `selection.speed` (bundler.perf.speed): auto's tolerances, and how the
+    candidates were timed (`measured`; the EPs not timed in `not_measured_on`, with why) at which
+    workload (the fields of `Workload`, flat: the keys bundle.json has always had), or why they
+    were not timed (`not_measured`)."""
+
+    tie_tolerance: float
+    balanced_smaller: float
+    balanced_slower: float
+    measured: str | None = None
+    not_measured_on: dict[str, str] | None = None
+    not_measured: str | None = None
+    inputs: dict[str, list[int]] | None = None
+    dims: dict[str, int] | None = None
+    dims_source: DimsSource | None = None
+    dim_sources: dict[str, DimsSource] | None = None
+    guessed: tuple[GuessedDim, ...] | None = None
+
+    def at(self, workload: Workload) -> SpeedRecord:
+        """This record with the workload the candidates were timed at."""
+        return dataclasses.replace(self, **{field.name: getattr(workload, field.name)
+                                            for field in dataclasses.fields(Workload)})
+
+    def workload(self) -> Workload | None:
+        """The workload the candidates were timed at (None: not timed)."""
+        if self.inputs is None or self.dims is None or self.dims_source is None:
+            return None
+        return Workload(inputs=self.inputs, dims=self.dims, dims_source=self.dims_source,
+                        dim_sources=self.dim_sources or {}, guessed=self.guessed or ())
+
+    @classmethod
+    def from_json(cls, data: object) -> SpeedRecord:
+        """A recorded one (the speed cache's); ValueError naming the key when it is wrong."""
+        return _read(cls, data, "speed")
+
+
+R = TypeVar("R")
+
+
+def _read(kind: type[R], data: object, file: str) -> R:
+    """A sub-record read outside a manifest; ValueError naming the key when it is wrong."""
+    try:
+        return from_json(kind, data, "", file)
+    except Invalid as error:
+        raise ValueError(str(error)) from None
 
 
 def shape_text(shape: Sequence[int]) -> str:
