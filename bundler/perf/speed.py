@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bundler.bundle.codec import to_json
-from bundler.bundle.manifest import Manifest, SelectionCandidate, SpeedRecord
+from bundler.bundle.manifest import Manifest, SelectionCandidate
+from bundler.bundle.measured import SpeedRecord
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.perf.page import BENCH_MODULE
