@@ -10,8 +10,9 @@ import typing
 
 import pytest
 
-from bundler.bundle import manifest, records
+from bundler.bundle import manifest, measured, records
 from bundler.bundle.codec import to_json
+from bundler.perf.speed import speed_record
 from bundler.resources import resource
 from tests.conftest import ROOT
 
@@ -77,7 +78,8 @@ TYPES = {
     manifest.Fingerprint: _interface("VariantReference"),
     records.OutputFingerprint: _interface("OutputFingerprint"),
     manifest.Workload: _interface("Workload"),
-    records.GuessedDim: _interface("GuessedDim"),
+    manifest.SpeedRecord: _interface("SpeedRecord"),
+    measured.GuessedDim: _interface("GuessedDim"),
     **{settings: _interface(settings.__name__) for settings in typing.get_args(
         records.VariantSettings)},
 }
@@ -167,8 +169,34 @@ def test_the_typed_sub_records_read_what_older_builds_wrote() -> None:
     assert manifest.decode(records.Fingerprint, to_json(written), "x") == written
     old_workload = {"inputs": {"x": [1, 3]}, "dims": {"n": 1}, "dims_source": "model",
                     "guessed": [{"input": "x", "axis": 1, "dim": "x:1", "value": 3}]}
-    workload = records.Workload.from_json(old_workload)
+    workload = measured.Workload.from_json(old_workload)
     assert workload.dim_sources == {}
-    assert workload.guessed == (records.GuessedDim("x", 1, "x:1", 3),)
+    assert workload.guessed == (measured.GuessedDim("x", 1, "x:1", 3),)
     assert list(workload.to_json()) == ["inputs", "dims", "dims_source", "dim_sources", "guessed"]
-    assert records.Workload.from_json(workload.to_json()) == workload
+    assert measured.Workload.from_json(workload.to_json()) == workload
+
+
+def test_selection_speed_is_written_with_the_keys_it_always_had() -> None:
+    # selection.speed was an open dict (tolerances, then how it was timed, then the workload's
+    # keys merged in): the typed record writes the same keys in the same order, and reads back
+    # (the speed cache stores it as JSON, older entries without the workload's keys included).
+    workload = measured.Workload(inputs={"x": [1, 8]}, dims={"n": 8}, dims_source="--dim",
+                                dim_sources={"n": "--dim"})
+    timed = speed_record("median ms").at(workload)
+    assert to_json(timed) == {
+        "tie_tolerance": 0.05, "balanced_smaller": 0.3, "balanced_slower": 0.1,
+        "measured": "median ms",
+        "not_measured_on": {"webgpu": "SwiftShader is not a GPU: WebGPU gets the WASM choice"},
+        "inputs": {"x": [1, 8]}, "dims": {"n": 8}, "dims_source": "--dim",
+        "dim_sources": {"n": "--dim"}, "guessed": []}
+    assert list(to_json(timed))[3:] == ["measured", "not_measured_on", *workload.to_json()]
+    assert measured.SpeedRecord.from_json(to_json(timed)) == timed
+    assert timed.workload() == workload
+    untimed = speed_record(None, "the objective is size")
+    assert to_json(untimed) == {"tie_tolerance": 0.05, "balanced_smaller": 0.3,
+                                "balanced_slower": 0.1, "not_measured": "the objective is size"}
+    assert untimed.workload() is None
+    cached = measured.SpeedRecord.from_json(to_json(speed_record("median ms")))
+    assert cached.workload() is None and cached.measured == "median ms"
+    with pytest.raises(ValueError, match="tie_tolerance"):
+        measured.SpeedRecord.from_json({"measured": "median ms"})

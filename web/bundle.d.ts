@@ -167,7 +167,7 @@ export interface Manifest {
   selection?: { mode: 'auto'; budget: string; chosen: string;
                 candidates: SelectionCandidate[];
                 /** What auto optimised, and how the candidates' speeds were measured. */
-                objective?: 'balanced' | 'speed' | 'size'; speed?: Record<string, unknown>;
+                objective?: 'balanced' | 'speed' | 'size'; speed?: SpeedRecord;
                 /** Why the inputs given cannot show the budget (then fp32 ships). */
                 note?: string };
   source?: { file: string; bytes: number };
@@ -198,6 +198,23 @@ export interface Workload {
   inputs: Record<string, number[]>;
   dims: Record<string, number>;
   dims_source: DimsSource;
+  dim_sources?: Record<string, DimsSource>;
+  guessed?: GuessedDim[];
+}
+
+/** bundle.json's selection.speed: auto's tolerances, and how the candidates were timed
+ * (`measured`; the EPs not timed and why in `not_measured_on`) at which input sizes (the keys of
+ * Workload), or why they were not timed (`not_measured`). */
+export interface SpeedRecord {
+  tie_tolerance: number;
+  balanced_smaller: number;
+  balanced_slower: number;
+  measured?: string;
+  not_measured_on?: Partial<Record<ExecutionProvider, string>>;
+  not_measured?: string;
+  inputs?: Record<string, number[]>;
+  dims?: Record<string, number>;
+  dims_source?: DimsSource;
   dim_sources?: Record<string, DimsSource>;
   guessed?: GuessedDim[];
 }

@@ -23,6 +23,7 @@ from bundler.bundle.codec import JSON, Invalid, versioned_json
 from bundler.bundle.codec import from_json as _decode
 from bundler.bundle.files import files_module
 from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE
+from bundler.bundle.measured import SpeedRecord, Workload
 from bundler.bundle.modelio import TensorSpec
 from bundler.bundle.records import (
     Accuracy,
@@ -45,7 +46,6 @@ from bundler.bundle.records import (
     Tool,
     Variant,
     Verification,
-    Workload,
 )
 from bundler.errors import ModelError
 from bundler.variants.default import default_variant
@@ -54,8 +54,8 @@ SCHEMA_VERSION = 1
 TOOL_NAME = "onnx-bundler"
 __all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint",
            "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
-           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "Task", "Tool", "Variant",
-           "Verification", "Workload"]
+           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "SpeedRecord", "Task",
+           "Tool", "Variant", "Verification", "Workload"]
 
 
 @dataclasses.dataclass

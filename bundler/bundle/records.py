@@ -2,18 +2,17 @@
 build returns these (never a dict), and bundler.bundle.codec writes and reads them.
 
 A variant's `settings` is one record per variant kind (each filled by its module in
-bundler/variants/). One sub-record stays open JSON, with one owner that writes and reads it:
-`selection.speed` (bundler.perf.speed: how the candidates were timed, one `<ep>_ms` key per
-measured execution provider).
+bundler/variants/). The records of what measurements ran at (`workload`, `selection.speed`) are
+in bundler.bundle.measured.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
-from bundler.bundle.codec import JSON, Invalid, from_json, to_json
+from bundler.bundle.measured import SpeedRecord
 
 
 @dataclasses.dataclass
@@ -274,7 +273,7 @@ class Selection:
     chosen: str  # the default (the WASM one when default_variant is a map per EP)
     candidates: list[SelectionCandidate]
     objective: str | None = None  # "balanced", "speed" or "size"
-    speed: JSON | None = None  # how the candidates' speeds were measured, or why they were not
+    speed: SpeedRecord | None = None  # how the candidates were timed, or why they were not
     note: str | None = None  # why the data given cannot show the budget, when it cannot
 
 
@@ -336,88 +335,3 @@ class Fingerprint:
     dims: dict[str, int]  # the sizes it ran at
     outputs: dict[str, OutputFingerprint]  # per output ("CASE/NAME" for an If-steered case)
     inputs: str | None = None  # sha256 of the user's inputs it ran on (None: generated ones)
-
-
-DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
-
-
-@dataclasses.dataclass(frozen=True)
-class GuessedDim:
-    input: str
-    axis: int
-    dim: str  # the key --dim takes: the dim's name, or INPUT:AXIS
-    value: int
-
-    def to_json(self) -> JSON:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class Known:
-    """The dims known before the model runs, with where each came from (keys as --dim's)."""
-
-    dims: dict[str, int] = dataclasses.field(default_factory=dict)
-    sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
-
-    def with_dims(self, dims: Mapping[str, int], source: DimsSource) -> Known:
-        """These dims added over the known ones (a stronger source comes later)."""
-        return Known({**self.dims, **dims},
-                     {**self.sources, **dict.fromkeys(dims, source)})
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Workload:
-    """bundle.json's `workload` (and what bench and auto's timing ran,
-    bundler.verify.workload): each input's shape, each symbolic dim's size (by --dim key) and
-    where the sizes came from (each dim's, and the measurement's)."""
-
-    inputs: dict[str, list[int]]
-    dims: dict[str, int]
-    dims_source: DimsSource
-    # absent in bundles built before it was recorded: "model" for each
-    dim_sources: dict[str, DimsSource] = dataclasses.field(default_factory=dict)
-    guessed: tuple[GuessedDim, ...] = ()
-
-    def to_json(self) -> JSON:
-        return to_json(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Workload:
-        """A recorded workload; ValueError naming the key when it is wrong."""
-        try:
-            return from_json(cls, data, "", "workload")
-        except Invalid as error:
-            raise ValueError(str(error)) from None
-
-    def label(self) -> str:
-        return inputs_label(self.inputs)
-
-    def known(self) -> Known:
-        """These dims as known ones, for measuring again at them (bench of a built bundle)."""
-        return Known(dict(self.dims), {key: self.dim_sources.get(key, "model")
-                                       for key in self.dims})
-
-    def warning(self) -> str | None:
-        """The one line that says which dims are a guess and how to set them; None if none."""
-        if not self.guessed:
-            return None
-        by_input: dict[str, list[GuessedDim]] = {}
-        for guess in self.guessed:
-            by_input.setdefault(guess.input, []).append(guess)
-        which = "; ".join(
-            f"input {name} {shape_text(self.inputs[name])}: "
-            + ", ".join(f"{guess.dim}={guess.value} (axis {guess.axis})" for guess in guesses)
-            for name, guesses in by_input.items())
-        flags = " ".join(f"--dim {key}=VALUE" for key in
-                         dict.fromkeys(guess.dim for guess in self.guessed))
-        return (f"measured at a guessed size, not the one the model is used at ({which}: the"
-                f" smallest size at which it runs natively); give that size with {flags}")
-
-
-def shape_text(shape: Sequence[int]) -> str:
-    return "x".join(map(str, shape)) if len(shape) else "scalar"
-
-
-def inputs_label(shapes: Mapping[str, Sequence[int]]) -> str:
-    """Input dims for a table, e.g. `images 1x3x320x320` (`x scalar` for a 0-d input)."""
-    return ", ".join(f"{name} {shape_text(shape)}" for name, shape in shapes.items())

@@ -17,11 +17,13 @@ import json
 import os
 import statistics
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.codec import to_json
 from bundler.bundle.manifest import Manifest, SelectionCandidate
+from bundler.bundle.measured import SpeedRecord
 from bundler.console import Reporter
 from bundler.errors import first_line
 from bundler.perf.page import BENCH_MODULE
@@ -32,7 +34,6 @@ from bundler.verify.browser import BrowserSettings, launch, load_settings, playw
 from bundler.verify.conformance import encode_feeds
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import Feeds
-from bundler.verify.workload import inputs_label
 
 WARMUP_RUNS = 15
 SPEED_ROUNDS = 9
@@ -52,7 +53,7 @@ def _measurement_key(manifest: Manifest, names: Sequence[str], encoded: Any,
 
 def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
                    reporter: Reporter, settings: BrowserSettings | None = None
-                   ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+                   ) -> tuple[dict[str, dict[str, float]], SpeedRecord]:
     """({"wasm": {variant: steady ms}}, the record of how) for the variants `names` of the
     (rendered) bundle in `directory`. A candidate that does not run is left out (say why).
 
@@ -67,18 +68,19 @@ def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], fe
         with contextlib.suppress(ValueError, KeyError):
             stored = json.loads(cached.read_text(encoding="utf-8"))
             reporter.info(f"auto: speeds as first measured for these files ({cached})")
-            return stored["speeds"], stored["record"]
+            return stored["speeds"], SpeedRecord.from_json(stored["record"])
     speeds, record = _measure(directory, manifest, names, feeds, reporter, settings)
     cached.parent.mkdir(parents=True, exist_ok=True)
     temporary = cached.with_name(f".{cached.name}.{os.getpid()}")
-    temporary.write_text(json.dumps({"speeds": speeds, "record": record}), encoding="utf-8")
+    temporary.write_text(json.dumps({"speeds": speeds, "record": to_json(record)}),
+                         encoding="utf-8")
     temporary.replace(cached)
     return speeds, record
 
 
 def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: Feeds,
              reporter: Reporter, settings: BrowserSettings
-             ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+             ) -> tuple[dict[str, dict[str, float]], SpeedRecord]:
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     encoded = encode_feeds(feeds, manifest.inputs)
     with serve_directory(directory) as base_url, playwright_session() as playwright, \
@@ -104,25 +106,22 @@ def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: F
         f" {timed['threads']} thread(s)")
 
 
-def speed_record(measured: str | None, reason: str | None = None) -> dict[str, Any]:
+def speed_record(measured: str | None, reason: str | None = None) -> SpeedRecord:
     """bundle.json's selection.speed: how speeds were measured (or why not) and the rule's
-    tolerances."""
-    record: dict[str, Any] = {"tie_tolerance": SPEED_TIE, "balanced_smaller": BALANCED_SMALLER,
-                              "balanced_slower": BALANCED_SLOWER}
+    tolerances (the workload timed at is added by the caller, SpeedRecord.at)."""
+    tolerances = SpeedRecord(tie_tolerance=SPEED_TIE, balanced_smaller=BALANCED_SMALLER,
+                             balanced_slower=BALANCED_SLOWER)
     if measured:
-        record["measured"] = measured
-        record["not_measured_on"] = {"webgpu": "SwiftShader is not a GPU: WebGPU gets the WASM"
-                                               " choice"}
-    else:
-        record["not_measured"] = reason
-    return record
+        return dataclasses.replace(tolerances, measured=measured, not_measured_on={
+            "webgpu": "SwiftShader is not a GPU: WebGPU gets the WASM choice"})
+    return dataclasses.replace(tolerances, not_measured=reason)
 
 
 def speed_rows(candidates: Sequence[SelectionCandidate],
-               record: Mapping[str, Any]) -> list[list[str]]:
+               record: SpeedRecord) -> list[list[str]]:
     """Rows for the build report's table of auto's candidates (`record`: selection.speed)."""
-    inputs = (f"{inputs_label(record['inputs'])} ({record['dims_source']})"
-              if "inputs" in record else "-")
+    workload = record.workload()
+    inputs = f"{workload.label()} ({workload.dims_source})" if workload else "-"
     rows = []
     for c in candidates:
         ms = getattr(c, f"{SPEED_EP}_ms")

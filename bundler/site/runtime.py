@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from bundler.errors import RuntimeFetchError
 from bundler.bundle.files import rename_to_hashed
+from bundler.bundle.records import RuntimeBuild as ShippedBuild
 
 PACKAGE = "onnxruntime-web"
 
@@ -36,6 +38,12 @@ class RuntimeBuild:
     @property
     def files(self) -> tuple[str, str, str]:
         return (self.module, self.mjs, self.wasm)
+
+    def shipped(self, directory: str, hashed: Mapping[str, str]) -> ShippedBuild:
+        """bundle.json's record of this build copied into `directory` under its `hashed` names
+        (copy_runtime's)."""
+        return ShippedBuild(module=directory + hashed[self.module],
+                            mjs=directory + hashed[self.mjs], wasm=directory + hashed[self.wasm])
 
 
 # The plain WASM build is about half the bytes and twice the speed of the WebGPU build on a

@@ -51,7 +51,7 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
         reference, timed = measured_reference(staging / candidates.variant(fitting[0]).file,
                                               candidates, bundle_known(candidates), user)
         speeds, record = browser_speeds(staging, candidates, fitting, reference.feeds, reporter)
-        record = {**record, **timed.to_json()}
+        record = record.at(timed)
     choice = select(made.variants, report, options.max_error, options.objective, speeds,
                     options.execution_providers, record)
     for name in choice.dropped:

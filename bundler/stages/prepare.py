@@ -10,7 +10,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from bundler.bundle.layout import RUNTIME_DIR, WORK_DIR
-from bundler.bundle.manifest import NativeReference, Runtime, RuntimeBuild, Task
+from bundler.bundle.manifest import NativeReference, Runtime, Task
 from bundler.bundle.modelio import TensorSpec, input_specs, read_model
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
@@ -119,8 +119,7 @@ def prepare(checked: Checked, fetched: Fetched, staging: Path, options: BuildOpt
         package=PACKAGE,
         version=fetched.version,
         dir=RUNTIME_DIR,
-        builds={ep: RuntimeBuild(**{role: RUNTIME_DIR + shipped[name] for role, name
-                                    in dataclasses.asdict(BUILDS[ep]).items()})
+        builds={ep: BUILDS[ep].shipped(RUNTIME_DIR, shipped)
                 for ep in options.execution_providers},
         native_reference=NativeReference("onnxruntime", ort.__version__),
     )

@@ -55,15 +55,6 @@ class Metrics:
     per_sample: tuple[tuple[float, float], ...] = ()
     measured_on: str | None = None
 
-    def to_json(self) -> dict[str, float | int | None]:
-        return {
-            "max_abs": _rounded(self.max_abs),
-            "mean_rel": _rounded(self.mean_rel),
-            "cosine": _rounded(self.cosine),
-            "top1_agreement": _rounded(self.top1_agreement),
-            "nonfinite": self.nonfinite,
-        }
-
     def judged(self, key: str) -> tuple[int, float | None, float | None]:
         """(n, point estimate, the value the budget judges) of a budget key: top1 by its 95 %
         Wilson lower bound over `rows`; cosine and mean_rel by a quantile over the samples
@@ -93,7 +84,10 @@ class Metrics:
 
     def accuracy(self, *, samples: int, data: str) -> Accuracy:
         """bundle.json's `accuracy` of a variant measured on `samples` inputs from `data`."""
-        return Accuracy(**self.to_json(), samples=samples, data=data,
+        return Accuracy(max_abs=_rounded(self.max_abs), mean_rel=_rounded(self.mean_rel),
+                        cosine=_rounded(self.cosine),
+                        top1_agreement=_rounded(self.top1_agreement), nonfinite=self.nonfinite,
+                        samples=samples, data=data,
                         bounds=self.bounds() if self.per_sample else None)
 
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate
+from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate, SpeedRecord
 from bundler.errors import QuantizeError
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
 from bundler.variants.default import default_variant
@@ -141,7 +140,7 @@ def select(
     objective: Objective = "balanced",
     speeds: Mapping[str, Mapping[str, float]] | None = None,
     execution_providers: Sequence[str] = ("wasm",),
-    speed_record: dict[str, Any] | None = None,
+    speed_record: SpeedRecord | None = None,
 ) -> AutoChoice:
     """`--quantize auto`, once the candidates are measured and checked in the browser.
     `speeds`: per measured EP, variant -> steady-state ms; an EP that was not measured gets the

@@ -24,8 +24,7 @@ from typing import get_args
 import numpy as np
 
 from bundler.bundle.manifest import Manifest, Task
-from bundler.bundle.modelio import TensorSpec
-from bundler.bundle.records import (  # the records, re-exported for their readers
+from bundler.bundle.measured import (  # the records, re-exported for their readers
     DimsSource,
     GuessedDim,
     Known,
@@ -33,6 +32,7 @@ from bundler.bundle.records import (  # the records, re-exported for their reade
     inputs_label,
     shape_text,
 )
+from bundler.bundle.modelio import TensorSpec
 from bundler.tasks.kinds.registry import kind_of
 from bundler.verify.reference import Feeds, Reference, implied_dims
 from bundler.verify.user_inputs import UserInputs, reference_for

@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from bundler.bundle.codec import to_json
 from bundler.variants.budget import DEFAULT_BUDGET
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from tests.variants.helpers import COSINE_ONE, EVERY_ROW, feeds
@@ -63,23 +64,27 @@ def test_measure_counts_nonfinite_and_skips_top1_for_non_class_outputs(tmp_path:
     assert not DEFAULT_BUDGET.accepts(metrics)
 
 
-def test_metrics_to_json_is_rounded() -> None:
+def test_the_accuracy_record_is_rounded() -> None:
     metrics = Metrics(
         max_abs=0.0123456789, mean_rel=1 / 3, cosine=0.99912345678, top1_agreement=None
     )
     # 6 significant digits: a tolerance far below the last kept digit
-    assert metrics.to_json() == pytest.approx(
+    assert to_json(metrics.accuracy(samples=4, data="generated")) == pytest.approx(
         {
             "max_abs": 0.0123457,
             "mean_rel": 0.333333,
             "cosine": 0.999123,
             "top1_agreement": None,
             "nonfinite": 0,
+            "samples": 4,
+            "data": "generated",
         },
         abs=1e-12,
     )
-    assert json.dumps(Metrics(float("inf"), 0.0, float("nan"), 1.0).to_json()) == (
-        '{"max_abs": null, "mean_rel": 0.0, "cosine": null, "top1_agreement": 1.0, "nonfinite": 0}'
+    accuracy = Metrics(float("inf"), 0.0, float("nan"), 1.0).accuracy(samples=1, data="sample")
+    assert json.dumps(to_json(accuracy)) == (
+        '{"max_abs": null, "mean_rel": 0.0, "cosine": null, "top1_agreement": 1.0,'
+        ' "nonfinite": 0, "samples": 1, "data": "sample"}'
     )
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from bundler.bundle.manifest import Selection, Variant
 from bundler.errors import QuantizeError
+from bundler.perf.speed import speed_record
 from bundler.variants.budget import parse_budget
 from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
@@ -78,12 +79,12 @@ def test_select_per_ep_records_speeds_and_the_objective() -> None:
                 _variant("int8-static", 290, CLOSE)]
     speeds = {"wasm": {"fp32": 70.0, "int8-weights": 67.0, "int8-static": 33.0}}
     choice = select(variants, None, None, "balanced", speeds, ("webgpu", "wasm"),
-                    {"measured": "test"})
+                    speed_record("test"))
     # WebGPU is not timed: it gets the WASM choice, so one name (not a map) is the default
     assert choice.chosen == "int8-static"
     assert choice.dropped == ["fp32", "int8-weights"]
     assert choice.selection.objective == "balanced"
-    assert choice.selection.speed == {"measured": "test"}
+    assert choice.selection.speed == speed_record("test")
     assert [c.wasm_ms for c in choice.selection.candidates] == [70.0, 67.0, 33.0]
     both = select(variants, None, None, "speed",
                   {"wasm": {"fp32": 70.0, "int8-static": 33.0},
