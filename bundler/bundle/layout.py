@@ -31,7 +31,7 @@ EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks); each task kind's
 # web_module is among them (tests/test_task_kinds.py)
 TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
-                "audio.mjs")
+                "audio.mjs", "text.mjs")
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
              "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",

@@ -57,6 +57,7 @@ from bundler.site import finish_site, human_bytes, write_modules
 from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
+from bundler.text.build import complete_text_task, ship_text, text_source
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import MadeVariant, make_variants
@@ -145,10 +146,12 @@ def build(
     reporter = reporter or Reporter()
     plan = options.plan
     is_example = model is None and options.model is None
-    source = Path(model or options.model or example_model())
+    # an export folder (model.onnx, config.json, tokenizer files): its model and task
+    source, options, text = text_source(Path(model or options.model or example_model()), options)
     output = Path(options.output)
     header = read_model(source, load_weights=False)  # fail fast, before any folder is made
     task = resolve_task(options.task, header)
+    complete_text_task(task, text)
     inputs = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
     user = load_user_inputs(options.sample, options.inputs, inputs)
     _check_inputs(source, input_specs(header), inputs, options)
@@ -186,6 +189,7 @@ def build(
         )
         for variant in variants:
             variant.entry.file = MODELS_DIR + rename_to_hashed(staging / variant.entry.file).name
+        ship_text(task, text, staging)
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),

@@ -1,0 +1,1 @@
+"""Text models: export folders, tokenizers and the text tasks' Python reference."""
