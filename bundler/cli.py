@@ -114,9 +114,13 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
                    " on this image (repeat; default: a picture made in code).")
 @click.option("--audio", "sounds", multiple=True, type=click.Path(path_type=Path),
               help="An audio-stream bundle: compare chunk scores on this .wav (repeat).")
+@click.option("--text-file", "texts", multiple=True, type=click.Path(path_type=Path),
+              help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
+                   " strings, or one text a line; repeat; default: built-in sentences).")
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
-         inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...]) -> None:
+         inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...],
+         texts: tuple[Path, ...]) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.commands.test import check
     from bundler.options import flag_of, validate
@@ -127,7 +131,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
                      spelling=flag_of)
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
-          sample=given.get("sample"), inputs=given.get("inputs"), task_files=(*images, *sounds))
+          sample=given.get("sample"), inputs=given.get("inputs"),
+          task_files=(*images, *sounds, *texts))
 
 
 @main.command()

@@ -8,6 +8,7 @@
     models/               the variants' model files, content-hashed (models/fp32.3f2a9c1e.onnx)
     runtime/              the onnxruntime-web builds, content-hashed
     coi-serviceworker.js  cross-origin isolation where a host cannot set headers
+    text/                 a text model's tokenizer modules (TEXT_FILES, bundler.text.web)
 
 An edge folder (`--target edge`) holds edge.json, models/<variant>.ort and EDGE_OPERATORS_CONFIG.
 This module imports nothing from bundler, so every other module may import it.
@@ -25,6 +26,7 @@ DECLARATION_FILES = ("bundle.d.ts", "bundle.d.mts")
 MODELS_DIR = "models/"
 RUNTIME_DIR = "runtime/"
 TASKS_DIR = "tasks/"
+TEXT_DIR = "text/"
 WORK_DIR = ".work"  # the build's scratch folder inside the staging folder; never shipped
 EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 
@@ -32,6 +34,12 @@ EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 # web_module is among them (tests/test_task_kinds.py)
 TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
                 "audio.mjs", "text.mjs")
+# web/text/: a text bundle's tokenizer (bundler.text.web): the wrapper from web/ and the
+# @huggingface/tokenizers module it imports by relative URL, copied from the npm cache. Only text
+# bundles carry them, so they are not among WEB_FILES.
+TEXT_TOKENIZER_MODULE = TEXT_DIR + "tokenizer.mjs"
+TOKENIZERS_LIBRARY = TEXT_DIR + "tokenizers.mjs"
+TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
              "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
@@ -40,12 +48,12 @@ WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.sessio
 REPLACEABLE = {"app.mjs", "task-demo.mjs"}
 RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
             COI_WORKER, RUNTIME_DIR.rstrip("/"), MODELS_DIR.rstrip("/"),
-            TASKS_DIR.rstrip("/")} - REPLACEABLE
+            TASKS_DIR.rstrip("/"), TEXT_DIR.rstrip("/")} - REPLACEABLE
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
 PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",
-                 "bundle.session.mjs", "bundle.worker.mjs", TASKS_DIR, *DECLARATION_FILES,
-                 MANIFEST_FILE, NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
+                 "bundle.session.mjs", "bundle.worker.mjs", TASKS_DIR, TEXT_DIR,
+                 *DECLARATION_FILES, MANIFEST_FILE, NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
 
 # Static hosting (bundler.hosting.publish): files over the size limit with these suffixes are
 # split into NAME.part0, NAME.part1, ...; these and the text files get .br/.gz siblings.

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.layout import TEXT_DIR  # the text files, content-hashed, beside the modules
 from bundler.errors import ConfigError
 
 # The model file, in the order looked for: optimum writes model.onnx, transformers.js repos keep
@@ -23,7 +24,6 @@ from bundler.errors import ConfigError
 MODEL_FILES = ("model.onnx", "onnx/model.onnx")
 REQUIRED_FILES = ("config.json", "tokenizer.json")
 OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json")
-TEXT_DIR = "text/"  # where the shipped text files go in the bundle (content-hashed names)
 FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
 
 
@@ -108,12 +108,16 @@ def read_folder(folder: Path) -> ExportFolder:
 
 
 def ship_text_files(folder: ExportFolder, staging: Path) -> dict[str, str]:
-    """Copies the text files into the bundle's text/ folder under content-hashed names; their
-    paths in the bundle by name in the folder (the task record's `files`)."""
+    """Copies the text files into the bundle's text/ folder under content-hashed names, beside
+    the tokenizer's browser modules; their paths in the bundle by name in the folder (the task
+    record's `files`)."""
     from bundler.files import rename_to_hashed
+    from bundler.text.web import web_files
 
     target = staging / TEXT_DIR
     target.mkdir(parents=True, exist_ok=True)
+    for name, path in web_files().items():  # the tokenizer's browser side, under fixed names
+        shutil.copyfile(path, staging / name)
     shipped = {}
     for name, path in folder.files.items():
         copy = Path(shutil.copyfile(path, target / name))
