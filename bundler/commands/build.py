@@ -57,7 +57,12 @@ from bundler.site import finish_site, human_bytes, write_modules
 from bundler.staging import check_output, move_into_place, staging_folder
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
-from bundler.text.build import complete_text_task, ship_text, text_source
+from bundler.text.build import (
+    complete_text_task,
+    ship_text,
+    text_answer_problems,
+    text_source,
+)
 from bundler.user_inputs import UserInputs, load_user_inputs, reference_for
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import MadeVariant, make_variants
@@ -223,6 +228,9 @@ def build(
             publish(staging, manifest, hosting)
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
+        if report is not None:  # a text task's answers too (embed, classify)
+            report.problems += text_answer_problems(staging, manifest,
+                                                    list(options.execution_providers), reporter)
         manifest.verification = verification_record(report, reason)
         shutil.rmtree(work)
         finish_site(staging, manifest, options.templates)

@@ -120,8 +120,10 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
 
 def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                execution_providers: Sequence[str], settings: BrowserSettings,
-               reporter: Reporter, scratch: Path) -> list[TaskComparison]:
-    """Each EP's default variant, in Chromium and natively, on every input."""
+               reporter: Reporter, scratch: Path, every_variant: bool = False
+               ) -> list[TaskComparison]:
+    """Each EP's default variant (or every variant), in Chromium and natively (the same
+    variant's file), on every input."""
     task = manifest.task
     if task is None:
         raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
@@ -133,8 +135,9 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
         base_url = stack.enter_context(serve_directory(directory))
         playwright = stack.enter_context(playwright_session())
         browser = stack.enter_context(launch(playwright, settings, webgpu="webgpu" in shipped))
-        for ep in shipped:
-            variant = manifest.default_for(ep)
+        runs = [(ep, variant) for ep in shipped for variant in (
+            manifest.variants if every_variant else [manifest.default_for(ep)])]
+        for ep, variant in runs:
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):
                 native, items = _native_answers(model, manifest, inputs, scratch, directory)

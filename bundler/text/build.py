@@ -1,13 +1,16 @@
 """What `bundle build` does for an export folder (bundler.text.folder): the source model and the
 task read from it before anything else, the text task's record completed from config.json, and
-its text files shipped in the bundle."""
+its text files shipped in the bundle, and the build's check of its answers."""
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from pathlib import Path
 
+from bundler.bundle.manifest import Manifest
 from bundler.bundle.records import Task
+from bundler.console import Reporter
 from bundler.errors import ConfigError
 from bundler.modelio import read_model
 from bundler.options import BuildOptions
@@ -65,3 +68,23 @@ def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> 
     """The folder's tokenizer and config files into the bundle, named in the task record."""
     if task is not None and folder is not None and task.kind != GENERIC:
         task.files = ship_text_files(folder, staging)
+
+
+def text_answer_problems(staging: Path, manifest: Manifest, execution_providers: list[str],
+                         reporter: Reporter) -> list[str]:
+    """The build's check of a text task's answers: embed() or classify() in Chromium against
+    the Python reference on the check sentences, every variant on every EP (a quantized one
+    against its own native run); a line per failure (the browser check's problems)."""
+    task = manifest.task
+    if task is None or kind_of(task.kind).media != "text":
+        return []
+    from bundler.browser import load_settings
+    from bundler.tasks.check import COLUMNS, TaskInput, check_task
+
+    with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
+        comparisons = check_task(staging, manifest, [TaskInput.made(task)], execution_providers,
+                                 load_settings(), reporter, Path(scratch), every_variant=True)
+    reporter.table(f"{task.kind}: browser vs Python reference", list(COLUMNS),
+                   [comparison.row() for comparison in comparisons])
+    return [f"{c.variant} on {c.ep}: {task.kind} answers differ from the Python reference"
+            f" ({c.error})" for c in comparisons if not c.passed]
