@@ -138,7 +138,8 @@ def test_wheel_carries_templates_web_config_and_example_and_works_elsewhere(tmp_
     for expected in ["bundler/templates/index.html.j2", "bundler/web/bundle.mjs",
                      "bundler/web/bundle.core.mjs", "bundler/web/bundle.d.ts",
                      "bundler/web/app.mjs", "bundler/web/task-demo.mjs",
-                     "bundler/web/tasks/index.mjs", "bundler/web/dev/conformance.mjs",
+                     "bundler/web/tasks/index.mjs", "bundler/web/text/tokenizer.mjs",
+                     "bundler/web/dev/conformance.mjs",
                      "bundler/web/dev/bench.mjs", "bundler/tasks/spec.py",
                      "bundler/defaults/playwright.config.py",
                      "bundler/example/digits.onnx"]:
