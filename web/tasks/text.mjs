@@ -48,8 +48,10 @@ async function runTexts(model, task, texts) {
     }
     feeds[spec.name] = { data: batch[spec.name], dims: batch.dims };
   }
+  // a copy: a worker's run() takes the feeds' buffers (transferred, detached here)
+  const mask = batch.attention_mask.slice();
   const outputs = await model.run(feeds);
-  return { output: outputs[task.output], mask: batch.attention_mask, dims: batch.dims };
+  return { output: outputs[task.output], mask, dims: batch.dims };
 }
 
 // [batch, tokens, size] -> a Float32Array per text (pooling 'none': an array of them, one per
