@@ -99,3 +99,14 @@ def test_max_length_without_model_max_length_counts_the_positions(text_folders, 
     config.update(model_type="roberta", max_position_embeddings=50, pad_token_id=1)
     (folder / "config.json").write_text(json.dumps(config))
     assert max_length(read_folder(folder)) == 48
+
+
+def test_a_bare_encoder_file_gets_a_hint_to_build_its_folder(text_folders):
+    import onnx
+
+    from bundler.tasks.build import task_hint
+
+    model = onnx.load(str(text_folders["feature-extraction"] / "model.onnx"))
+    hint = task_hint(TaskSpec(), model)
+    assert hint is not None and "looks like feature-extraction" in hint
+    assert "build its export folder" in hint
