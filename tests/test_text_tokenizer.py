@@ -21,10 +21,14 @@ from bundler.npmtools import node_executable
 from bundler.text.tokenizer import Settings, TextTokenizer, TokenBatch
 from bundler.text.web import web_files
 from tests.conftest import ROOT
-from tests.text_tokenizers import all_families
+from tests.text_tokenizers import all_families, random_texts
 
 CORPUS = json.loads((ROOT / "tests" / "data" / "text_corpus.json").read_text(encoding="utf-8"))
-CASES: list[dict[str, Any]] = CORPUS["cases"]
+# The corpus, and random texts in batches of 8 (seeded: the same every run).
+RANDOM = random_texts(800)
+CASES: list[dict[str, Any]] = [*CORPUS["cases"], *(
+    {"name": f"random texts {start}-{start + 7}", "texts": RANDOM[start:start + 8]}
+    for start in range(0, len(RANDOM), 8))]
 # "family/case" -> why the two libraries differ there (docs/explanation/tokenization.md)
 KNOWN: dict[str, str] = CORPUS["known_differences"]
 PARITY_MODULE = ROOT / "tests" / "js" / "text_parity.mjs"
@@ -129,9 +133,32 @@ def test_chromium_encodes_and_decodes_as_python(site: Path, families: dict[str, 
     assert_parity(families, js)
 
 
+def test_bert_words_split_as_the_python_librarys_on_every_code_point(site: Path) -> None:
+    """BertPreTokenizer's whitespace and punctuation in JavaScript (web/text/tokenizer.mjs's
+    bertPieces, which corrects the browser's \\p{P} by a table) are the Python library's."""
+    from tokenizers.pre_tokenizers import BertPreTokenizer
+
+    result = subprocess.run(
+        [str(node_executable()), str(site / PARITY_MODULE.name), "bert-splits",
+         (site / "text" / "tokenizer.mjs").as_uri()], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    javascript = {point: pieces for point, pieces in json.loads(result.stdout)}
+    bert = BertPreTokenizer()
+    python = {}
+    for point in range(0x110000):
+        if not 0xD800 <= point < 0xE000:
+            pieces = len(bert.pre_tokenize_str(f"a{chr(point)}b"))
+            if pieces != 1:
+                python[point] = pieces
+    differing = sorted(javascript.keys() ^ python.keys()) + sorted(
+        point for point in javascript.keys() & python.keys() if javascript[point] != python[point])
+    assert not differing, [f"U+{point:04X}: python {python.get(point, 1)} pieces,"
+                           f" javascript {javascript.get(point, 1)}" for point in differing[:40]]
+
+
 def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     # An editor that saves text as NFC would quietly turn the NFD half of the pairs into the other.
-    texts = [text for case in CASES for text in case["texts"]]
+    texts = [text for case in CORPUS["cases"] for text in case["texts"]]
     assert "cafe\u0301" in texts and not unicodedata.is_normalized("NFC", "".join(texts))
 
 

@@ -1,12 +1,15 @@
 """Small tokenizers of the three families, trained here on a few lines of text (no hub downloads):
 byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) and Unigram
-(SentencePiece/T5: Metaspace). Each is saved as an export folder has it: tokenizer.json,
+(SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
+with its Precompiled normalizer). Each is saved as an export folder has it: tokenizer.json,
 tokenizer_config.json and special_tokens_map.json.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +32,7 @@ Café, naïve, résumé, façade, São Paulo, Zürich, Ångström and Dvořák k
 Emoji travel too 😀 👍🏽 👨‍👩‍👧 and flags 🇫🇷 appear in chats.
 東京は日本の首都です。北京是中国的首都。서울은 한국의 수도입니다.
 مرحبا بالعالم، هذه جملة عربية. שלום עולם, זה משפט בעברית.
-Привет, мир! Это предложение на русском языке. Γειά σου κόσμε.
+Привет, мир! Это предложение на русском языке. Γειά σου κόσμε, σας κόσμος.
 Whitespace    runs,	tabs and
 new lines are kept by some tokenizers and dropped by others.
 """
@@ -97,11 +100,12 @@ def wordpiece(folder: Path) -> Path:
 
 
 def unigram(folder: Path) -> Path:
-    """T5-style: NFKC and collapsed spaces, Metaspace, A </s> B </s>; truncates on the left."""
+    """T5-style: NFKC, lowercase and collapsed spaces, Metaspace, A </s> B </s>; truncates on the
+    left."""
     specials = ["<pad>", "</s>", "<unk>"]
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+        [normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.train_from_iterator(LINES, trainers.UnigramTrainer(
@@ -114,10 +118,61 @@ def unigram(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"eos_token": "</s>"})
 
 
+def sentencepiece_xlmr(folder: Path) -> Path:
+    """XLM-RoBERTa-style, as real multilingual encoders ship it: a sentencepiece Unigram model
+    (nmt_nfkc normalization, so tokenizer.json holds a Precompiled charsmap) converted and saved by
+    transformers, <s> A </s></s> B </s>, <mask> with lstrip."""
+    import sentencepiece
+    from transformers import XLMRobertaTokenizerFast
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(LINES), model_writer=model, vocab_size=300, model_type="unigram",
+        normalization_rule_name="nmt_nfkc", character_coverage=1.0, hard_vocab_limit=False,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)  # as XLM-R's
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sentencepiece.bpe.model").write_bytes(model.getvalue())
+    XLMRobertaTokenizerFast(vocab_file=str(folder / "sentencepiece.bpe.model"),
+                            model_max_length=64).save_pretrained(folder)
+    return folder
+
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
-    "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram}
+    "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
+    "sentencepiece": sentencepiece_xlmr}
 
 
 def all_families(root: Path) -> dict[str, Path]:
     """Each family's folder under `root`."""
     return {name: make(root / name) for name, make in FAMILIES.items()}
+
+
+# Blocks random texts draw from: scripts, marks, spaces and controls, emoji and their modifiers,
+# private use, unassigned and astral code points.
+RANDOM_POOLS = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x400),
+                range(0x400, 0x500), range(0x590, 0x600),
+                range(0x600, 0x700), range(0x2E00, 0x2E60), range(0x900, 0x980),
+                range(0xE00, 0xF00), range(0x1100, 0x1200),
+                range(0x2000, 0x2070), range(0x3000, 0x3100), range(0x4E00, 0x4E80),
+                range(0xAC00, 0xAC80), range(0xD7B0, 0xD800), range(0xFF00, 0xFFF0),
+                range(0x1F1E6, 0x1F200), range(0x1F300, 0x1F700), range(0x1F3FB, 0x1F400),
+                [0x200D, 0xFE0F, 0x20E3, 0x0, 0x7, 0xD, 0xA, 0x9, 0x85, 0xAD, 0xFEFF, 0x2581,
+                 0x1680, 0x180E, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x20, 0x20, 0xA0],
+                range(0x20000, 0x20010), range(0xE000, 0xE010), range(0x378, 0x37A),
+                range(0x10000, 0x10040), range(0x1D400, 0x1D420), range(0xFB00, 0xFB10)]
+SPECIAL_TEXTS = ["<s>", "</s>", "[CLS]", "[SEP]", "<mask>", "<pad>", "<unk>", "[MASK]"]
+
+
+def random_texts(count: int, seed: int = 0) -> list[str]:
+    """`count` texts of up to 25 characters drawn from RANDOM_POOLS (every fifth with a special
+    token inside), the same for a seed."""
+    generator = random.Random(seed)
+    texts = []
+    for index in range(count):
+        text = "".join(chr(generator.choice(generator.choice(RANDOM_POOLS)))
+                       for _ in range(generator.randint(0, 25)))
+        if index % 5 == 4:
+            middle = len(text) // 2
+            text = text[:middle] + generator.choice(SPECIAL_TEXTS) + text[middle:]
+        texts.append(text)
+    return texts

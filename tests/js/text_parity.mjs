@@ -1,6 +1,6 @@
 // The JavaScript side of tests/test_text_tokenizer.py: encodes and decodes the corpus with
 // web/text/tokenizer.mjs, in Node (`node text_parity.mjs INPUT.json TOKENIZER_MODULE_URL`, JSON on
-// stdout) or in a page (`runCorpus(module, input)`). Input: {families: {name: {tokenizer, config,
+// stdout; `bert-splits` for INPUT.json: bertSplits) or in a page (`runCorpus(module, input)`). Input: {families: {name: {tokenizer, config,
 // special}}, cases: [...]}; output: {family: {cases: [one result per case], vocabulary: [each id
 // of the vocabulary decoded alone]}}.
 
@@ -40,9 +40,22 @@ export function runCorpus({ loadTokenizer }, { families, cases }) {
   return results;
 }
 
+/** [code point, pieces] for each code point c that BertPreTokenizer does not keep inside the word
+ * `a${c}b` (2 pieces: whitespace, 3: punctuation). */
+export function bertSplits({ bertPieces }) {
+  const splits = [];
+  for (let point = 0; point < 0x110000; point += 1) {
+    if (point >= 0xd800 && point < 0xe000) continue;  // surrogates are no characters
+    const pieces = bertPieces(`a${String.fromCodePoint(point)}b`).length;
+    if (pieces !== 1) splits.push([point, pieces]);
+  }
+  return splits;
+}
+
 if (typeof process !== 'undefined' && import.meta.url === `file://${process.argv[1]}`) {
   const { readFileSync } = await import('node:fs');
-  const input = JSON.parse(readFileSync(process.argv[2], 'utf8'));
   const module = await import(process.argv[3]);
-  process.stdout.write(JSON.stringify(runCorpus(module, input)));
+  const result = process.argv[2] === 'bert-splits' ? bertSplits(module)
+    : runCorpus(module, JSON.parse(readFileSync(process.argv[2], 'utf8')));
+  process.stdout.write(JSON.stringify(result));
 }
