@@ -197,3 +197,20 @@ def test_bundle_test_catches_a_drifted_pooling(text_bundles, tmp_path):
     result = run_cli("test", drifted, *args)
     assert result.returncode != 0
     assert "task answers differ from the Python reference" in result.stderr.splitlines()[-1]
+
+
+def test_bundle_run_text_prints_the_python_reference(text_bundles):
+    directory = text_bundles["text-classification"]
+    texts = ["What a wonderful day!", "Le chat dort."]
+    result = run_cli("run", directory, "--ep", "cpu", "--text", texts[0], "--text", texts[1],
+                     "--top-k", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    native = _reference(directory, text_bundles["text-classification-folder"], texts)["classes"]
+    assert printed["texts"] == texts and len(printed["classes"]) == 2
+    for answer, want in zip(printed["classes"], native, strict=True):
+        assert [c["label"] for c in answer] == [c["label"] for c in want[:2]]
+    table = run_cli("run", directory, "--ep", "cpu", "--text", texts[0])
+    assert table.returncode == 0 and "What a wonderful day!" in table.stdout
+    image = run_cli("run", directory, "--text", "a", "--audio", "x.wav")
+    assert image.returncode != 0 and "give one of --image, --audio or --text" in image.stderr
