@@ -21,7 +21,7 @@ from bundler.text.generate import (
     teacher_forced_logits,
 )
 from bundler.text.sampling import SamplingOptions
-from tests import text_models
+from tests import decoder_models
 
 PROMPT = [5, 17, 42, 7, 300, 11]
 STEPS = 32
@@ -29,17 +29,17 @@ STEPS = 32
 
 @pytest.fixture(scope="session", params=["gpt2", "llama", "gpt2_merged"])
 def export(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> text_models.Export:
-    make = getattr(text_models, request.param)
+           tmp_path_factory: pytest.TempPathFactory) -> decoder_models.Export:
+    make = getattr(decoder_models, request.param)
     return make(tmp_path_factory.mktemp(request.param))
 
 
-def _decoder(export: text_models.Export) -> Decoder:
+def _decoder(export: decoder_models.Export) -> Decoder:
     session = ort.InferenceSession(str(export.onnx), providers=["CPUExecutionProvider"])
     return Decoder(session, read_config(export.folder))
 
 
-def test_the_layout_comes_from_the_session_and_config(export: text_models.Export) -> None:
+def test_the_layout_comes_from_the_session_and_config(export: decoder_models.Export) -> None:
     layout = _decoder(export).layout
     config = export.model.config
     assert (layout.layers, layout.head_size, layout.dtype) == (2, 16, np.float32)
@@ -48,7 +48,7 @@ def test_the_layout_comes_from_the_session_and_config(export: text_models.Export
     assert layout.cache_branch == export.folder.parent.name.startswith("gpt2_merged")
 
 
-def test_greedy_ids_equal_transformers_generate(export: text_models.Export) -> None:
+def test_greedy_ids_equal_transformers_generate(export: decoder_models.Export) -> None:
     decoder = _decoder(export)
     eos = eos_ids(read_config(export.folder),
                   read_config(export.folder, "generation_config.json"))
@@ -63,7 +63,7 @@ def test_greedy_ids_equal_transformers_generate(export: text_models.Export) -> N
     assert len(ours.step_seconds) == len(ours.ids) and ours.prefill_seconds > 0
 
 
-def test_seeded_sampling_is_deterministic(export: text_models.Export) -> None:
+def test_seeded_sampling_is_deterministic(export: decoder_models.Export) -> None:
     decoder = _decoder(export)
     options = SamplingOptions(True, temperature=1.5, top_k=100, top_p=0.95,
                               repetition_penalty=1.1, seed=1234)
@@ -74,14 +74,14 @@ def test_seeded_sampling_is_deterministic(export: text_models.Export) -> None:
     assert generate(decoder, PROMPT, STEPS, other).ids != first
 
 
-def test_eos_ends_the_run_and_is_kept(export: text_models.Export) -> None:
+def test_eos_ends_the_run_and_is_kept(export: decoder_models.Export) -> None:
     decoder = _decoder(export)
     greedy = generate(decoder, PROMPT, 12).ids
     stopped = generate(decoder, PROMPT, 12, eos=[greedy[4]])
     assert stopped.ids == greedy[:greedy.index(greedy[4]) + 1]
 
 
-def test_teacher_forced_logits_are_the_torch_models(export: text_models.Export) -> None:
+def test_teacher_forced_logits_are_the_torch_models(export: decoder_models.Export) -> None:
     ids = PROMPT + generate(_decoder(export), PROMPT, 10).ids
     ours = teacher_forced_logits(_decoder(export), ids)
     with torch.no_grad():
@@ -103,7 +103,7 @@ def test_a_model_without_past_is_refused() -> None:
         cache_layout(ort.InferenceSession(str(digits), providers=["CPUExecutionProvider"]))
 
 
-def test_a_config_that_contradicts_the_model_is_refused(export: text_models.Export) -> None:
+def test_a_config_that_contradicts_the_model_is_refused(export: decoder_models.Export) -> None:
     session = ort.InferenceSession(str(export.onnx), providers=["CPUExecutionProvider"])
     with pytest.raises(ModelError, match="config.json gives 8 KV heads"):
         cache_layout(session, {**read_config(export.folder), "num_key_value_heads": 8,

@@ -27,6 +27,7 @@ from bundler.hosting.publish import HostingOptions, add_coi_worker
 from bundler.site.pages import human_bytes, write_modules
 from bundler.stages import choose, prepare, publish, render, variants, verify
 from bundler.stages.assemble import assemble
+from bundler.text.build import ship_text, text_answer_problems
 
 
 def build(
@@ -41,6 +42,7 @@ def build(
     options = options or BuildOptions()
     reporter = reporter or Reporter()
     checked = prepare.check(model, options, reporter)
+    options = checked.options  # with the task an export folder implies
     if options.target == "edge":
         from bundler.edge.build import build_edge
 
@@ -53,14 +55,19 @@ def build(
     with staging_folder(output) as staging:
         prepared = prepare.prepare(checked, fetched, staging, options, reporter)
         made = variants.make(checked, prepared, staging, options, reporter)
+        checked = dataclasses.replace(checked, task=ship_text(checked.task, checked.text,
+                                                              staging))
         manifest_of = functools.partial(assemble, checked, prepared, made, hosting)
         chosen = choose.every_variant(made, options)
         if options.plan.auto:
             chosen = choose.choose_auto(staging, made, manifest_of(chosen), options,
                                         checked.user, reporter)
         heavy = publish.heavy(staging, hosting, reporter)
-        verified = verify.verify(staging, manifest_of(chosen, files=heavy.files), options,
-                                 reporter)
+        checking = manifest_of(chosen, files=heavy.files)
+        verified = verify.verify(staging, checking, options, reporter)
+        if verified.report is not None:  # a text task's answers too (embed, classify)
+            verified.report.problems += text_answer_problems(
+                staging, checking, list(options.execution_providers), reporter)
         shutil.rmtree(staging / WORK_DIR)
         render.render(staging, manifest_of(chosen, verification=verified.record,
                                            files=heavy.files), options.templates)

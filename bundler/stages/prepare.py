@@ -29,6 +29,8 @@ from bundler.site.runtime import (
 )
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
+from bundler.text.build import complete_text_task, text_source
+from bundler.text.folder import ExportFolder
 from bundler.verify.browser import chromium_executable, load_settings
 from bundler.verify.reference import Feeds, check_dims
 from bundler.verify.samples import load_samples
@@ -42,11 +44,13 @@ FITTED_BY_PREPARE = {"opset", "ir-version"}
 class Checked:
     """The build's inputs, checked: the model, its task and the user's inputs."""
 
-    name: str  # the bundle's (--name, else the model file's stem)
+    name: str  # the bundle's (--name, else the model file's stem or the export folder's name)
     source: Path
     is_example: bool
     task: Task | None
     user: UserInputs
+    options: BuildOptions  # as given, with the task an export folder implies
+    text: ExportFolder | None = None  # the export folder the model came from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +74,11 @@ class Prepared:
 
 def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Checked:
     """The checks that need no work done: they fail before any folder is made."""
-    source = Path(model or options.model or example_model())
+    is_example = model is None and options.model is None
+    # an export folder (model.onnx, config.json, tokenizer files): its model and task
+    source, options, text = text_source(Path(model or options.model or example_model()), options)
     header = read_model(source, load_weights=False)
-    task = resolve_task(options.task, header)
+    task = complete_text_task(resolve_task(options.task, header), text)
     shipped = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
     user = load_user_inputs(options.sample, options.inputs, shipped)
     _check_inputs(source, input_specs(header), shipped, options)
@@ -84,8 +90,7 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
                           " --target edge")
     if (hint := task_hint(options.task, header)) is not None:
         reporter.info(hint)
-    return Checked(options.name or source.stem, source,
-                   model is None and options.model is None, task, user)
+    return Checked(options.name or source.stem, source, is_example, task, user, options, text)
 
 
 def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...],

@@ -1,0 +1,104 @@
+"""Small text encoders exported by optimum as users export them (`optimum-cli export onnx`):
+real architectures (BERT, RoBERTa) at 2 layers x 128 with seeded random weights, and a
+tokenizer trained here (BERT's WordPiece on the check sentences, saved by transformers; RoBERTa's
+byte-level BPE, padding on the left, from tests/text_tokenizers.py). A folder per
+model: model.onnx, config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from bundler.text.samples import CHECK_TEXTS
+
+SEED = 0
+LABELS = {0: "negative", 1: "neutral", 2: "positive"}
+SMALL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 256, "max_position_embeddings": 128}
+# Words enough for WordPiece to learn pieces of every script the check sentences use.
+CORPUS = [*CHECK_TEXTS, "The quick brown fox jumps over the lazy dog.",
+          "Sphinx of black quartz, judge my vow.", "Les sanglots longs des violons de l'automne",
+          "Über den Wipfeln ist Ruh, in allen Gipfeln spürest du kaum einen Hauch.",
+          "東京は日本の首都です。", "Привет, как дела?", "مرحبا بالعالم", "🙂 👍🏽 ❤️"] * 4
+
+
+def _bert_tokenizer(directory: Path):
+    """A WordPiece tokenizer as BERT's, trained on CORPUS, as transformers saves it."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers.trainers import WordPieceTrainer
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer.train_from_iterator(CORPUS, WordPieceTrainer(vocab_size=600, special_tokens=special))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tokenizer.decoder = decoders.WordPiece()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]",
+                                   pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]", model_max_length=128)
+    fast.save_pretrained(directory)
+    return fast
+
+
+def _export(model, tokenizer_at: Path, task: str, target: Path) -> Path:
+    """optimum's export of `model` saved locally with the tokenizer in `tokenizer_at`."""
+    from optimum.exporters.onnx import main_export
+
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        saved = Path(scratch) / "saved"
+        shutil.copytree(tokenizer_at, saved)
+        model.save_pretrained(saved)
+        main_export(str(saved), target, task=task, opset=17, local_files_only=True,
+                    do_validation=False)
+    return target
+
+
+def bert_folders(directory: Path) -> dict[str, Path]:
+    """{"feature-extraction": folder of a BertModel, "text-classification": folder of a
+    BertForSequenceClassification with 3 labels}."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+    tokens = directory / "bert-tokenizer"
+    size = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    encoder = BertModel(BertConfig(vocab_size=size, **SMALL)).eval()
+    torch.manual_seed(SEED)
+    classifier = BertForSequenceClassification(BertConfig(
+        vocab_size=size, id2label=LABELS, label2id={v: k for k, v in LABELS.items()},
+        **SMALL)).eval()
+    # scores apart as a trained head's are (at the initial 0.02 scale all are near 1/3, and
+    # the order of the labels is then noise)
+    torch.nn.init.normal_(classifier.classifier.weight, std=2.0)
+    return {"feature-extraction": _export(encoder, tokens, "feature-extraction",
+                                          directory / "bert-embed"),
+            "text-classification": _export(classifier, tokens, "text-classification",
+                                           directory / "bert-classify")}
+
+
+def roberta_folder(directory: Path) -> Path:
+    """A RobertaModel (input_ids and attention_mask only, positions after the padding index)
+    with a byte-level BPE tokenizer that pads on the left, for feature-extraction."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import RobertaConfig, RobertaModel
+
+    from tests.text_tokenizers import byte_level_bpe
+
+    tokens = byte_level_bpe(directory / "roberta-tokenizer")
+    tokenizer = Tokenizer.from_file(str(tokens / "tokenizer.json"))
+    torch.manual_seed(SEED)
+    config = RobertaConfig(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
+                           pad_token_id=tokenizer.token_to_id("<pad>"),
+                           bos_token_id=tokenizer.token_to_id("<s>"),
+                           eos_token_id=tokenizer.token_to_id("</s>"),
+                           **{**SMALL, "max_position_embeddings": 48 + 2})
+    return _export(RobertaModel(config).eval(), tokens, "feature-extraction",
+                   directory / "roberta-embed")
