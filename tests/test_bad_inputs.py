@@ -272,7 +272,7 @@ CASES = [
     Case("missing path", _missing, {**dict.fromkeys(ONNX_COMMANDS, "model not found"),
                                     "test": "nope", "bench": "nope", "export": "nope.onnx",
                                     "doctor": "is not an http(s) URL"}, (*ALL, "doctor")),
-    Case("directory", _directory, {"build": "is a directory", "serve": "is not a built bundle",
+    Case("directory", _directory, {"build": "has no model.onnx", "serve": "is not a built bundle",
                                    "test": "has no bundle.json", "bench": "has no bundle.json",
                                    "inspect": "has no bundle.json",
                                    "run": "has no bundle.json", "export": "give module:factory"}),

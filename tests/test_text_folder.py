@@ -81,8 +81,10 @@ def test_a_text_task_needs_the_folder_and_reads_its_limits(text_folders):
     folder = read_folder(text_folders["text-classification"])
     assert max_length(folder) == 128 and folder.activation == "softmax"
     task = Task(kind="text-classification", input="input_ids", output="logits")
-    complete_text_task(task, folder)
-    assert (task.max_length, task.activation) == (128, "softmax")
+    completed = complete_text_task(task, folder)
+    assert completed is not None and (completed.max_length, completed.activation) == (128,
+                                                                                   "softmax")
+    assert task.max_length is None  # a new record: the check stage's result is not edited
     with pytest.raises(ConfigError, match="needs the export folder"):
         complete_text_task(task, None)
     multi = dict(folder.config, problem_type="multi_label_classification")

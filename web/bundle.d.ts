@@ -257,7 +257,7 @@ export interface Task {
   normalize?: boolean;
   max_length?: number;
   activation?: 'softmax' | 'sigmoid';
-  /** a text task's tokenizer and config files: their name in the export folder -> bundle path */
+  /** a text task's tokenizer and config files: each name in the export folder, its bundle path */
   files?: Record<string, string>;
 }
 
