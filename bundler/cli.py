@@ -114,6 +114,9 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
                    " on this image (repeat; default: a picture made in code).")
 @click.option("--audio", "sounds", multiple=True, type=click.Path(path_type=Path),
               help="An audio-stream bundle: compare chunk scores on this .wav (repeat).")
+@click.option("--text-file", "texts", multiple=True, type=click.Path(path_type=Path),
+              help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
+                   " strings, or one text a line; repeat; default: built-in sentences).")
 @click.option("--validation", type=click.Path(path_type=Path), default=None,
               help=".npz of real inputs (one array per input): report the shipped variant's"
                    " agreement with fp32 on them, judged by the build's budget with the same"
@@ -124,7 +127,7 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
          inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...],
-         validation: Path | None, original: Path | None) -> None:
+         texts: tuple[Path, ...], validation: Path | None, original: Path | None) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.bundle.options import flag_of, validate
     from bundler.commands.test import check
@@ -135,8 +138,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
                      spelling=flag_of)
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
-          sample=given.get("sample"), inputs=given.get("inputs"), task_files=(*images, *sounds),
-          validation=validation, original=original)
+          sample=given.get("sample"), inputs=given.get("inputs"),
+          task_files=(*images, *sounds, *texts), validation=validation, original=original)
 
 
 @main.command()

@@ -45,7 +45,7 @@ def test_generic_is_the_default_and_has_no_task_parts():
 @pytest.mark.parametrize("name", TASKS)
 def test_every_task_kind_has_every_part(name: str):
     kind = KINDS[name]
-    assert kind.media in ("image", "audio") and kind.answers and kind.heading
+    assert kind.media in ("image", "audio", "text") and kind.answers and kind.heading
     assert kind.method and re.search(rf"export (async )?function {kind.method}\(",
                                      (WEB_TASKS / "index.mjs").read_text(encoding="utf-8"))
     assert kind.web_module in TASK_MODULES and (WEB_TASKS / kind.web_module).is_file()
@@ -55,8 +55,10 @@ def test_every_task_kind_has_every_part(name: str):
     assert (kind.preprocess is not None) == (kind.postprocess is not None) == (
         kind.media == "image")
     # the check: an answer against itself passes, against nothing fails
-    answer = [{"label": "a", "index": 0, "score": 0.9, "start": 0.0, "end": 0.1,
-               "box": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]
+    answer: list = [{"label": "a", "index": 0, "score": 0.9, "start": 0.0, "end": 0.1,
+                     "box": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]
+    if kind.media == "text":  # an answer per text: its vector, or its classes
+        answer = [[0.6, 0.8]] if kind.method == "embed" else [answer]
     same = TaskComparison("wasm", "fp32", "file")
     kind.compare(answer, answer, same, 1e-4)
     assert same.passed, same.error

@@ -21,7 +21,7 @@ from bundler.text.generate import (
     teacher_forced_logits,
 )
 from bundler.text.sampling import SamplingOptions
-from tests import text_models
+from tests import text_decoders as text_models
 
 PROMPT = [5, 17, 42, 7, 300, 11]
 STEPS = 32

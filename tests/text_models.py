@@ -1,86 +1,82 @@
-"""Tiny random-weight decoders exported by optimum as users export them
-(`--task text-generation-with-past`), for the generation tests: a GPT-2 and a Llama with
-grouped-query attention. Each comes with its torch model, to compare with transformers'
-own generate(), and a GPT-2 merged decoder (`use_cache_branch`), as older optimum
-versions export."""
+"""Small text encoders exported by optimum as users export them (`optimum-cli export onnx`):
+real architectures (BERT, XLM-RoBERTa) at 2 layers x 128 with seeded random weights, and a
+tokenizer trained here on the check sentences, saved beside them by transformers. A folder per
+model: model.onnx, config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
+import tempfile
 from pathlib import Path
-from typing import Any
 
-OPSET = 17
-VOCAB = 512
+from bundler.text.samples import CHECK_TEXTS
 
-
-@dataclasses.dataclass
-class Export:
-    folder: Path  # model.onnx, config.json, generation_config.json
-    model: Any  # the torch model it was exported from
-
-    @property
-    def onnx(self) -> Path:
-        return self.folder / "model.onnx"
+SEED = 0
+LABELS = {0: "negative", 1: "neutral", 2: "positive"}
+SMALL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 256, "max_position_embeddings": 128}
+# Words enough for WordPiece to learn pieces of every script the check sentences use.
+CORPUS = [*CHECK_TEXTS, "The quick brown fox jumps over the lazy dog.",
+          "Sphinx of black quartz, judge my vow.", "Les sanglots longs des violons de l'automne",
+          "Über den Wipfeln ist Ruh, in allen Gipfeln spürest du kaum einen Hauch.",
+          "東京は日本の首都です。", "Привет, как дела?", "مرحبا بالعالم", "🙂 👍🏽 ❤️"] * 4
 
 
-def _export(model: Any, directory: Path) -> Export:
+def _bert_tokenizer(directory: Path):
+    """A WordPiece tokenizer as BERT's, trained on CORPUS, as transformers saves it."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers.trainers import WordPieceTrainer
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer.train_from_iterator(CORPUS, WordPieceTrainer(vocab_size=600, special_tokens=special))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tokenizer.decoder = decoders.WordPiece()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]",
+                                   pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]", model_max_length=128)
+    fast.save_pretrained(directory)
+    return fast
+
+
+def _export(model, tokenizer_at: Path, task: str, target: Path) -> Path:
+    """optimum's export of `model` saved locally with the tokenizer in `tokenizer_at`."""
     from optimum.exporters.onnx import main_export
 
-    saved, folder = directory / "saved", directory / "onnx"
-    model.save_pretrained(saved)
-    main_export(str(saved), folder, task="text-generation-with-past", opset=OPSET,
-                local_files_only=True, do_validation=False)
-    shutil.rmtree(saved)
-    return Export(folder, model.eval())
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        saved = Path(scratch) / "saved"
+        shutil.copytree(tokenizer_at, saved)
+        model.save_pretrained(saved)
+        main_export(str(saved), target, task=task, opset=17, local_files_only=True,
+                    do_validation=False)
+    return target
 
 
-def _gpt2() -> Any:
-    """GPT-2, 2 layers x 64, 4 heads. Weights 10x transformers' init spread, so that logits are
-    far apart and greedy choices are not decided by float noise."""
+def bert_folders(directory: Path) -> dict[str, Path]:
+    """{"feature-extraction": folder of a BertModel, "text-classification": folder of a
+    BertForSequenceClassification with 3 labels}."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
 
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
-                        initializer_range=0.2, eos_token_id=VOCAB - 1, bos_token_id=VOCAB - 1)
-    return GPT2LMHeadModel(config)
-
-
-def gpt2(directory: Path) -> Export:
-    return _export(_gpt2(), directory)
-
-
-def gpt2_merged(directory: Path) -> Export:
-    """The same GPT-2 as one merged decoder: a no-past decoder with present outputs and the
-    with-past one, joined by optimum's merge_decoders under an If on `use_cache_branch`."""
-    from optimum.exporters.onnx import main_export
-    from optimum.exporters.onnx.model_configs import GPT2OnnxConfig
-    from optimum.onnx.graph_transformations import merge_decoders
-
-    export = _export(_gpt2(), directory)
-    saved, first = directory / "saved", directory / "first"
-    export.model.save_pretrained(saved)
-    no_past = GPT2OnnxConfig(export.model.config, task="text-generation", use_past=True,
-                             use_past_in_inputs=False)
-    main_export(str(saved), first, task="text-generation-with-past", opset=OPSET,
-                custom_onnx_configs={"model": no_past}, local_files_only=True,
-                do_validation=False)
-    merge_decoders(first / "model.onnx", export.onnx, save_path=export.onnx)
-    shutil.rmtree(saved)
-    shutil.rmtree(first)
-    return export
-
-
-def llama(directory: Path) -> Export:
-    """Llama, 2 layers x 64, 4 query heads sharing 2 KV heads (grouped-query attention)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=128, initializer_range=0.2,
-                         eos_token_id=[VOCAB - 2, VOCAB - 1], bos_token_id=1)
-    return _export(LlamaForCausalLM(config), directory)
+    tokens = directory / "bert-tokenizer"
+    size = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    encoder = BertModel(BertConfig(vocab_size=size, **SMALL)).eval()
+    torch.manual_seed(SEED)
+    classifier = BertForSequenceClassification(BertConfig(
+        vocab_size=size, id2label=LABELS, label2id={v: k for k, v in LABELS.items()},
+        **SMALL)).eval()
+    # scores apart as a trained head's are (at the initial 0.02 scale all are near 1/3, and
+    # the order of the labels is then noise)
+    torch.nn.init.normal_(classifier.classifier.weight, std=2.0)
+    return {"feature-extraction": _export(encoder, tokens, "feature-extraction",
+                                          directory / "bert-embed"),
+            "text-classification": _export(classifier, tokens, "text-classification",
+                                           directory / "bert-classify")}

@@ -165,9 +165,10 @@ export interface Workload {
   guessed: { input: string; axis: number; dim: string; value: number }[];
 }
 
-/** bundle.json's task: the settings classify(), detect() and stream() follow. */
+/** bundle.json's task: the settings classify(), detect(), stream() and embed() follow. */
 export interface Task {
-  kind: 'image-classification' | 'object-detection' | 'audio-stream';
+  kind: 'image-classification' | 'object-detection' | 'audio-stream' | 'feature-extraction'
+    | 'text-classification';
   input: string;
   output: string;
   size?: [number, number];
@@ -195,6 +196,12 @@ export interface Task {
   context_size?: number;
   state?: Record<string, string>;
   sample_rate_input?: string;
+  pooling?: 'mean' | 'cls' | 'none';
+  normalize?: boolean;
+  max_length?: number;
+  activation?: 'softmax' | 'sigmoid';
+  /** a text task's tokenizer and config files: their name in the export folder -> bundle path */
+  files?: Record<string, string>;
 }
 
 /** The stable codes of BundleError and of model.fallbackReasons (docs/reference/errors.md). */
@@ -253,6 +260,13 @@ export interface BundleModel<Inputs, Outputs> {
   release(): Promise<void>;
   /** image-classification bundles: the top classes, by score. */
   classify(source: ImageSource, options?: { topK?: number }): Promise<Classification[]>;
+  /** text-classification bundles: a text's top labels, or a list of them per text. */
+  classify(text: string, options?: { topK?: number }): Promise<Classification[]>;
+  classify(texts: string[], options?: { topK?: number }): Promise<Classification[][]>;
+  /** feature-extraction bundles: one vector per text (pooling 'none': one per token). */
+  embed(texts: string | string[], options?: { pooling?: 'mean' | 'cls'; normalize?: boolean }
+  ): Promise<Float32Array[]>;
+  embed(texts: string | string[], options: { pooling: 'none' }): Promise<Float32Array[][]>;
   /** object-detection bundles: boxes in the source's pixels, by score. */
   detect(source: ImageSource, options?: { threshold?: number }): Promise<Detection[]>;
   /** audio-stream bundles: chunks in, results out, state carried between them. */

@@ -21,7 +21,7 @@ import {
   taskOf,
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
-import { fetchedPath } from './bundle.fetch.mjs';
+import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
@@ -197,7 +197,7 @@ class WorkerSession {
 
 class Model {
   constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened,
-                taskApi }) {
+                taskApi, base }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
@@ -213,6 +213,7 @@ class Model {
     this.crossOriginIsolated = opened.crossOriginIsolated;
     this._session = session;
     this._taskApi = taskApi;
+    this._base = base;
   }
 
   async run(feeds) {
@@ -238,9 +239,18 @@ class Model {
     return this._session.runImage(source, task, transfer);
   }
 
-  // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio.
+  // A bundle file's bytes (a text task's tokenizer files, web/tasks/text.mjs).
+  async _file(path) {
+    const { entry, urls } = fileRequest(this.manifest, path, this._base);
+    return fetchFile(entry, urls, null, { stage: 'text' });
+  }
+
+  // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio,
+  // embeddings. classify() takes an image, or text(s) for a text-classification bundle.
   async classify(source, options) {
-    const task = taskOf(this.manifest, 'image-classification', 'classify');
+    const text = this.manifest.task?.kind === 'text-classification';
+    const task = taskOf(this.manifest, text ? 'text-classification' : 'image-classification',
+      'classify');
     return this._taskApi.classify(this, task, source, options);
   }
 
@@ -252,6 +262,11 @@ class Model {
   stream() {
     const task = taskOf(this.manifest, 'audio-stream', 'stream');
     return this._taskApi.stream(this, task);
+  }
+
+  async embed(texts, options) {
+    const task = taskOf(this.manifest, 'feature-extraction', 'embed');
+    return this._taskApi.embed(this, task, texts, options);
   }
 }
 
@@ -304,7 +319,7 @@ export async function load(options = {}) {
       }
       return new Model({
         session, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
-        opened: session.opened, taskApi: await taskApi, loadMs: performance.now() - started,
+        opened: session.opened, taskApi: await taskApi, base, loadMs: performance.now() - started,
       });
     }
   } catch (error) {

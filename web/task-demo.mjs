@@ -1,6 +1,7 @@
 // task-demo.mjs: the demo page of a task bundle (index.html's #task section). Images: a file
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
 // file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
+// Text: semantic search over pasted paragraphs (embed) or a text's labels (classify).
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
 import { KINDS, segments } from './tasks/index.mjs';
 
@@ -182,8 +183,44 @@ function microphone(model, button, setStatus) {
 const ANALYSE = { classify: classifyImage, detect: detectObjects, stream: analyseAudio };
 const LIVE = { image: webcam, audio: microphone };
 
+// The paragraphs ranked by cosine similarity to the query (rows of length 1 unless the bundle
+// was built with normalize=false: divided by their lengths here).
+async function searchParagraphs(model, query) {
+  const paragraphs = $('task-paragraphs').value.split('\n').filter((line) => line.trim());
+  if (!paragraphs.length) {
+    listResults(['Paste some paragraphs to search, one a line.']);
+    return;
+  }
+  const [wanted, ...rows] = await model.embed([query, ...paragraphs]);
+  const length = (row) => Math.sqrt(row.reduce((sum, value) => sum + value * value, 0)) || 1;
+  const cosine = (row) => row.reduce((sum, value, i) => sum + value * wanted[i], 0)
+    / (length(row) * length(wanted));
+  const ranked = paragraphs.map((text, i) => ({ text, score: cosine(rows[i]) }))
+    .sort((a, b) => b.score - a.score);
+  listResults(ranked.map(({ text, score }) => `${score.toFixed(3)}  ${text}`));
+}
+
+async function labelText(model, text) {
+  const classes = await model.classify(text);
+  listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
+}
+
+function startTextDemo(model, method, setStatus) {
+  const run = $('task-run');
+  const analyse = () => (method === 'embed' ? searchParagraphs : labelText)(
+    model, $('task-text').value).catch((error) => setStatus(`Could not analyse the text: ${
+    error.message}`, 'error'));
+  run.addEventListener('click', analyse);
+  $('task-text').addEventListener('keydown', (event) => event.key === 'Enter' && analyse());
+  run.disabled = false;
+}
+
 export function startTaskDemo(model, { setStatus }) {
   const { method, media } = KINDS[model.manifest.task.kind];
+  if (media === 'text') {
+    startTextDemo(model, method, setStatus);
+    return;
+  }
   const analyse = (file) => ANALYSE[method](model, file)
     .catch((error) => setStatus(`Could not analyse ${file.name ?? 'it'}: ${error.message}`,
                                 'error'));

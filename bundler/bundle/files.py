@@ -46,12 +46,13 @@ def fetched_path(piece: dict[str, Any]) -> str:
 
 def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
     """The files bundle.mjs fetches or imports: the runtime builds' ES modules as they are, and,
-    for every model and `.wasm` (fetched through bundle.fetch.mjs), each piece (the file, or the
-    parts it was split into for static hosts) as fetched_path."""
+    for every model, `.wasm` and text task file (fetched through bundle.fetch.mjs), each piece
+    (the file, or the parts it was split into for static hosts) as fetched_path."""
     builds = manifest["runtime"]["builds"].values()
     imported = {path for build in builds for key, path in build.items() if key != "wasm"}
     fetched = {variant["file"] for variant in manifest["variants"]}
     fetched |= {build["wasm"] for build in builds}
+    fetched |= set(((manifest.get("task") or {}).get("files") or {}).values())
     entries = {entry["path"]: entry for entry in manifest.get("files") or []}
     pieces = [piece for path in fetched
               for piece in entries.get(path, {}).get("parts") or [entries.get(path) or

@@ -33,7 +33,7 @@ EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks); each task kind's
 # web_module is among them (tests/test_task_kinds.py)
 TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
-                "audio.mjs")
+                "audio.mjs", "text.mjs")
 # web/text/: a text bundle's tokenizer (bundler.text.web): the wrapper from web/ and the
 # @huggingface/tokenizers module it imports by relative URL, copied from the npm cache. Only text
 # bundles carry them, so they are not among WEB_FILES.
@@ -52,8 +52,8 @@ RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
 PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",
-                 "bundle.session.mjs", "bundle.worker.mjs", TASKS_DIR, *DECLARATION_FILES,
-                 MANIFEST_FILE, NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
+                 "bundle.session.mjs", "bundle.worker.mjs", TASKS_DIR, TEXT_DIR,
+                 *DECLARATION_FILES, MANIFEST_FILE, NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
 
 # Static hosting (bundler.hosting.publish): files over the size limit with these suffixes are
 # split into NAME.part0, NAME.part1, ...; these and the text files get .br/.gz siblings.

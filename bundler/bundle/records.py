@@ -233,3 +233,8 @@ class Task:
     context_size: int | None = None  # samples of the previous chunk given before each chunk
     state: dict[str, str] | None = None  # state input -> the output fed back into it
     sample_rate_input: str | None = None  # an int64 input given the sample rate
+    pooling: Literal["mean", "cls", "none"] | None = None  # feature-extraction
+    normalize: bool | None = None  # feature-extraction: rows of length 1
+    max_length: int | None = None  # text: tokens kept per text
+    activation: Literal["softmax", "sigmoid"] | None = None  # text-classification's scores
+    files: dict[str, str] | None = None  # text: tokenizer.json, config.json, ... -> bundle path

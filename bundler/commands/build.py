@@ -53,6 +53,12 @@ from bundler.site.runtime import (
 )
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
+from bundler.text.build import (
+    complete_text_task,
+    ship_text,
+    text_answer_problems,
+    text_source,
+)
 from bundler.variants.default import default_to_ship
 from bundler.variants.make import MadeVariant, make_variants
 from bundler.variants.select import fitting_names, select
@@ -145,10 +151,12 @@ def build(
     reporter = reporter or Reporter()
     plan = options.plan
     is_example = model is None and options.model is None
-    source = Path(model or options.model or example_model())
+    # an export folder (model.onnx, config.json, tokenizer files): its model and task
+    source, options, text = text_source(Path(model or options.model or example_model()), options)
     output = Path(options.output)
     header = read_model(source, load_weights=False)  # fail fast, before any folder is made
     task = resolve_task(options.task, header)
+    complete_text_task(task, text)
     inputs = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
     user = load_user_inputs(options.sample, options.inputs, inputs)
     _check_inputs(source, input_specs(header), inputs, options)
@@ -186,6 +194,7 @@ def build(
         )
         for variant in variants:
             variant.entry.file = MODELS_DIR + rename_to_hashed(staging / variant.entry.file).name
+        ship_text(task, text, staging)
         manifest = Manifest(
             name=options.name or source.stem,
             tool=Tool(TOOL_NAME, __version__),
@@ -219,6 +228,9 @@ def build(
             publish(staging, manifest, hosting)
         report, reason = (_verify(staging, manifest, options, reporter) if options.verify
                           else (None, "built with --no-verify"))
+        if report is not None:  # a text task's answers too (embed, classify)
+            report.problems += text_answer_problems(staging, manifest,
+                                                    list(options.execution_providers), reporter)
         manifest.verification = verification_record(report, reason)
         shutil.rmtree(work)
         finish_site(staging, manifest, options.templates)

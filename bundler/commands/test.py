@@ -106,8 +106,8 @@ def _task_check(directory: Path, execution_providers: Sequence[str], files: Sequ
     manifest = manifest_file.load(directory)
     if manifest.task is None:
         if files:
-            raise ConfigError(f"{directory} was built without --task; --image/--audio need a"
-                              " task bundle")
+            raise ConfigError(f"{directory} was built without --task; --image/--audio/"
+                              "--text-file need a task bundle")
         return []
     inputs = ([TaskInput(path.name, path.read_bytes()) for path in files] if files
               else [TaskInput.made(manifest.task)])

@@ -1,14 +1,17 @@
-"""`bundle test` on a task bundle: the browser's classify()/detect()/stream() against the Python
-reference (bundler.tasks.pipeline on native onnxruntime) from the same files, to the final
-answers: the same labels, scores within tolerance, boxes with IoU >= 0.99, the same count. Image
-files go to the page as they are (the browser decodes them); audio goes as samples (so both sides
-resample the same samples)."""
+"""`bundle test` on a task bundle: the browser's classify()/detect()/stream()/embed() against the
+Python reference (bundler.tasks.pipeline, bundler.text.reference on native onnxruntime) from the
+same files, to the final answers: the same labels, scores within tolerance, boxes with IoU >=
+0.99, embeddings within cosine 0.9999, the same count. Image files go to the page as they are (the
+browser decodes them); audio goes as samples (so both sides resample the same samples); texts go
+as a list (a JSON file of strings, or one text a line), tokenized on each side by its own
+tokenizer."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,8 @@ from bundler.tasks.image import read_image
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
+from bundler.text.reference import bundle_tokenizer, run_text
+from bundler.text.samples import CHECK_TEXTS
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -65,13 +70,27 @@ class TaskInput:
 
     @classmethod
     def made(cls, task: Task) -> TaskInput:
+        if kind_of(task.kind).media == "text":
+            return cls("check-texts.json", json.dumps(CHECK_TEXTS, ensure_ascii=False).encode())
         if kind_of(task.kind).media == "audio":
             return cls("generated.wav", wav_bytes(speech_like(2.0, 22050), 22050))
         return cls("generated.png", png_bytes(picture(240, 320)))
 
 
+def texts_of(item: TaskInput) -> list[str]:
+    """A text input's texts: a JSON list of strings, else one text a line."""
+    text = item.data.decode("utf-8", errors="replace")
+    try:
+        texts = json.loads(text)
+    except ValueError:
+        return [line for line in text.splitlines() if line.strip()]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts) or not texts:
+        raise ConfigError(f"{item.name}: expected a JSON list of strings")
+    return texts
+
+
 def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
-                    folder: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+                    folder: Path, directory: Path) -> tuple[list[Any], list[dict[str, Any]]]:
     """(the native answers, what the page is given) for each input."""
     task = manifest.task
     assert task is not None
@@ -82,7 +101,13 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     for item in inputs:
         path = folder / item.name
         path.write_bytes(item.data)
-        if kind.media == "audio":
+        if kind.media == "text":
+            tokenizer = bundle_tokenizer(directory, task, folder)
+            texts = texts_of(item)
+            found.append(run_text(run, task, tokenizer, [spec.name for spec in manifest.inputs],
+                                  texts, top_k=5)[kind.answers])
+            items.append({"texts": texts})
+        elif kind.media == "audio":
             samples, rate = read_wav(path)
             found.append(run_audio(run, task, manifest.inputs, samples, rate)[kind.answers])
             items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
@@ -95,8 +120,10 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
 
 def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                execution_providers: Sequence[str], settings: BrowserSettings,
-               reporter: Reporter, scratch: Path) -> list[TaskComparison]:
-    """Each EP's default variant, in Chromium and natively, on every input."""
+               reporter: Reporter, scratch: Path, every_variant: bool = False
+               ) -> list[TaskComparison]:
+    """Each EP's default variant (or every variant), in Chromium and natively (the same
+    variant's file), on every input."""
     task = manifest.task
     if task is None:
         raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
@@ -108,11 +135,12 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
         base_url = stack.enter_context(serve_directory(directory))
         playwright = stack.enter_context(playwright_session())
         browser = stack.enter_context(launch(playwright, settings, webgpu="webgpu" in shipped))
-        for ep in shipped:
-            variant = manifest.default_for(ep)
+        runs = [(ep, variant) for ep in shipped for variant in (
+            manifest.variants if every_variant else [manifest.default_for(ep)])]
+        for ep, variant in runs:
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):
-                native, items = _native_answers(model, manifest, inputs, scratch)
+                native, items = _native_answers(model, manifest, inputs, scratch, directory)
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:

@@ -17,6 +17,11 @@ This module is the spec both pipelines follow (`bundler/tasks/*.py` and `web/tas
   - audio-stream: samples resampled (linear) to `sample_rate`, cut into `chunk_size` chunks, each
     given with the last `context_size` samples before it; the state outputs are fed back as the
     state inputs of the next chunk.
+  - text (bundler.text): the texts tokenized (truncated to `max_length`, padded to the longest);
+    feature-extraction pools the token vectors (`pooling`: the attention-masked mean, the first
+    token's, or none: every token's) and scales each vector to length 1 (`normalize`);
+    text-classification takes softmax (sigmoid for a multi-label model) over the logits, top-k
+    with config.json's id2label.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ Placement = Literal["centre", "top-left"]
 Layout = Literal["NCHW", "NHWC"]
 ChannelOrder = Literal["RGB", "BGR"]
 OutputLayout = Literal["yolov8", "yolov5", "nms-inside"]
+Pooling = Literal["mean", "cls", "none"]
 
 METADATA_LABELS = "metadata"  # labels = "metadata": from the model's metadata_props (names)
 
@@ -215,6 +221,9 @@ _SETTINGS: dict[str, Any] = {
     "chunk_size": _int,
     "context_size": lambda value: _int(value, 0),
     "state": _state,
+    "pooling": _choice(get_args(Pooling)),
+    "normalize": _bool,
+    "max_length": _int,
 }
 
 
@@ -249,6 +258,9 @@ class TaskSpec:
     chunk_size: int = 512
     context_size: int = 0  # samples of the previous chunk put before each one (Silero VAD: 64)
     state: tuple[tuple[str, str], ...] = ()
+    pooling: Pooling = "mean"  # feature-extraction: token vectors -> one row per text
+    normalize: bool = True  # feature-extraction: rows scaled to length 1
+    max_length: int | None = None  # text: tokens kept per text (default: the model's maximum)
     given: tuple[str, ...] = ()  # the keys that were given (a merge keeps the later ones)
 
     def merged(self, later: TaskSpec) -> TaskSpec:

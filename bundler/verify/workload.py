@@ -4,7 +4,8 @@ accuracy measurement run the model at the dims it is used at.
 Each symbolic axis (and each axis a task sets) is sized by the first of:
   task-size  the task: an image task's input is uint8 [1, H, W, 3] at its `size`; an audio
              stream's input holds context_size + chunk_size samples, and its other open dims
-             are 1, as the task app feeds them
+             are 1, as the task app feeds them; a text task's inputs are one text of
+             TEXT_TOKENS tokens (its max_length when smaller)
   --dim      given to bench or build (`NAME=VALUE` or `INPUT:AXIS=VALUE`)
   sample     the shape of --sample, --calibration or --validation data (or an --input array)
   model      the model's own fixed dims; a symbolic batch (axis 0 of a rank >= 2 input) is 1
@@ -30,6 +31,8 @@ from bundler.tasks.kinds.registry import kind_of
 from bundler.verify.reference import Feeds, Reference, implied_dims
 from bundler.verify.user_inputs import UserInputs, reference_for
 
+# The tokens of a text the workload of a text task is measured at: a sentence or two.
+TEXT_TOKENS = 64
 DimsSource = Literal["task-size", "--dim", "sample", "model", "guess"]
 DIMS_SOURCES: tuple[DimsSource, ...] = get_args(DimsSource)
 _SIZING: tuple[DimsSource, ...] = ("task-size", "--dim", "sample")  # strongest first
@@ -69,6 +72,10 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
     if kind_of(task.kind).media == "image":
         height, width = task.size or (0, 0)
         return {axis_key(fed, axis): size for axis, size in enumerate((1, height, width, 3))}
+    if kind_of(task.kind).media == "text":  # one text of TEXT_TOKENS tokens (or the limit)
+        tokens = min(TEXT_TOKENS, task.max_length or TEXT_TOKENS)
+        return {axis_key(spec, axis): tokens if axis == 1 else 1 for spec in inputs
+                for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
             for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
     dims[axis_key(fed, len(fed.shape) - 1)] = (task.chunk_size or 0) + (task.context_size or 0)

@@ -36,6 +36,9 @@ export async function runTask({ base, options, method, items }) {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
+      } else if (item.texts) {  // embed() rows as plain arrays, classify() per text
+        const answer = await model[method](item.texts, { topK: 5 });
+        results.push(answer.map((row) => (ArrayBuffer.isView(row) ? Array.from(row) : row)));
       } else {
         const blob = new Blob([fromBase64(item.file)]);
         results.push(await model[method](blob, { topK: 5 }));  // detect() ignores topK

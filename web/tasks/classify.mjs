@@ -7,7 +7,9 @@ export function labelOf(task, index) {
 export function topClasses(output, task, topK) {
   const [batch] = output.dims.length > 1 ? output.dims : [1];
   let values = Float64Array.from(output.data.subarray(0, output.data.length / batch), Number);
-  if (task.softmax !== false) {
+  if (task.activation === 'sigmoid') {
+    values = values.map((value) => 1 / (1 + Math.exp(-value)));
+  } else if (task.softmax !== false) {
     let max = -Infinity;
     for (const value of values) max = Math.max(max, value);
     const exp = values.map((value) => Math.exp(value - max));

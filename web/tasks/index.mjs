@@ -1,10 +1,11 @@
-// The task API of a loaded model (see docs/how-to/task-apps.md): model.classify(), model.detect()
-// and model.stream() call these with the model and bundle.json's `task` record (checked by
+// The task API of a loaded model (see docs/how-to/task-apps.md): model.classify(), model.detect(),
+// model.stream() and model.embed() call these with the model and bundle.json's `task` record (checked by
 // taskOf in bundle.core.mjs). load() imports this module only for a bundle built with --task.
 import { AudioStream, segments } from './audio.mjs';
 import { topClasses } from './classify.mjs';
 import { detections } from './detect.mjs';
 import { forWorker, runOnImage } from './image.mjs';
+import * as text from './text.mjs';
 
 export { segments };
 
@@ -15,6 +16,8 @@ export const KINDS = {
   'image-classification': { method: 'classify', media: 'image' },
   'object-detection': { method: 'detect', media: 'image' },
   'audio-stream': { method: 'stream', media: 'audio' },
+  'feature-extraction': { method: 'embed', media: 'text' },
+  'text-classification': { method: 'classify', media: 'text' },
 };
 
 // On this page, or in the model's worker: the source is then sent there (an ImageBitmap of it,
@@ -25,7 +28,9 @@ async function onImage(model, source, task) {
   return model._runImage(sent.source, task, sent.transfer);
 }
 
+// An image, or (a text-classification bundle) a text or texts.
 export async function classify(model, task, source, { topK } = {}) {
+  if (task.kind === 'text-classification') return text.classify(model, task, source, { topK });
   const { output } = await onImage(model, source, task);
   return topClasses(output, task, topK);
 }
@@ -37,4 +42,8 @@ export async function detect(model, task, source, { threshold } = {}) {
 
 export function stream(model, task) {
   return new AudioStream(model, task);
+}
+
+export function embed(model, task, texts, options) {
+  return text.embed(model, task, texts, options);
 }

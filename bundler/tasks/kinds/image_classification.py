@@ -46,8 +46,10 @@ def _postprocess(output: np.ndarray, task: Task, place: Geometry, width: int, he
     return top_classes(output, task, top_k)
 
 
-def _compare(native: list[dict], browser: list[dict], result: TaskComparison,
+def compare_classes(native: list[dict], browser: list[dict], result: TaskComparison,
              tolerance: float) -> None:
+    """The same labels in the same order, scores within `tolerance` (text-classification's
+    too)."""
     result.native_count, result.browser_count = len(native), len(browser)
     result.worst_score_difference = max((abs(a["score"] - b["score"])
                                          for a, b in zip(native, browser, strict=False)),
@@ -75,6 +77,6 @@ KIND = image_kind(
     resolve=_resolve,
     class_count=_class_count,
     postprocess=_postprocess,
-    compare=_compare,
+    compare=compare_classes,
     report=_report,
 )

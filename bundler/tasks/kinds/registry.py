@@ -3,12 +3,20 @@ in web/tasks/index.mjs's KINDS table."""
 
 from __future__ import annotations
 
-from bundler.tasks.kinds import audio_stream, generic, image_classification, object_detection
+from bundler.tasks.kinds import (
+    audio_stream,
+    feature_extraction,
+    generic,
+    image_classification,
+    object_detection,
+    text_classification,
+)
 from bundler.tasks.kinds.spec import TaskKind
 
 # In the order of `--task`'s choices.
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
-    generic.KIND, image_classification.KIND, object_detection.KIND, audio_stream.KIND)}
+    generic.KIND, image_classification.KIND, object_detection.KIND, audio_stream.KIND,
+    feature_extraction.KIND, text_classification.KIND)}
 TASK_KINDS = tuple(KINDS)
 GENERIC = generic.KIND.name
 
@@ -19,5 +27,5 @@ def kind_of(name: str) -> TaskKind:
 
 
 def kinds_fed(media: str) -> tuple[TaskKind, ...]:
-    """The kinds fed `media` ("image" or "audio")."""
+    """The kinds fed `media` ("image", "audio" or "text")."""
     return tuple(kind for kind in KINDS.values() if kind.media == media)

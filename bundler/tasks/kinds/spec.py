@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bundler.tasks.image import Geometry
     from bundler.tasks.spec import TaskSpec
 
-Media = Literal["image", "audio"]
+Media = Literal["image", "audio", "text"]
 FLOATS = ("float32", "float16", "float64")
 
 

@@ -1,0 +1,90 @@
+"""What `bundle build` does for an export folder (bundler.text.folder): the source model and the
+task read from it before anything else, the text task's record completed from config.json, and
+its text files shipped in the bundle, and the build's check of its answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from bundler.bundle.manifest import Manifest
+from bundler.bundle.modelio import read_model
+from bundler.bundle.options import BuildOptions
+from bundler.bundle.records import Task
+from bundler.console import Reporter
+from bundler.errors import ConfigError
+from bundler.tasks.kinds.registry import GENERIC, kind_of
+from bundler.tasks.spec import TaskSpec
+from bundler.text.folder import (
+    MODEL_FILES,
+    REQUIRED_FILES,
+    TEXT_CLASSIFICATION,
+    ExportFolder,
+    max_length,
+    read_folder,
+    ship_text_files,
+)
+
+
+def text_source(path: Path, options: BuildOptions
+                ) -> tuple[Path, BuildOptions, ExportFolder | None]:
+    """(the model file, the options with the folder's task, the folder read) for a folder;
+    (path, options, None) for a model file."""
+    if not path.is_dir():
+        return path, options, None
+    folder = read_folder(path)
+    spec = options.task
+    if "kind" not in spec.given:
+        outputs = [value.name for value in read_model(folder.model,
+                                                       load_weights=False).graph.output]
+        inferred = folder.inferred_task(outputs)
+        if inferred is None:
+            architectures = ", ".join(folder.config.get("architectures") or []) or "none"
+            raise ConfigError(f"{path}: the task is not clear from config.json (architectures:"
+                              f" {architectures}) and the model's outputs ({', '.join(outputs)});"
+                              " give --task feature-extraction or --task text-classification")
+        spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
+    if spec.kind == TEXT_CLASSIFICATION and "labels" not in spec.given and folder.labels:
+        spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))
+    return folder.model, dataclasses.replace(options, task=spec,
+                                             name=options.name or path.name), folder
+
+
+def complete_text_task(task: Task | None, folder: ExportFolder | None) -> None:
+    """Fills in what a text task takes from the folder (max_length, activation); ConfigError for
+    a text task without one."""
+    if task is None or kind_of(task.kind).media != "text":
+        return
+    if folder is None:
+        raise ConfigError(f"--task {task.kind} needs the export folder, not the .onnx file: bundle"
+                          f" build FOLDER (with {MODEL_FILES[0]}, {', '.join(REQUIRED_FILES)})")
+    task.max_length = task.max_length or max_length(folder)
+    if task.kind == TEXT_CLASSIFICATION:
+        task.activation = folder.activation  # type: ignore[assignment]
+
+
+def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> None:
+    """The folder's tokenizer and config files into the bundle, named in the task record."""
+    if task is not None and folder is not None and task.kind != GENERIC:
+        task.files = ship_text_files(folder, staging)
+
+
+def text_answer_problems(staging: Path, manifest: Manifest, execution_providers: list[str],
+                         reporter: Reporter) -> list[str]:
+    """The build's check of a text task's answers: embed() or classify() in Chromium against
+    the Python reference on the check sentences, every variant on every EP (a quantized one
+    against its own native run); a line per failure (the browser check's problems)."""
+    task = manifest.task
+    if task is None or kind_of(task.kind).media != "text":
+        return []
+    from bundler.tasks.check import COLUMNS, TaskInput, check_task
+    from bundler.verify.browser import load_settings
+
+    with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
+        comparisons = check_task(staging, manifest, [TaskInput.made(task)], execution_providers,
+                                 load_settings(), reporter, Path(scratch), every_variant=True)
+    reporter.table(f"{task.kind}: browser vs Python reference", list(COLUMNS),
+                   [comparison.row() for comparison in comparisons])
+    return [f"{c.variant} on {c.ep}: {task.kind} answers differ from the Python reference"
+            f" ({c.error})" for c in comparisons if not c.passed]

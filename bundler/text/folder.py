@@ -1,0 +1,146 @@
+"""`bundle build DIR` on an optimum / transformers.js-style export folder: the model file, its
+config.json and the tokenizer files read from the folder, the task told from config.json and the
+model's outputs where `--task` does not say it, and the text files shipped beside the model.
+
+    model.onnx or onnx/model.onnx     the fp32 export (a quantized sibling is not the source)
+    config.json                       architectures, id2label, problem_type, max_position_embeddings
+    tokenizer.json                    the tokenizer (`tokenizers`, @huggingface/tokenizers)
+    tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length (optional)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bundler.bundle.layout import TEXT_DIR  # the text files, content-hashed, beside the modules
+from bundler.errors import ConfigError
+
+# The model file, in the order looked for: optimum writes model.onnx, transformers.js repos keep
+# onnx/model.onnx beside onnx/model_quantized.onnx and friends (the fp32 one is the source).
+MODEL_FILES = ("model.onnx", "onnx/model.onnx")
+REQUIRED_FILES = ("config.json", "tokenizer.json")
+OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportFolder:
+    """An export folder, read: its model file, config.json's content and the text files to ship
+    (by their name in the folder)."""
+
+    folder: Path
+    model: Path
+    config: dict[str, Any]
+    files: dict[str, Path]
+
+    @property
+    def labels(self) -> list[str] | None:
+        """config.json's id2label in index order; None when it has none."""
+        id2label = self.config.get("id2label")
+        if not isinstance(id2label, dict) or not id2label:
+            return None
+        try:
+            by_index = {int(key): str(value) for key, value in id2label.items()}
+        except ValueError:
+            raise ConfigError(f"{self.folder / 'config.json'}: id2label has a key that is not a"
+                              " number") from None
+        if sorted(by_index) != list(range(len(by_index))):
+            raise ConfigError(f"{self.folder / 'config.json'}: id2label's keys are not 0..N-1")
+        return [by_index[index] for index in range(len(by_index))]
+
+    @property
+    def activation(self) -> str:
+        """How class scores are made of the logits: sigmoid for multi-label classification
+        (transformers' problem_type), softmax otherwise."""
+        multi = self.config.get("problem_type") == "multi_label_classification"
+        return "sigmoid" if multi else "softmax"
+
+    def inferred_task(self, outputs: list[str]) -> tuple[str, str] | None:
+        """(kind, why) from config.json's architectures and the model's output names; None when
+        it is not clear."""
+        architectures = [str(name) for name in self.config.get("architectures") or []]
+        classifier = any(name.endswith("ForSequenceClassification") for name in architectures)
+        if classifier and "logits" in outputs and self.labels is not None:
+            return TEXT_CLASSIFICATION, f"{architectures[0]} with id2label, output logits"
+        if "last_hidden_state" in outputs and not classifier:
+            named = architectures[0] if architectures else config_type(self.config)
+            return FEATURE_EXTRACTION, f"{named}, output last_hidden_state"
+        return None
+
+
+def config_type(config: dict[str, Any]) -> str:
+    return str(config.get("model_type") or "a model")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ConfigError(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_folder(folder: Path) -> ExportFolder:
+    """The export folder's model, config and tokenizer files; ConfigError naming the first file
+    missing."""
+    model = next((folder / name for name in MODEL_FILES if (folder / name).is_file()), None)
+    if model is None:
+        raise ConfigError(f"{folder} has no model.onnx (nor onnx/model.onnx): bundle build takes"
+                          " a .onnx file or an optimum export folder (model.onnx, config.json,"
+                          " tokenizer.json)")
+    for name in REQUIRED_FILES:
+        if not (folder / name).is_file():
+            raise ConfigError(f"{folder} has no {name}: an export folder needs model.onnx,"
+                              f" {' and '.join(REQUIRED_FILES)} (optimum-cli export onnx writes"
+                              " them)")
+    files = {name: folder / name for name in (*REQUIRED_FILES, *OPTIONAL_FILES)
+             if (folder / name).is_file()}
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if name in files:
+            _read_json(files[name])
+    return ExportFolder(folder, model, _read_json(folder / "config.json"), files)
+
+
+def ship_text_files(folder: ExportFolder, staging: Path) -> dict[str, str]:
+    """Copies the text files into the bundle's text/ folder under content-hashed names, beside
+    the tokenizer's browser modules; their paths in the bundle by name in the folder (the task
+    record's `files`)."""
+    from bundler.bundle.files import rename_to_hashed
+    from bundler.text.web import web_files
+
+    target = staging / TEXT_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for name, path in web_files().items():  # the tokenizer's browser side, under fixed names
+        shutil.copyfile(path, staging / name)
+    shipped = {}
+    for name, path in folder.files.items():
+        copy = Path(shutil.copyfile(path, target / name))
+        shipped[name] = TEXT_DIR + rename_to_hashed(copy).name
+    return shipped
+
+
+# Families whose position ids start after the padding index (fairseq's convention): their
+# max_position_embeddings counts pad_token_id + 1 positions no token takes.
+OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "longformer", "bart", "mpnet"}
+_NO_LIMIT = 1_000_000  # transformers' model_max_length of "no limit" is 1e30
+
+
+def max_length(folder: ExportFolder) -> int | None:
+    """Tokens a text is cut to: tokenizer_config.json's model_max_length when it is a real
+    limit, else the positions config.json's model has; None when neither says."""
+    if "tokenizer_config.json" in folder.files:
+        limit = _read_json(folder.files["tokenizer_config.json"]).get("model_max_length")
+        if isinstance(limit, int | float) and 0 < limit < _NO_LIMIT:
+            return int(limit)
+    positions = folder.config.get("max_position_embeddings")
+    if not isinstance(positions, int):
+        return None
+    if folder.config.get("model_type") in OFFSET_POSITIONS:
+        positions -= int(folder.config.get("pad_token_id") or 0) + 1
+    return positions

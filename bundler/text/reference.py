@@ -1,0 +1,71 @@
+"""A text task run end to end natively, from texts to embeddings or labels: the reference
+`bundle test` compares model.embed() and model.classify() with (web/tasks/text.mjs is the
+browser twin). The texts are tokenized together (padded to the longest, truncated to the task's
+max_length) with the Python tokenizer of the bundle's own tokenizer files, and run at once."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bundler.bundle.records import Task
+from bundler.errors import ConfigError
+from bundler.tasks.classify import top_classes
+from bundler.tasks.kinds.registry import kind_of
+
+if TYPE_CHECKING:
+    from bundler.text.tokenizer import TextTokenizer
+
+Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize: bool | None
+           ) -> list[Any]:
+    """[batch, tokens, size] -> one row per text: the mean of the tokens the attention mask
+    keeps, the first token's vector, or (none) every kept token's; rows scaled to length 1
+    when `normalize`. Float64 arithmetic, float32 values, as the browser's twin does."""
+    hidden = np.asarray(hidden, np.float64)
+    keep = np.asarray(mask, np.float64)[:, :, None]
+    if pooling == "cls":
+        rows = hidden[:, 0, :]
+    elif pooling == "none":
+        return [hidden[i, : int(keep[i].sum())].astype(np.float32).tolist()
+                for i in range(hidden.shape[0])]
+    else:
+        rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)
+    if normalize:
+        rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return rows.astype(np.float32).tolist()
+
+
+def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequence[str],
+             texts: Sequence[str], *, top_k: int | None = None) -> dict[str, Any]:
+    """{"texts", "embeddings": a row per text} for feature-extraction, {"texts", "classes": the
+    top classes per text} for text-classification."""
+    kind = kind_of(task.kind)
+    if kind.media != "text":
+        raise ConfigError(f"--text: this bundle's task is {task.kind}, not a text task")
+    batch = tokenizer.encode(list(texts), max_length=task.max_length)
+    output = run(batch.to_feeds(list(input_names)))[task.output]
+    result: dict[str, Any] = {"texts": list(texts)}
+    if kind.name == "feature-extraction":
+        result["embeddings"] = pooled(output, batch.attention_mask, task.pooling, task.normalize)
+    else:
+        result["classes"] = [top_classes(row, task, top_k) for row in np.asarray(output)]
+    return result
+
+
+def bundle_tokenizer(directory: Path, task: Task, scratch: Path) -> TextTokenizer:
+    """The Python tokenizer of a built bundle's shipped text files (under their names in the
+    export folder again)."""
+    from bundler.text.tokenizer import TextTokenizer
+
+    folder = scratch / "tokenizer"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, path in (task.files or {}).items():
+        shutil.copyfile(directory / path, folder / name)
+    return TextTokenizer.from_folder(folder)

@@ -1,0 +1,177 @@
+"""Text bundles from optimum export folders in headless Chromium: the build checks embed() and
+classify() against the Python reference, the browser's answers equal Python's (WASM, the worker,
+WebGPU), the demo page searches and labels, and `bundle test` catches a drifted twin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.modelio import cpu_session
+from bundler.text.reference import run_text
+from bundler.text.samples import CHECK_TEXTS
+from bundler.text.tokenizer import TextTokenizer
+from bundler.verify.reference import run_native
+from tests import text_models
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def text_bundles(tmp_path_factory, runtime_dist) -> dict[str, Path]:
+    """Each export folder built as users build it (`bundle build DIR`, the browser check on)."""
+    root = tmp_path_factory.mktemp("text")
+    folders = text_models.bert_folders(root / "models")
+    built = {}
+    for kind, folder in folders.items():
+        output = root / kind
+        result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                         "--variants", "fp32,int8")
+        assert result.returncode == 0, result.stderr
+        built[kind] = output
+    return built | {f"{kind}-folder": folder for kind, folder in folders.items()}
+
+
+def _reference(directory: Path, folder: Path, texts, variant: str = "fp32", **task_fields):
+    manifest = manifest_file.load(directory)
+    task = manifest.task
+    for key, value in task_fields.items():
+        setattr(task, key, value)
+    session = cpu_session(directory / manifest.variant(variant).file)
+    return run_text(lambda feeds: run_native(session, feeds), task,
+                    TextTokenizer.from_folder(folder), [s.name for s in manifest.inputs], texts)
+
+
+def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):
+    for kind in ("feature-extraction", "text-classification"):
+        bundle = json.loads((text_bundles[kind] / "bundle.json").read_text(encoding="utf-8"))
+        assert bundle["verification"]["status"] == "passed", bundle["verification"]
+        task = bundle["task"]
+        assert task["kind"] == kind and task["max_length"] == 128
+        assert set(task["files"]) == {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                      "special_tokens_map.json"}
+        listed = {entry["path"]: entry for entry in bundle["files"]}
+        for path in task["files"].values():  # hashed and compressed like every file
+            assert path.startswith("text/") and path in listed
+            assert "gzip" in listed[path]["encodings"]
+        files_module = (text_bundles[kind] / "bundle.files.mjs").read_text(encoding="utf-8")
+        assert task["files"]["tokenizer.json"] + ".gz" in files_module
+    labels = json.loads((text_bundles["text-classification"] / "bundle.json").read_text())
+    assert labels["task"]["labels"] == list(text_models.LABELS.values())
+    assert labels["task"]["activation"] == "softmax"
+
+
+EMBED = """async ({ url, options, texts, settings }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const rows = await model.embed(texts, settings);
+  const one = await model.embed(texts[0]);
+  const ep = model.ep;
+  await model.release();
+  const plain = (row) => (ArrayBuffer.isView(row) ? Array.from(row) : row.map(plain));
+  return { ep, rows: rows.map(plain), one: one.map(plain),
+           typed: rows.every((row) => row instanceof Float32Array) };
+}"""
+
+
+@pytest.mark.parametrize("options", [
+    {"executionProviders": ["wasm"]},
+    {"executionProviders": ["wasm"], "worker": True},
+    {"executionProviders": ["webgpu"]},
+], ids=["wasm", "worker", "webgpu"])
+def test_embed_equals_the_python_reference(text_bundles, webgpu_browser, open_bundle, options):
+    directory = text_bundles["feature-extraction"]
+    folder = text_bundles["feature-extraction-folder"]
+    texts = list(CHECK_TEXTS)
+    for settings in ({}, {"pooling": "cls", "normalize": False}):
+        native = _reference(directory, folder, texts, **settings)["embeddings"]
+        with open_bundle(webgpu_browser, directory) as page:
+            got = page.evaluate(EMBED, {"url": page.base_url + "bundle.mjs", "options": options,
+                                        "texts": texts, "settings": settings})
+        assert got["ep"] == options["executionProviders"][0] and got["typed"]
+        assert len(got["rows"]) == len(texts)
+        for row, want in zip(got["rows"], native, strict=True):
+            cosine = np.dot(row, want) / (np.linalg.norm(row) * np.linalg.norm(want))
+            assert cosine >= 0.9999
+            np.testing.assert_allclose(row, want, atol=1e-4)
+        # one text alone (no padding) is the same row as in the batch
+        np.testing.assert_allclose(got["one"][0], _reference(directory, folder, texts[:1])[
+            "embeddings"][0], atol=1e-5)
+    norms = np.linalg.norm(np.asarray(got["rows"]), axis=1)
+    assert not np.allclose(norms, 1)  # normalize false kept the lengths
+
+
+CLASSIFY = """async ({ url, options, texts, variant }) => {
+  const { load } = await import(url);
+  const model = await load({ ...options, variant });
+  const many = await model.classify(texts, { topK: 3 });
+  const one = await model.classify(texts[0]);
+  await model.release();
+  return { many, one };
+}"""
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_classify_gives_id2label_labels_equal_to_python(text_bundles, webgpu_browser,
+                                                         open_bundle, variant):
+    directory = text_bundles["text-classification"]
+    folder = text_bundles["text-classification-folder"]
+    texts = list(CHECK_TEXTS)
+    native = _reference(directory, folder, texts, variant)["classes"]
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(CLASSIFY, {"url": page.base_url + "bundle.mjs", "texts": texts,
+                                       "options": {"executionProviders": ["wasm"]},
+                                       "variant": variant})
+    assert len(got["many"]) == len(texts)
+    for answer, want in zip(got["many"], native, strict=True):
+        assert [c["label"] for c in answer] == [c["label"] for c in want]
+        assert {c["label"] for c in answer} == set(text_models.LABELS.values())
+        np.testing.assert_allclose([c["score"] for c in answer], [c["score"] for c in want],
+                                   atol=1e-5)
+    assert got["one"] == got["many"][0] or [c["label"] for c in got["one"]] == [
+        c["label"] for c in got["many"][0]]
+    # the scores differ between texts: the answers are the model's, not a constant
+    top = [answer[0]["score"] for answer in got["many"]]
+    assert max(top) - min(top) > 1e-3
+
+
+@pytest.mark.parametrize("kind, first", [("feature-extraction", "Le chat dort"),
+                                         ("text-classification", None)])
+def test_the_demo_page_searches_and_labels(text_bundles, webgpu_browser, open_bundle, kind,
+                                           first):
+    directory = text_bundles[kind]
+    with open_bundle(webgpu_browser, directory, "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        if first:  # the query is one of the paragraphs: it ranks first, at cosine 1
+            page.page.fill("#task-text", "Le chat dort au soleil près de la fenêtre.")
+        page.page.click("#task-run")
+        page.page.wait_for_selector("#task-results li")
+        items = page.page.locator("#task-results li").all_text_contents()
+    if first:
+        assert items[0].startswith("1.000") and first in items[0] and len(items) == 4
+    else:
+        assert len(items) == 3 and all(item.split(":")[0] in text_models.LABELS.values()
+                                       for item in items)
+
+
+def test_bundle_test_catches_a_drifted_pooling(text_bundles, tmp_path):
+    # the real command in a subprocess (this module's Playwright driver is still running)
+    directory = text_bundles["feature-extraction"]
+    args = ("--ep", "wasm", "--no-fallback")
+    result = run_cli("test", directory, *args)
+    assert result.returncode == 0, result.stderr
+    drifted = tmp_path / "drifted"
+    shutil.copytree(directory, drifted)
+    module = drifted / "tasks" / "text.mjs"  # the browser's masked mean counts the padding too
+    module.write_text(module.read_text().replace("mask[b * tokens + t] !== 0n", "true"))
+    for compressed in (drifted / "tasks").glob("text.mjs.*"):
+        compressed.unlink()
+    result = run_cli("test", drifted, *args)
+    assert result.returncode != 0
+    assert "task answers differ from the Python reference" in result.stderr.splitlines()[-1]

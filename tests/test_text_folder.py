@@ -1,0 +1,90 @@
+"""`bundle build DIR` on an optimum export folder: the model, config and tokenizer files read,
+the task told from config.json and the outputs, and a one-line error naming what is missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bundler.bundle.options import BuildOptions
+from bundler.bundle.records import Task
+from bundler.errors import ConfigError
+from bundler.tasks.spec import TaskSpec
+from bundler.text.build import complete_text_task, text_source
+from bundler.text.folder import max_length, read_folder
+from tests import text_models
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="session")
+def text_folders(tmp_path_factory) -> dict[str, Path]:
+    return text_models.bert_folders(tmp_path_factory.mktemp("text-models"))
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(folder, tmp_path / folder.name))
+
+
+def test_the_task_comes_from_config_json(text_folders):
+    for kind, folder in text_folders.items():
+        source, options, read = text_source(folder, BuildOptions())
+        assert source == folder / "model.onnx" and options.task.kind == kind
+        assert options.name == folder.name and read is not None
+        assert set(read.files) == {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                   "special_tokens_map.json"}
+    _, options, _ = text_source(text_folders["text-classification"], BuildOptions())
+    assert options.task.labels == tuple(text_models.LABELS.values())
+
+
+def test_task_flags_win_over_the_folder(text_folders):
+    asked = BuildOptions(task=["feature-extraction", "pooling=cls"])
+    _, options, _ = text_source(text_folders["text-classification"], asked)
+    assert options.task.kind == "feature-extraction" and options.task.pooling == "cls"
+    _, options, _ = text_source(text_folders["feature-extraction"],
+                                BuildOptions(task=["pooling=cls", "normalize=false"]))
+    assert (options.task.kind, options.task.pooling, options.task.normalize) == (
+        "feature-extraction", "cls", False)
+
+
+def test_the_fp32_model_of_a_transformers_js_folder_is_the_source(text_folders, tmp_path):
+    folder = _copy(text_folders["feature-extraction"], tmp_path)
+    (folder / "onnx").mkdir()
+    (folder / "model.onnx").rename(folder / "onnx" / "model.onnx")
+    shutil.copy(folder / "onnx" / "model.onnx", folder / "onnx" / "model_quantized.onnx")
+    assert read_folder(folder).model == folder / "onnx" / "model.onnx"
+
+
+@pytest.mark.parametrize("missing", ["model.onnx", "config.json", "tokenizer.json"])
+def test_a_missing_file_is_named_in_one_line(text_folders, tmp_path, missing):
+    folder = _copy(text_folders["feature-extraction"], tmp_path)
+    (folder / missing).unlink()
+    with pytest.raises(ConfigError, match=f"has no {missing}"):
+        read_folder(folder)
+    result = run_cli("build", folder, "-o", tmp_path / "dist")
+    assert result.returncode != 0 and f"has no {missing}" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_unclear_task_asks_for_task(text_folders, tmp_path):
+    folder = _copy(text_folders["text-classification"], tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    del config["id2label"], config["label2id"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="give --task feature-extraction or --task text-"):
+        text_source(folder, BuildOptions())
+
+
+def test_a_text_task_needs_the_folder_and_reads_its_limits(text_folders):
+    folder = read_folder(text_folders["text-classification"])
+    assert max_length(folder) == 128 and folder.activation == "softmax"
+    task = Task(kind="text-classification", input="input_ids", output="logits")
+    complete_text_task(task, folder)
+    assert (task.max_length, task.activation) == (128, "softmax")
+    with pytest.raises(ConfigError, match="needs the export folder"):
+        complete_text_task(task, None)
+    multi = dict(folder.config, problem_type="multi_label_classification")
+    assert type(folder)(folder.folder, folder.model, multi, folder.files).activation == "sigmoid"
+    assert TaskSpec().pooling == "mean"

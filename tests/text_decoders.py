@@ -1,0 +1,86 @@
+"""Tiny random-weight decoders exported by optimum as users export them
+(`--task text-generation-with-past`), for the generation tests: a GPT-2 and a Llama with
+grouped-query attention. Each comes with its torch model, to compare with transformers'
+own generate(), and a GPT-2 merged decoder (`use_cache_branch`), as older optimum
+versions export."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+OPSET = 17
+VOCAB = 512
+
+
+@dataclasses.dataclass
+class Export:
+    folder: Path  # model.onnx, config.json, generation_config.json
+    model: Any  # the torch model it was exported from
+
+    @property
+    def onnx(self) -> Path:
+        return self.folder / "model.onnx"
+
+
+def _export(model: Any, directory: Path) -> Export:
+    from optimum.exporters.onnx import main_export
+
+    saved, folder = directory / "saved", directory / "onnx"
+    model.save_pretrained(saved)
+    main_export(str(saved), folder, task="text-generation-with-past", opset=OPSET,
+                local_files_only=True, do_validation=False)
+    shutil.rmtree(saved)
+    return Export(folder, model.eval())
+
+
+def _gpt2() -> Any:
+    """GPT-2, 2 layers x 64, 4 heads. Weights 10x transformers' init spread, so that logits are
+    far apart and greedy choices are not decided by float noise."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                        initializer_range=0.2, eos_token_id=VOCAB - 1, bos_token_id=VOCAB - 1)
+    return GPT2LMHeadModel(config)
+
+
+def gpt2(directory: Path) -> Export:
+    return _export(_gpt2(), directory)
+
+
+def gpt2_merged(directory: Path) -> Export:
+    """The same GPT-2 as one merged decoder: a no-past decoder with present outputs and the
+    with-past one, joined by optimum's merge_decoders under an If on `use_cache_branch`."""
+    from optimum.exporters.onnx import main_export
+    from optimum.exporters.onnx.model_configs import GPT2OnnxConfig
+    from optimum.onnx.graph_transformations import merge_decoders
+
+    export = _export(_gpt2(), directory)
+    saved, first = directory / "saved", directory / "first"
+    export.model.save_pretrained(saved)
+    no_past = GPT2OnnxConfig(export.model.config, task="text-generation", use_past=True,
+                             use_past_in_inputs=False)
+    main_export(str(saved), first, task="text-generation-with-past", opset=OPSET,
+                custom_onnx_configs={"model": no_past}, local_files_only=True,
+                do_validation=False)
+    merge_decoders(first / "model.onnx", export.onnx, save_path=export.onnx)
+    shutil.rmtree(saved)
+    shutil.rmtree(first)
+    return export
+
+
+def llama(directory: Path) -> Export:
+    """Llama, 2 layers x 64, 4 query heads sharing 2 KV heads (grouped-query attention)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, initializer_range=0.2,
+                         eos_token_id=[VOCAB - 2, VOCAB - 1], bos_token_id=1)
+    return _export(LlamaForCausalLM(config), directory)

@@ -1,0 +1,103 @@
+// The text tasks: model.embed() (feature-extraction) and model.classify() on texts
+// (text-classification). The spec is bundler/text/reference.py: the texts are tokenized together
+// (padded to the longest, truncated to task.max_length) by the bundle's own tokenizer files
+// (task.files, shipped in text/) and run at once; the token vectors are pooled (masked mean, the
+// first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
+// a multi-label model) and ranked with the labels.
+import { topClasses } from './classify.mjs';
+
+const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
+
+async function readJson(model, task, name) {
+  const path = task.files?.[name];
+  if (!path) return {};
+  return JSON.parse(new TextDecoder().decode(await model._file(path)));
+}
+
+function tokenizerOf(model, task) {
+  if (!tokenizers.has(model)) {
+    const made = (async () => {
+      const { loadTokenizer } = await import('../text/tokenizer.mjs');
+      const [json, config, special] = await Promise.all(['tokenizer.json',
+        'tokenizer_config.json', 'special_tokens_map.json'].map((name) => readJson(model, task,
+        name)));
+      return loadTokenizer(json, config, special);
+    })();
+    made.catch(() => tokenizers.delete(model)); // a failed read is tried again next call
+    tokenizers.set(model, made);
+  }
+  return tokenizers.get(model);
+}
+
+function textsOf(texts) {
+  const list = typeof texts === 'string' ? [texts] : Array.from(texts ?? []);
+  if (list.length === 0 || list.some((text) => typeof text !== 'string')) {
+    throw new TypeError('give a text or an array of texts');
+  }
+  return list;
+}
+
+// The texts through the model: its output and the batch's attention mask.
+async function runTexts(model, task, texts) {
+  const tokenizer = await tokenizerOf(model, task);
+  const batch = tokenizer.encode(texts, { maxLength: task.max_length ?? null });
+  const feeds = {};
+  for (const spec of model.inputs) {
+    if (!(spec.name in batch) || spec.name === 'dims') {
+      throw new TypeError(`the model's input '${spec.name}' is not one a tokenizer gives`);
+    }
+    feeds[spec.name] = { data: batch[spec.name], dims: batch.dims };
+  }
+  // a copy: a worker's run() takes the feeds' buffers (transferred, detached here)
+  const mask = batch.attention_mask.slice();
+  const outputs = await model.run(feeds);
+  return { output: outputs[task.output], mask, dims: batch.dims };
+}
+
+// [batch, tokens, size] -> a Float32Array per text (pooling 'none': an array of them, one per
+// kept token); float64 sums, as the Python reference.
+export function pooled(output, mask, pooling, normalize) {
+  const [batch, tokens, size] = output.dims;
+  const data = output.data;
+  const rows = [];
+  for (let b = 0; b < batch; b += 1) {
+    const kept = [];
+    for (let t = 0; t < tokens; t += 1) if (mask[b * tokens + t] !== 0n) kept.push(t);
+    const vector = (t) => data.subarray((b * tokens + t) * size, (b * tokens + t + 1) * size);
+    if (pooling === 'none') {
+      rows.push(kept.map((t) => Float32Array.from(vector(t))));
+      continue;
+    }
+    const sum = new Float64Array(size);
+    const used = pooling === 'cls' ? [0] : kept;
+    for (const t of used) {
+      const values = vector(t);
+      for (let i = 0; i < size; i += 1) sum[i] += values[i];
+    }
+    const count = Math.max(used.length, 1e-9);
+    for (let i = 0; i < size; i += 1) sum[i] /= count;
+    if (normalize) {
+      const length = Math.max(Math.sqrt(sum.reduce((total, v) => total + v * v, 0)), 1e-12);
+      for (let i = 0; i < size; i += 1) sum[i] /= length;
+    }
+    rows.push(Float32Array.from(sum));
+  }
+  return rows;
+}
+
+export async function embed(model, task, texts, { pooling, normalize } = {}) {
+  const { output, mask } = await runTexts(model, task, textsOf(texts));
+  const pool = pooling ?? task.pooling ?? 'mean';
+  return pooled(output, mask, pool, pool !== 'none' && (normalize ?? task.normalize ?? true));
+}
+
+// One text: its top classes; an array of texts: a list of them per text.
+export async function classify(model, task, texts, { topK } = {}) {
+  const list = textsOf(texts);
+  const { output } = await runTexts(model, task, list);
+  const classes = output.dims[1];
+  const answers = list.map((_, row) => topClasses({
+    dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
+  }, task, topK));
+  return typeof texts === 'string' ? answers[0] : answers;
+}
