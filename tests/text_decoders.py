@@ -36,15 +36,15 @@ def _export(model: Any, directory: Path) -> Export:
     return Export(folder, model.eval())
 
 
-def _gpt2() -> Any:
+def _gpt2(vocab: int = VOCAB, eos: int = VOCAB - 1) -> Any:
     """GPT-2, 2 layers x 64, 4 heads. Weights 10x transformers' init spread, so that logits are
     far apart and greedy choices are not decided by float noise."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
-                        initializer_range=0.2, eos_token_id=VOCAB - 1, bos_token_id=VOCAB - 1)
+    config = GPT2Config(vocab_size=vocab, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                        initializer_range=0.2, eos_token_id=eos, bos_token_id=eos)
     return GPT2LMHeadModel(config)
 
 
@@ -84,3 +84,31 @@ def llama(directory: Path) -> Export:
                          max_position_embeddings=128, initializer_range=0.2,
                          eos_token_id=[VOCAB - 2, VOCAB - 1], bos_token_id=1)
     return _export(LlamaForCausalLM(config), directory)
+
+
+# A chat template of the ChatML form (Qwen2's), for messages through generate().
+CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n'"
+                 " + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def gpt2_folder(directory: Path) -> Export:
+    """An export folder as users have it: the GPT-2 above at the vocabulary of a GPT-2-style
+    byte-level tokenizer trained here (tests/text_tokenizers.py), its files beside model.onnx,
+    a chat template in tokenizer_config.json."""
+    import json
+
+    from tests import text_tokenizers
+
+    tokens = text_tokenizers.gpt2(directory / "tokenizer")
+    vocab = json.loads((tokens / "tokenizer.json").read_text(encoding="utf-8"))
+    size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab["added_tokens"]
+                                               if t["id"] >= len(vocab["model"]["vocab"]))
+    eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
+    export = _export(_gpt2(size, eos), directory)
+    config = json.loads((tokens / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = CHAT_TEMPLATE
+    (tokens / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    for path in tokens.iterdir():
+        shutil.copyfile(path, export.folder / path.name)
+    return export

@@ -1,5 +1,5 @@
-// The text tasks: model.embed() (feature-extraction) and model.classify() on texts
-// (text-classification). The spec is bundler/text/reference.py: the texts are tokenized together
+// The text tasks: model.embed() (feature-extraction), model.classify() on texts
+// (text-classification) and model.generate() (text-generation, web/text/generate.mjs). The spec is bundler/text/reference.py: the texts are tokenized together
 // (padded to the longest, truncated to task.max_length) by the bundle's own tokenizer files
 // (task.files, shipped in text/) and run at once; the token vectors are pooled (masked mean, the
 // first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
@@ -8,13 +8,13 @@ import { topClasses } from './classify.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
 
-async function readJson(model, task, name) {
+export async function readJson(model, task, name) {
   const path = task.files?.[name];
   if (!path) return {};
   return JSON.parse(new TextDecoder().decode(await model._file(path)));
 }
 
-function tokenizerOf(model, task) {
+export function tokenizerOf(model, task) {
   if (!tokenizers.has(model)) {
     const made = (async () => {
       const { loadTokenizer } = await import('../text/tokenizer.mjs');
@@ -100,4 +100,18 @@ export async function classify(model, task, texts, { topK } = {}) {
     dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
   }, task, topK));
   return typeof texts === 'string' ? answers[0] : answers;
+}
+
+// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
+// only by such a bundle, which ships it).
+export async function generate(model, task, input, options) {
+  const [tokenizer, module, config, generationConfig, tokenizerConfig] = await Promise.all([
+    tokenizerOf(model, task), import('../text/generate.mjs'),
+    ...['config.json', 'generation_config.json', 'tokenizer_config.json'].map(
+      (name) => readJson(model, task, name)),
+  ]);
+  return module.generate({
+    run: (feeds) => model.run(feeds), inputs: model.inputs, tokenizer,
+    files: { config, generationConfig, tokenizerConfig },
+  }, input, options);
 }
