@@ -1,0 +1,154 @@
+"""A text-generation bundle from an optimum export folder in headless Chromium: the build infers
+the task and its check passes, model.generate() gives the Python reference loop's tokens greedily
+and with seeded sampling, streams text whose pieces join to the result, stops at a stop string,
+aborts, and takes chat messages through the template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.modelio import cpu_session
+from bundler.text.chat import render_chat, special_tokens
+from bundler.text.generate import prompt_generations
+from bundler.text.sampling import SamplingOptions
+from bundler.text.tokenizer import TextTokenizer
+from tests import text_decoders
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.browser
+
+PROMPTS = ["The cat sat on the mat.", "Café, naïve 😀"]
+SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1.1, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 folder built as users build it (`bundle build DIR`, no --task, the check on)."""
+    root = tmp_path_factory.mktemp("generation")
+    folder = text_decoders.gpt2_folder(root / "model").folder
+    output = root / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", "--ep", "wasm")
+    assert result.returncode == 0, result.stderr
+    return {"bundle": output, "folder": folder}
+
+
+def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
+            sampling: SamplingOptions | None = None) -> list[list[int]]:
+    manifest = manifest_file.load(built["bundle"])
+    session = cpu_session(built["bundle"] / manifest.variant("fp32").file)
+    return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
+                              prompts, steps, sampling)
+
+
+GENERATE = """async ({ url, options, prompts, settings }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const runs = [];
+  for (const prompt of prompts) {
+    const pieces = [];
+    const run = await model.generate(prompt, { ...settings, onToken: (p) => pieces.push(p) });
+    runs.push({ ...run, pieces });
+  }
+  await model.release();
+  return { ep: model.ep, runs };
+}"""
+
+
+def _generate(page: Any, prompts: list[Any], options: dict | None = None,
+              **settings: Any) -> dict[str, Any]:
+    return page.evaluate(GENERATE, {
+        "url": page.base_url + "bundle.mjs", "prompts": prompts, "settings": settings,
+        "options": options or {"executionProviders": ["wasm"]}})
+
+
+def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(built):
+    bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
+    assert bundle["verification"]["status"] == "passed", bundle["verification"]
+    task = bundle["task"]
+    assert task["kind"] == "text-generation" and task["output"] == "logits"
+    assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(task["files"])
+    for name in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
+        assert (built["bundle"] / "text" / name).is_file()
+
+
+@pytest.mark.parametrize("options", [
+    {"executionProviders": ["wasm"]},
+    {"executionProviders": ["wasm"], "worker": True},
+], ids=["wasm", "worker"])
+def test_greedy_tokens_equal_the_python_loop(built, plain_browser, open_bundle, options):
+    native = _native(built, PROMPTS)
+    assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, PROMPTS, options, maxNewTokens=32)
+    for run, want, prompt in zip(got["runs"], native, PROMPTS, strict=True):
+        assert run["tokenIds"] == want
+        assert run["promptIds"] == tokenizer.encode([prompt]).input_ids[0].tolist()
+        assert run["text"] == tokenizer.decode(want)
+        assert "".join(run["pieces"]) == run["text"]  # streamed UTF-8, nothing lost or doubled
+        timings = run["timings"]
+        assert timings["firstTokenMs"] > 0 and timings["decodeTokensPerS"] > 0
+
+
+def test_seeded_sampling_draws_python_tokens(built, plain_browser, open_bundle):
+    options = SamplingOptions(do_sample=True, temperature=0.9, top_k=40, top_p=0.95,
+                              repetition_penalty=1.1, seed=7)
+    native = _native(built, PROMPTS, 24, options)
+    greedy = _native(built, PROMPTS, 24)
+    assert native != greedy  # the draw is not the argmax in disguise
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, PROMPTS, maxNewTokens=24, **SAMPLING)
+        other = _generate(page, PROMPTS[:1], maxNewTokens=24, **{**SAMPLING, "seed": 8})
+    assert [run["tokenIds"] for run in got["runs"]] == native
+    assert other["runs"][0]["tokenIds"] != native[0]
+
+
+STOP_AND_ABORT = """async ({ url, prompt, stop }) => {
+  const { load } = await import(url);
+  const model = await load({ executionProviders: ['wasm'] });
+  const stopped = await model.generate(prompt, { maxNewTokens: 32, stop: [stop] });
+  const pieces = [];
+  const controller = new AbortController();
+  let aborted = null;
+  try {
+    await model.generate(prompt, { maxNewTokens: 32, signal: controller.signal,
+      onToken: (piece) => { pieces.push(piece); if (pieces.length === 2) controller.abort(); } });
+  } catch (error) {
+    aborted = error.name;
+  }
+  const after = await model.generate(prompt, { maxNewTokens: 4 });  // the model still works
+  await model.release();
+  return { stopped, aborted, pieces: pieces.length, after: after.tokenIds.length };
+}"""
+
+
+def test_a_stop_string_cuts_the_text_and_abort_rejects(built, plain_browser, open_bundle):
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    full = tokenizer.decode(_native(built, PROMPTS[:1])[0])
+    # two characters past the middle, real ones (a random model writes broken UTF-8 too)
+    stop = next(full[at:at + 2] for at in range(len(full) // 2, len(full) - 1)
+                if full[at:at + 2].strip() and "\ufffd" not in full[at:at + 2])
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = page.evaluate(STOP_AND_ABORT, {"url": page.base_url + "bundle.mjs",
+                                             "prompt": PROMPTS[0], "stop": stop})
+    assert got["stopped"]["text"] == full[:full.index(stop)]
+    assert len(got["stopped"]["tokenIds"]) < 32
+    assert got["aborted"] == "AbortError" and got["pieces"] == 2 and got["after"] == 4
+
+
+def test_messages_go_through_the_chat_template(built, plain_browser, open_bundle):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
+    config = json.loads((built["folder"] / "tokenizer_config.json").read_text(encoding="utf-8"))
+    text = render_chat(config["chat_template"], messages, add_generation_prompt=True,
+                       tokens=special_tokens(config))
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    ids = tokenizer.encode([text], add_special_tokens=False).input_ids[0].tolist()
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, [messages], maxNewTokens=8)
+    assert got["runs"][0]["promptIds"] == ids
