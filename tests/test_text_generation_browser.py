@@ -26,16 +26,26 @@ PROMPTS = ["The cat sat on the mat.", "Café, naïve 😀"]
 SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1.1, "seed": 7}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
-    """The GPT-2 folder built as users build it (`bundle build DIR`, no --task, the check on)."""
-    root = tmp_path_factory.mktemp("generation")
-    folder = text_decoders.gpt2_folder(root / "model").folder
+def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str) -> dict[str, Path]:
+    folder = text_decoders.gpt2_folder(root / "model", merged).folder
     output = root / "bundle"
     result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
-                     "--variants", "fp32", "--ep", "wasm")
+                     "--variants", "fp32", *flags)
     assert result.returncode == 0, result.stderr
     return {"bundle": output, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 folder built as users build it (`bundle build DIR`, no --task, the check on
+    WebGPU and WASM)."""
+    return _build(tmp_path_factory.mktemp("generation"), runtime_dist, False)
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The same as one merged decoder (use_cache_branch), WASM only."""
+    return _build(tmp_path_factory.mktemp("merged"), runtime_dist, True, "--ep", "wasm")
 
 
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
@@ -67,7 +77,9 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
         "options": options or {"executionProviders": ["wasm"]}})
 
 
-def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(built):
+@pytest.mark.parametrize("name", ["built", "merged"])
+def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
+    built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
     assert bundle["verification"]["status"] == "passed", bundle["verification"]
     task = bundle["task"]
@@ -80,13 +92,19 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(built):
 @pytest.mark.parametrize("options", [
     {"executionProviders": ["wasm"]},
     {"executionProviders": ["wasm"], "worker": True},
-], ids=["wasm", "worker"])
-def test_greedy_tokens_equal_the_python_loop(built, plain_browser, open_bundle, options):
+    {"executionProviders": ["webgpu"]},
+    {"executionProviders": ["wasm"], "merged": True},
+], ids=["wasm", "worker", "webgpu", "merged-decoder"])
+def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
+    built = request.getfixturevalue("merged" if options.pop("merged", False) else "built")
+    browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
+        "executionProviders"] else "plain_browser")
     native = _native(built, PROMPTS)
     assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
     tokenizer = TextTokenizer.from_folder(built["folder"])
-    with open_bundle(plain_browser, built["bundle"]) as page:
+    with open_bundle(browser, built["bundle"]) as page:
         got = _generate(page, PROMPTS, options, maxNewTokens=32)
+    assert got["ep"] == options["executionProviders"][0]
     for run, want, prompt in zip(got["runs"], native, PROMPTS, strict=True):
         assert run["tokenIds"] == want
         assert run["promptIds"] == tokenizer.encode([prompt]).input_ids[0].tolist()

@@ -55,11 +55,14 @@ def gpt2(directory: Path) -> Export:
 def gpt2_merged(directory: Path) -> Export:
     """The same GPT-2 as one merged decoder: a no-past decoder with present outputs and the
     with-past one, joined by optimum's merge_decoders under an If on `use_cache_branch`."""
+    return _merge(_export(_gpt2(), directory), directory)
+
+
+def _merge(export: Export, directory: Path) -> Export:
     from optimum.exporters.onnx import main_export
     from optimum.exporters.onnx.model_configs import GPT2OnnxConfig
     from optimum.onnx.graph_transformations import merge_decoders
 
-    export = _export(_gpt2(), directory)
     saved, first = directory / "saved", directory / "first"
     export.model.save_pretrained(saved)
     no_past = GPT2OnnxConfig(export.model.config, task="text-generation", use_past=True,
@@ -92,10 +95,10 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-def gpt2_folder(directory: Path) -> Export:
+def gpt2_folder(directory: Path, merged: bool = False) -> Export:
     """An export folder as users have it: the GPT-2 above at the vocabulary of a GPT-2-style
     byte-level tokenizer trained here (tests/text_tokenizers.py), its files beside model.onnx,
-    a chat template in tokenizer_config.json."""
+    a chat template in tokenizer_config.json; `merged`: as one merged decoder."""
     import json
 
     from tests import text_tokenizers
@@ -106,6 +109,8 @@ def gpt2_folder(directory: Path) -> Export:
                                                if t["id"] >= len(vocab["model"]["vocab"]))
     eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
     export = _export(_gpt2(size, eos), directory)
+    if merged:
+        export = _merge(export, directory)
     config = json.loads((tokens / "tokenizer_config.json").read_text(encoding="utf-8"))
     config["chat_template"] = CHAT_TEMPLATE
     (tokens / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
