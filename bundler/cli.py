@@ -263,12 +263,15 @@ def inspect_command(source, as_json, html, netron):
               help="Classify or detect in this image file (a bundle built with --task).")
 @click.option("--audio", type=click.Path(path_type=Path), default=None,
               help="Stream this .wav file through an audio-stream bundle: chunks and segments.")
+@click.option("--text", "texts", multiple=True,
+              help="Embed or classify this text (a bundle built from a text export folder;"
+                   " repeat for a batch).")
 @click.option("--top-k", type=click.IntRange(1), default=None,
-              help="Classes to print with --image (default: the task's top_k).")
+              help="Classes to print with --image or --text (default: the task's top_k).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Score threshold of detections with --image (default: the task's).")
 def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, image, audio,
-                top_k, threshold):
+                texts, top_k, threshold):
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
@@ -278,7 +281,7 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
         save=save, whole_graph=whole_graph, image=image, audio=audio, top_k=top_k,
-        threshold=threshold, reporter=_reporter())
+        threshold=threshold, reporter=_reporter(), texts=texts)
 
 
 @main.command("export")

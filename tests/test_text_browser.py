@@ -27,7 +27,8 @@ pytestmark = pytest.mark.browser
 def text_bundles(tmp_path_factory, runtime_dist) -> dict[str, Path]:
     """Each export folder built as users build it (`bundle build DIR`, the browser check on)."""
     root = tmp_path_factory.mktemp("text")
-    folders = text_models.bert_folders(root / "models")
+    folders = {**text_models.bert_folders(root / "models"),
+               "roberta": text_models.roberta_folder(root / "models")}
     built = {}
     for kind, folder in folders.items():
         output = root / kind
@@ -49,18 +50,20 @@ def _reference(directory: Path, folder: Path, texts, variant: str = "fp32", **ta
 
 
 def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):
-    for kind in ("feature-extraction", "text-classification"):
-        bundle = json.loads((text_bundles[kind] / "bundle.json").read_text(encoding="utf-8"))
+    for name, kind, limit in (("feature-extraction", "feature-extraction", 128),
+                              ("text-classification", "text-classification", 128),
+                              ("roberta", "feature-extraction", 48)):
+        bundle = json.loads((text_bundles[name] / "bundle.json").read_text(encoding="utf-8"))
         assert bundle["verification"]["status"] == "passed", bundle["verification"]
         task = bundle["task"]
-        assert task["kind"] == kind and task["max_length"] == 128
-        assert set(task["files"]) == {"config.json", "tokenizer.json", "tokenizer_config.json",
+        assert task["kind"] == kind and task["max_length"] == limit
+        assert set(task["files"]) >= {"config.json", "tokenizer.json", "tokenizer_config.json",
                                       "special_tokens_map.json"}
         listed = {entry["path"]: entry for entry in bundle["files"]}
         for path in task["files"].values():  # hashed and compressed like every file
             assert path.startswith("text/") and path in listed
             assert "gzip" in listed[path]["encodings"]
-        files_module = (text_bundles[kind] / "bundle.files.mjs").read_text(encoding="utf-8")
+        files_module = (text_bundles[name] / "bundle.files.mjs").read_text(encoding="utf-8")
         assert task["files"]["tokenizer.json"] + ".gz" in files_module
     labels = json.loads((text_bundles["text-classification"] / "bundle.json").read_text())
     assert labels["task"]["labels"] == list(text_models.LABELS.values())
@@ -105,6 +108,25 @@ def test_embed_equals_the_python_reference(text_bundles, webgpu_browser, open_bu
             "embeddings"][0], atol=1e-5)
     norms = np.linalg.norm(np.asarray(got["rows"]), axis=1)
     assert not np.allclose(norms, 1)  # normalize false kept the lengths
+
+
+def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_browser,
+                                                          open_bundle):
+    """Byte-level BPE, no token_type_ids, left padding: masked mean and the first kept token."""
+    directory, folder = text_bundles["roberta"], text_bundles["roberta-folder"]
+    texts = [*CHECK_TEXTS, "a long one " * 40]  # over max_length 48: truncated alike
+    assert [s.name for s in manifest_file.load(directory).inputs] == ["input_ids",
+                                                                     "attention_mask"]
+    for settings in ({}, {"pooling": "cls"}):
+        native = _reference(directory, folder, texts, **settings)["embeddings"]
+        with open_bundle(webgpu_browser, directory) as page:
+            got = page.evaluate(EMBED, {"url": page.base_url + "bundle.mjs", "texts": texts,
+                                        "options": {"executionProviders": ["wasm"]},
+                                        "settings": settings})
+        np.testing.assert_allclose(got["rows"], native, atol=1e-5)
+    # one text alone (embed(text), mean pooling) is its row of the left-padded batch
+    np.testing.assert_allclose(got["one"][0], _reference(directory, folder, texts)[
+        "embeddings"][0], atol=1e-5)
 
 
 CLASSIFY = """async ({ url, options, texts, variant }) => {
@@ -175,3 +197,20 @@ def test_bundle_test_catches_a_drifted_pooling(text_bundles, tmp_path):
     result = run_cli("test", drifted, *args)
     assert result.returncode != 0
     assert "task answers differ from the Python reference" in result.stderr.splitlines()[-1]
+
+
+def test_bundle_run_text_prints_the_python_reference(text_bundles):
+    directory = text_bundles["text-classification"]
+    texts = ["What a wonderful day!", "Le chat dort."]
+    result = run_cli("run", directory, "--ep", "cpu", "--text", texts[0], "--text", texts[1],
+                     "--top-k", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    native = _reference(directory, text_bundles["text-classification-folder"], texts)["classes"]
+    assert printed["texts"] == texts and len(printed["classes"]) == 2
+    for answer, want in zip(printed["classes"], native, strict=True):
+        assert [c["label"] for c in answer] == [c["label"] for c in want[:2]]
+    table = run_cli("run", directory, "--ep", "cpu", "--text", texts[0])
+    assert table.returncode == 0 and "What a wonderful day!" in table.stdout
+    image = run_cli("run", directory, "--text", "a", "--audio", "x.wav")
+    assert image.returncode != 0 and "give one of --image, --audio or --text" in image.stderr

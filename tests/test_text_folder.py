@@ -88,3 +88,25 @@ def test_a_text_task_needs_the_folder_and_reads_its_limits(text_folders):
     multi = dict(folder.config, problem_type="multi_label_classification")
     assert type(folder)(folder.folder, folder.model, multi, folder.files).activation == "sigmoid"
     assert TaskSpec().pooling == "mean"
+
+
+def test_max_length_without_model_max_length_counts_the_positions(text_folders, tmp_path):
+    """RoBERTa-family positions start after the padding index: 2 of 50 are no token's."""
+    folder = _copy(text_folders["feature-extraction"], tmp_path)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 1e30}))
+    config = json.loads((folder / "config.json").read_text())
+    assert max_length(read_folder(folder)) == config["max_position_embeddings"] == 128
+    config.update(model_type="roberta", max_position_embeddings=50, pad_token_id=1)
+    (folder / "config.json").write_text(json.dumps(config))
+    assert max_length(read_folder(folder)) == 48
+
+
+def test_a_bare_encoder_file_gets_a_hint_to_build_its_folder(text_folders):
+    import onnx
+
+    from bundler.tasks.build import task_hint
+
+    model = onnx.load(str(text_folders["feature-extraction"] / "model.onnx"))
+    hint = task_hint(TaskSpec(), model)
+    assert hint is not None and "looks like feature-extraction" in hint
+    assert "build its export folder" in hint

@@ -1,6 +1,7 @@
 """Small text encoders exported by optimum as users export them (`optimum-cli export onnx`):
-real architectures (BERT, XLM-RoBERTa) at 2 layers x 128 with seeded random weights, and a
-tokenizer trained here on the check sentences, saved beside them by transformers. A folder per
+real architectures (BERT, RoBERTa) at 2 layers x 128 with seeded random weights, and a
+tokenizer trained here (BERT's WordPiece on the check sentences, saved by transformers; RoBERTa's
+byte-level BPE, padding on the left, from tests/text_tokenizers.py). A folder per
 model: model.onnx, config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json."""
 
 from __future__ import annotations
@@ -80,3 +81,24 @@ def bert_folders(directory: Path) -> dict[str, Path]:
                                           directory / "bert-embed"),
             "text-classification": _export(classifier, tokens, "text-classification",
                                            directory / "bert-classify")}
+
+
+def roberta_folder(directory: Path) -> Path:
+    """A RobertaModel (input_ids and attention_mask only, positions after the padding index)
+    with a byte-level BPE tokenizer that pads on the left, for feature-extraction."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import RobertaConfig, RobertaModel
+
+    from tests.text_tokenizers import byte_level_bpe
+
+    tokens = byte_level_bpe(directory / "roberta-tokenizer")
+    tokenizer = Tokenizer.from_file(str(tokens / "tokenizer.json"))
+    torch.manual_seed(SEED)
+    config = RobertaConfig(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
+                           pad_token_id=tokenizer.token_to_id("<pad>"),
+                           bos_token_id=tokenizer.token_to_id("<s>"),
+                           eos_token_id=tokenizer.token_to_id("</s>"),
+                           **{**SMALL, "max_position_embeddings": 48 + 2})
+    return _export(RobertaModel(config).eval(), tokens, "feature-extraction",
+                   directory / "roberta-embed")

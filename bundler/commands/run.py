@@ -8,6 +8,7 @@ with the reference outputs bundle.json recorded at build time.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -124,20 +125,29 @@ def _output_json(value: np.ndarray) -> dict[str, Any]:
 def _task_of(source: Path, manifest: Manifest | EdgeManifest | None) -> Task:
     task = manifest.task if isinstance(manifest, Manifest) else None
     if task is None:
-        raise ConfigError(f"--image/--audio need a bundle built with --task; {source} has no task"
-                          " (see docs/how-to/task-apps.md)")
+        raise ConfigError(f"--image/--audio/--text need a bundle built with --task; {source}"
+                          " has no task (see docs/how-to/task-apps.md)")
     return task
 
 
 def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
               audio: Path | None, top_k: int | None, threshold: float | None, as_json: bool,
-              reporter: Reporter) -> dict[str, Any]:
-    """--image FILE / --audio FILE: the task pipeline of bundler.tasks, printed."""
+              reporter: Reporter, source: Path, texts: Sequence[str] = ()) -> dict[str, Any]:
+    """--image FILE / --audio FILE / --text TEXT: the task pipeline of bundler.tasks (or
+    bundler.text.reference, with the bundle's own tokenizer files), printed."""
     from bundler.tasks.audio import read_wav
     from bundler.tasks.image import read_image
     from bundler.tasks.pipeline import run_audio, run_image
+    from bundler.text.reference import bundle_tokenizer, run_text
 
-    if image is not None:
+    if texts:
+        if not source.is_dir():
+            raise ConfigError("--text needs the bundle folder (its tokenizer files), not a model")
+        with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
+            tokenizer = bundle_tokenizer(source, task, Path(scratch))
+        result = run_text(session.run, task, tokenizer, [spec.name for spec in specs], texts,
+                          top_k=top_k)
+    elif image is not None:
         result = run_image(session.run, task, read_image(image), top_k=top_k, threshold=threshold)
     else:
         samples, rate = read_wav(audio)  # type: ignore[arg-type]
@@ -148,7 +158,7 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
     else:
         kind = kind_of(task.kind)
         assert kind.report is not None
-        kind.report(reporter, image or audio, task, result)  # type: ignore[arg-type]
+        kind.report(reporter, image or audio or source, task, result)
     return result
 
 
@@ -156,18 +166,20 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
         dims: dict[str, int] | None = None, variant: str | None = None, as_json: bool = False,
         save: Path | None = None, whole_graph: bool = False, image: Path | None = None,
         audio: Path | None = None, top_k: int | None = None, threshold: float | None = None,
-        reporter: Reporter | None = None) -> dict[str, Any]:
+        reporter: Reporter | None = None, texts: Sequence[str] = ()) -> dict[str, Any]:
     reporter = reporter or Reporter()
     model, manifest, entry = model_or_bundle(source, variant)
-    task = _task_of(source, manifest) if image is not None or audio is not None else None
-    if image is not None and audio is not None:
-        raise ConfigError("give --image or --audio, not both")
+    asked = [given for given in (image, audio, texts or None) if given is not None]
+    task = _task_of(source, manifest) if asked else None
+    if len(asked) > 1:
+        raise ConfigError("give one of --image, --audio or --text")
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
     session = Session(model, eps, whole_graph=whole_graph)
     specs = list(manifest.inputs) if manifest else _specs_of(session)
     if task is not None:
-        return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter)
+        return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
+                         source, texts)
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
     feeds = _feeds(model, specs, given, dims or {})

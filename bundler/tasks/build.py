@@ -22,6 +22,10 @@ def task_hint(spec: TaskSpec, model: onnx.ModelProto) -> str | None:
     if guess is None or guess[0] == spec.kind:
         return None
     kind, why = guess
+    if spec.kind == GENERIC and kind_of(kind).media == "text":  # its tokenizer is in the folder
+        return (f"hint: this looks like {kind} ({why}); build its export folder (model.onnx,"
+                " config.json, tokenizer.json) to get the text API and demo (see"
+                " docs/how-to/text-models.md)")
     if spec.kind == GENERIC:
         return (f"hint: this looks like {kind} ({why}); build with --task {kind} to get the task"
                 " API and demo (see docs/how-to/task-apps.md)")

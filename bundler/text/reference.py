@@ -26,14 +26,14 @@ Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize: bool | None
            ) -> list[Any]:
     """[batch, tokens, size] -> one row per text: the mean of the tokens the attention mask
-    keeps, the first token's vector, or (none) every kept token's; rows scaled to length 1
-    when `normalize`. Float64 arithmetic, float32 values, as the browser's twin does."""
+    keeps, the first kept token's vector (cls), or (none) every kept token's; rows scaled to
+    length 1 when `normalize`. Float64 arithmetic, float32 values, as the browser's twin does."""
     hidden = np.asarray(hidden, np.float64)
     keep = np.asarray(mask, np.float64)[:, :, None]
-    if pooling == "cls":
-        rows = hidden[:, 0, :]
+    if pooling == "cls":  # the first token the mask keeps (a tokenizer may pad on the left)
+        rows = hidden[np.arange(hidden.shape[0]), np.argmax(keep[:, :, 0] > 0, axis=1)]
     elif pooling == "none":
-        return [hidden[i, : int(keep[i].sum())].astype(np.float32).tolist()
+        return [hidden[i, keep[i, :, 0] > 0].astype(np.float32).tolist()
                 for i in range(hidden.shape[0])]
     else:
         rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)

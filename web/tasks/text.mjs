@@ -7,6 +7,9 @@
 import { topClasses } from './classify.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
+// Only text bundles carry text/: the import is by a URL made at run time, which an app's bundler
+// (Vite, webpack) leaves alone, so the other bundles' builds do not look for the file.
+const TOKENIZER_MODULE = '../text/tokenizer.mjs';
 
 export async function readJson(model, task, name) {
   const path = task.files?.[name];
@@ -17,7 +20,8 @@ export async function readJson(model, task, name) {
 export function tokenizerOf(model, task) {
   if (!tokenizers.has(model)) {
     const made = (async () => {
-      const { loadTokenizer } = await import('../text/tokenizer.mjs');
+      const url = new URL(/* webpackIgnore: true */ TOKENIZER_MODULE, import.meta.url).href;
+      const { loadTokenizer } = await import(/* webpackIgnore: true */ /* @vite-ignore */ url);
       const [json, config, special] = await Promise.all(['tokenizer.json',
         'tokenizer_config.json', 'special_tokens_map.json'].map((name) => readJson(model, task,
         name)));
@@ -69,7 +73,7 @@ export function pooled(output, mask, pooling, normalize) {
       continue;
     }
     const sum = new Float64Array(size);
-    const used = pooling === 'cls' ? [0] : kept;
+    const used = pooling === 'cls' ? kept.slice(0, 1) : kept; // left padding: not token 0
     for (const t of used) {
       const values = vector(t);
       for (let i = 0; i < size; i += 1) sum[i] += values[i];
