@@ -170,3 +170,10 @@ def test_messages_go_through_the_chat_template(built, plain_browser, open_bundle
     with open_bundle(plain_browser, built["bundle"]) as page:
         got = _generate(page, [messages], maxNewTokens=8)
     assert got["runs"][0]["promptIds"] == ids
+
+
+def test_bundle_run_text_continues_a_prompt_natively(built):
+    result = run_cli("run", built["bundle"], "--text", PROMPTS[0], "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["task"] == "text-generation" and answer["tokens"] == _native(built, PROMPTS[:1])
