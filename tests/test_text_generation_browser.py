@@ -177,3 +177,15 @@ def test_bundle_run_text_continues_a_prompt_natively(built):
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["task"] == "text-generation" and answer["tokens"] == _native(built, PROMPTS[:1])
+
+
+def test_the_demo_page_continues_a_prompt(built, plain_browser, open_bundle):
+    with open_bundle(plain_browser, built["bundle"], "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        assert page.page.text_content("#task-run") == "Generate"
+        page.page.fill("#task-text", PROMPTS[0])
+        page.page.click("#task-run")
+        page.page.wait_for_selector("#task-results li:nth-child(2)")  # the timings line: done
+        items = page.page.locator("#task-results li").all_text_contents()
+    assert items[0].startswith(PROMPTS[0]) and len(items[0]) > len(PROMPTS[0])
+    assert "tokens/s" in items[1]
