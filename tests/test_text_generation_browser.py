@@ -6,6 +6,7 @@ aborts, and takes chat messages through the template."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,22 @@ def test_the_demo_page_continues_a_prompt(built, plain_browser, open_bundle):
         items = page.page.locator("#task-results li").all_text_contents()
     assert items[0].startswith(PROMPTS[0]) and len(items[0]) > len(PROMPTS[0])
     assert "tokens/s" in items[1]
+
+
+def test_bundle_test_catches_a_drifted_loop(built, tmp_path):
+    # the real command in a subprocess (this module's Playwright driver is still running)
+    args = ("--ep", "wasm", "--no-fallback")
+    result = run_cli("test", built["bundle"], *args)
+    assert result.returncode == 0, result.stderr
+    drifted = tmp_path / "drifted"
+    shutil.copytree(built["bundle"], drifted)
+    module = drifted / "text" / "generate.mjs"  # the positions start at 1, not 0
+    source = module.read_text(encoding="utf-8")
+    wrong = source.replace("BigInt(length - pending.length + i)",
+                           "BigInt(length - pending.length + i + 1)")
+    assert wrong != source
+    module.write_text(wrong, encoding="utf-8")
+    for compressed in (drifted / "text").glob("generate.mjs.*"):
+        compressed.unlink()
+    result = run_cli("test", drifted, *args)
+    assert result.returncode != 0 and "part from native's at step" in result.stdout + result.stderr
