@@ -27,8 +27,9 @@ PROMPTS = ["The cat sat on the mat.", "Café, naïve 😀"]
 SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1.1, "seed": 7}
 
 
-def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str) -> dict[str, Path]:
-    folder = text_decoders.gpt2_folder(root / "model", merged).folder
+def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str,
+           family: str = "gpt2") -> dict[str, Path]:
+    folder = text_decoders.gpt2_folder(root / "model", merged, family).folder
     output = root / "bundle"
     result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
                      "--variants", "fp32", *flags)
@@ -47,6 +48,13 @@ def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[
 def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
     """The same as one merged decoder (use_cache_branch), WASM only."""
     return _build(tmp_path_factory.mktemp("merged"), runtime_dist, True, "--ep", "wasm")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """A Llama with grouped-query attention (2 KV heads for 4), WASM only."""
+    return _build(tmp_path_factory.mktemp("llama"), runtime_dist, False, "--ep", "wasm",
+                  family="llama")
 
 
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
@@ -78,7 +86,7 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
         "options": options or {"executionProviders": ["wasm"]}})
 
 
-@pytest.mark.parametrize("name", ["built", "merged"])
+@pytest.mark.parametrize("name", ["built", "merged", "llama"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
@@ -94,10 +102,11 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["wasm"]},
     {"executionProviders": ["wasm"], "worker": True},
     {"executionProviders": ["webgpu"]},
-    {"executionProviders": ["wasm"], "merged": True},
-], ids=["wasm", "worker", "webgpu", "merged-decoder"])
+    {"executionProviders": ["wasm"], "fixture": "merged"},
+    {"executionProviders": ["wasm"], "fixture": "llama"},
+], ids=["wasm", "worker", "webgpu", "merged-decoder", "llama-gqa"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
-    built = request.getfixturevalue("merged" if options.pop("merged", False) else "built")
+    built = request.getfixturevalue(options.pop("fixture", "built"))
     browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
         "executionProviders"] else "plain_browser")
     native = _native(built, PROMPTS)

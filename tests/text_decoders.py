@@ -76,17 +76,21 @@ def _merge(export: Export, directory: Path) -> Export:
     return export
 
 
-def llama(directory: Path) -> Export:
+def _llama(vocab: int = VOCAB, eos: list[int] | None = None) -> Any:
     """Llama, 2 layers x 64, 4 query heads sharing 2 KV heads (grouped-query attention)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+    config = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=128, initializer_range=0.2,
-                         eos_token_id=[VOCAB - 2, VOCAB - 1], bos_token_id=1)
-    return _export(LlamaForCausalLM(config), directory)
+                         eos_token_id=eos or [vocab - 2, vocab - 1], bos_token_id=1)
+    return LlamaForCausalLM(config)
+
+
+def llama(directory: Path) -> Export:
+    return _export(_llama(), directory)
 
 
 # A chat template of the ChatML form (Qwen2's), for messages through generate().
@@ -95,10 +99,11 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-def gpt2_folder(directory: Path, merged: bool = False) -> Export:
-    """An export folder as users have it: the GPT-2 above at the vocabulary of a GPT-2-style
-    byte-level tokenizer trained here (tests/text_tokenizers.py), its files beside model.onnx,
-    a chat template in tokenizer_config.json; `merged`: as one merged decoder."""
+def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2") -> Export:
+    """An export folder as users have it: the GPT-2 (or `family` "llama": the Llama) above at the
+    vocabulary of a GPT-2-style byte-level tokenizer trained here (tests/text_tokenizers.py), its
+    files beside model.onnx, a chat template in tokenizer_config.json; `merged`: as one merged
+    decoder (GPT-2)."""
     import json
 
     from tests import text_tokenizers
@@ -108,7 +113,8 @@ def gpt2_folder(directory: Path, merged: bool = False) -> Export:
     size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab["added_tokens"]
                                                if t["id"] >= len(vocab["model"]["vocab"]))
     eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
-    export = _export(_gpt2(size, eos), directory)
+    model = _llama(size, [eos]) if family == "llama" else _gpt2(size, eos)
+    export = _export(model, directory)
     if merged:
         export = _merge(export, directory)
     config = json.loads((tokens / "tokenizer_config.json").read_text(encoding="utf-8"))
