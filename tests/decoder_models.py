@@ -36,15 +36,15 @@ def _export(model: Any, directory: Path) -> Export:
     return Export(folder, model.eval())
 
 
-def _gpt2() -> Any:
+def _gpt2(vocab: int = VOCAB, eos: int = VOCAB - 1) -> Any:
     """GPT-2, 2 layers x 64, 4 heads. Weights 10x transformers' init spread, so that logits are
     far apart and greedy choices are not decided by float noise."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
-                        initializer_range=0.2, eos_token_id=VOCAB - 1, bos_token_id=VOCAB - 1)
+    config = GPT2Config(vocab_size=vocab, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                        initializer_range=0.2, eos_token_id=eos, bos_token_id=eos)
     return GPT2LMHeadModel(config)
 
 
@@ -55,11 +55,14 @@ def gpt2(directory: Path) -> Export:
 def gpt2_merged(directory: Path) -> Export:
     """The same GPT-2 as one merged decoder: a no-past decoder with present outputs and the
     with-past one, joined by optimum's merge_decoders under an If on `use_cache_branch`."""
+    return _merge(_export(_gpt2(), directory), directory)
+
+
+def _merge(export: Export, directory: Path) -> Export:
     from optimum.exporters.onnx import main_export
     from optimum.exporters.onnx.model_configs import GPT2OnnxConfig
     from optimum.onnx.graph_transformations import merge_decoders
 
-    export = _export(_gpt2(), directory)
     saved, first = directory / "saved", directory / "first"
     export.model.save_pretrained(saved)
     no_past = GPT2OnnxConfig(export.model.config, task="text-generation", use_past=True,
@@ -73,14 +76,50 @@ def gpt2_merged(directory: Path) -> Export:
     return export
 
 
-def llama(directory: Path) -> Export:
+def _llama(vocab: int = VOCAB, eos: list[int] | None = None) -> Any:
     """Llama, 2 layers x 64, 4 query heads sharing 2 KV heads (grouped-query attention)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+    config = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=128, initializer_range=0.2,
-                         eos_token_id=[VOCAB - 2, VOCAB - 1], bos_token_id=1)
-    return _export(LlamaForCausalLM(config), directory)
+                         eos_token_id=eos or [vocab - 2, vocab - 1], bos_token_id=1)
+    return LlamaForCausalLM(config)
+
+
+def llama(directory: Path) -> Export:
+    return _export(_llama(), directory)
+
+
+# A chat template of the ChatML form (Qwen2's), for messages through generate().
+CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n'"
+                 " + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2") -> Export:
+    """An export folder as users have it: the GPT-2 (or `family` "llama": the Llama) above at the
+    vocabulary of a GPT-2-style byte-level tokenizer trained here (tests/text_tokenizers.py), its
+    files beside model.onnx, a chat template in tokenizer_config.json; `merged`: as one merged
+    decoder (GPT-2)."""
+    import json
+
+    from tests import text_tokenizers
+
+    tokens = text_tokenizers.gpt2(directory / "tokenizer")
+    vocab = json.loads((tokens / "tokenizer.json").read_text(encoding="utf-8"))
+    size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab["added_tokens"]
+                                               if t["id"] >= len(vocab["model"]["vocab"]))
+    eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
+    model = _llama(size, [eos]) if family == "llama" else _gpt2(size, eos)
+    export = _export(model, directory)
+    if merged:
+        export = _merge(export, directory)
+    config = json.loads((tokens / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = CHAT_TEMPLATE
+    (tokens / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    for path in tokens.iterdir():
+        shutil.copyfile(path, export.folder / path.name)
+    return export

@@ -71,6 +71,12 @@ const chunks = await model.stream().push(new Float32Array(4), 48000);
 const x: number = found[0].box.x + top[0].score + chunks[0].score;
 const label: string = found[0].label;
 console.log(x, label, model.manifest.task?.labels?.length, model.manifest.task?.kind);
+const made = await model.generate([{ role: 'user', content: 'Hi' }], {
+  maxNewTokens: 8, temperature: 0.7, seed: 1, stop: ['\\n'], signal: new AbortController().signal,
+  onToken: (piece: string) => console.log(piece),
+});
+const ids: number[] = made.tokenIds;
+console.log(made.text.length + ids.length, made.timings.decodeTokensPerS ?? 0);
 try {
   await load();
 } catch (error) {

@@ -60,6 +60,18 @@ def test_an_audio_task_sizes_its_samples_and_state_as_its_app_feeds_them() -> No
     assert task_dims(inputs, task) == {"audio:1": 576, "state:1": 1}
 
 
+def test_a_decoder_is_measured_at_its_prefill() -> None:
+    past = ("batch_size", 4, "past_sequence_length", 16)
+    inputs = (TensorSpec("input_ids", "int64", ("batch_size", "sequence_length")),
+              TensorSpec("past_key_values.0.key", "float32", past),
+              TensorSpec("attention_mask", "int64",
+                         ("batch_size", "past_sequence_length + sequence_length")))
+    task = Task(kind="text-generation", input="input_ids", output="logits")
+    assert task_dims(inputs, task) == {
+        "input_ids:0": 1, "input_ids:1": 64, "past_key_values.0.key:0": 1,
+        "past_key_values.0.key:2": 0, "attention_mask:0": 1, "attention_mask:1": 64}
+
+
 def test_a_record_read_back_keeps_its_guesses() -> None:
     workload = measured(IMAGES, _feeds(1, 3, 32, 32), known_dims(IMAGES))
     again = Workload.from_json(workload.to_json())

@@ -328,6 +328,35 @@ export interface BundleModel<Inputs, Outputs> {
   detect(source: ImageSource, options?: { threshold?: number }): Promise<Detection[]>;
   /** audio-stream bundles: chunks in, results out, state carried between them. */
   stream(): AudioStream;
+  /** text-generation bundles: a prompt, or chat messages through the chat template, continued. */
+  generate(input: string | ChatMessage[], options?: GenerateOptions): Promise<Generation>;
+}
+
+export interface ChatMessage { role: string; content: string }
+
+export interface GenerateOptions {
+  /** New tokens at most (default 32); EOS (generation_config.json) ends a run sooner. */
+  maxNewTokens?: number;
+  /** > 0 samples (seeded, the spec of docs/explanation/generation.md); 0 or absent: greedy. */
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  repetitionPenalty?: number;
+  /** The sampler's uint32 seed (default 0): the same seed draws the same tokens as Python. */
+  seed?: number;
+  /** Strings that end the run; the text is cut before the first one found. */
+  stop?: string | string[];
+  signal?: AbortSignal;
+  /** Each new piece of text as it is decoded; the pieces joined are the returned text. */
+  onToken?: (piece: string) => void;
+}
+
+export interface Generation {
+  text: string;
+  tokenIds: number[];
+  promptIds: number[];
+  timings: { firstTokenMs: number | null; prefillTokensPerS: number | null;
+             decodeTokensPerS: number | null };
 }
 
 export type ImageSource = HTMLImageElement | HTMLCanvasElement | HTMLVideoElement | ImageBitmap

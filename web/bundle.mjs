@@ -268,6 +268,12 @@ class Model {
     const task = taskOf(this.manifest, 'feature-extraction', 'embed');
     return this._taskApi.embed(this, task, texts, options);
   }
+
+  // A prompt or chat messages continued (text-generation): { text, tokenIds, timings }.
+  async generate(input, options) {
+    const task = taskOf(this.manifest, 'text-generation', 'generate');
+    return this._taskApi.generate(this, task, input, options);
+  }
 }
 
 export async function load(options = {}) {

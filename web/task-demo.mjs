@@ -1,7 +1,8 @@
 // task-demo.mjs: the demo page of a task bundle (index.html's #task section). Images: a file
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
 // file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
-// Text: semantic search over pasted paragraphs (embed) or a text's labels (classify).
+// Text: semantic search over pasted paragraphs (embed), a text's labels (classify) or a prompt
+// continued as it streams (generate).
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
 import { KINDS, segments } from './tasks/index.mjs';
 
@@ -205,11 +206,40 @@ async function labelText(model, text) {
   listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
 }
 
+// The prompt continued, streamed into the results as it is decoded; the button stops it.
+let generating = null; // the running generation's AbortController
+
+async function continueText(model, prompt) {
+  if (generating) {
+    generating.abort();
+    return;
+  }
+  generating = new AbortController();
+  const button = $('task-run');
+  button.textContent = 'Stop';
+  let text = '';
+  try {
+    const run = await model.generate(prompt, {
+      maxNewTokens: 64, signal: generating.signal,
+      onToken: (piece) => { text += piece; listResults([prompt + text]); },
+    });
+    const { firstTokenMs, decodeTokensPerS } = run.timings;
+    listResults([prompt + run.text, `first token ${firstTokenMs?.toFixed(0)} ms, ${
+      decodeTokensPerS?.toFixed(1) ?? '-'} tokens/s`]);
+  } catch (error) {
+    if (error.name !== 'AbortError') throw error;
+  } finally {
+    generating = null;
+    button.textContent = 'Generate';
+  }
+}
+
+const TEXT_METHODS = { embed: searchParagraphs, classify: labelText, generate: continueText };
+
 function startTextDemo(model, method, setStatus) {
   const run = $('task-run');
-  const analyse = () => (method === 'embed' ? searchParagraphs : labelText)(
-    model, $('task-text').value).catch((error) => setStatus(`Could not analyse the text: ${
-    error.message}`, 'error'));
+  const analyse = () => TEXT_METHODS[method](model, $('task-text').value).catch(
+    (error) => setStatus(`Could not analyse the text: ${error.message}`, 'error'));
   run.addEventListener('click', analyse);
   $('task-text').addEventListener('keydown', (event) => event.key === 'Enter' && analyse());
   run.disabled = false;

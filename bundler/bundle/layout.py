@@ -40,6 +40,10 @@ TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detec
 TEXT_TOKENIZER_MODULE = TEXT_DIR + "tokenizer.mjs"
 TOKENIZERS_LIBRARY = TEXT_DIR + "tokenizers.mjs"
 TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
+# A text-generation bundle's too (bundler.text.web.generation_modules): the loop, the sampling spec,
+# chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs.
+GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "sampling.mjs", "chat.mjs",
+                                                      "jinja.mjs"))
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
              "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",

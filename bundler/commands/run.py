@@ -137,10 +137,16 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
     bundler.text.reference, with the bundle's own tokenizer files), printed."""
     from bundler.tasks.audio import read_wav
     from bundler.tasks.image import read_image
+    from bundler.tasks.kinds.text_generation import CHECK_STEPS
+    from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
     from bundler.tasks.pipeline import run_audio, run_image
-    from bundler.text.reference import bundle_tokenizer, run_text
+    from bundler.text.reference import bundle_tokenizer, run_generation, run_text
 
-    if texts:
+    if texts and task.kind == TEXT_GENERATION:  # greedy, as the build's check
+        if not source.is_dir():
+            raise ConfigError("--text needs the bundle folder (its tokenizer files), not a model")
+        result = run_generation(session.session, source, task, texts, CHECK_STEPS)
+    elif texts:
         if not source.is_dir():
             raise ConfigError("--text needs the bundle folder (its tokenizer files), not a model")
         with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:

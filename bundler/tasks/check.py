@@ -27,10 +27,13 @@ from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
 from bundler.tasks.kinds.registry import kind_of
+from bundler.tasks.kinds.text_generation import CHECK_STEPS
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
+from bundler.text.generate import prompt_generations
 from bundler.text.reference import bundle_tokenizer, run_text
-from bundler.text.samples import CHECK_TEXTS
+from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -71,7 +74,8 @@ class TaskInput:
     @classmethod
     def made(cls, task: Task) -> TaskInput:
         if kind_of(task.kind).media == "text":
-            return cls("check-texts.json", json.dumps(CHECK_TEXTS, ensure_ascii=False).encode())
+            texts = CHECK_PROMPTS if task.kind == TEXT_GENERATION else CHECK_TEXTS
+            return cls("check-texts.json", json.dumps(texts, ensure_ascii=False).encode())
         if kind_of(task.kind).media == "audio":
             return cls("generated.wav", wav_bytes(speech_like(2.0, 22050), 22050))
         return cls("generated.png", png_bytes(picture(240, 320)))
@@ -101,7 +105,13 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     for item in inputs:
         path = folder / item.name
         path.write_bytes(item.data)
-        if kind.media == "text":
+        if kind.name == TEXT_GENERATION:  # greedy tokens of the reference loop
+            tokenizer = bundle_tokenizer(directory, task, folder)
+            texts = texts_of(item)
+            found.append(prompt_generations(session, folder / "tokenizer", tokenizer, texts,
+                                            CHECK_STEPS))
+            items.append({"texts": texts, "steps": CHECK_STEPS})
+        elif kind.media == "text":
             tokenizer = bundle_tokenizer(directory, task, folder)
             texts = texts_of(item)
             found.append(run_text(run, task, tokenizer, [spec.name for spec in manifest.inputs],

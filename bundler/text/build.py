@@ -20,11 +20,13 @@ from bundler.text.folder import (
     MODEL_FILES,
     REQUIRED_FILES,
     TEXT_CLASSIFICATION,
+    TEXT_GENERATION,
     ExportFolder,
     max_length,
     read_folder,
     ship_text_files,
 )
+from bundler.text.web import ship_generation_modules
 
 
 def text_source(path: Path, options: BuildOptions
@@ -43,7 +45,8 @@ def text_source(path: Path, options: BuildOptions
             architectures = ", ".join(folder.config.get("architectures") or []) or "none"
             raise ConfigError(f"{path}: the task is not clear from config.json (architectures:"
                               f" {architectures}) and the model's outputs ({', '.join(outputs)});"
-                              " give --task feature-extraction or --task text-classification")
+                              " give --task feature-extraction, text-classification or"
+                              " text-generation")
         spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
     if spec.kind == TEXT_CLASSIFICATION and "labels" not in spec.given and folder.labels:
         spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))
@@ -65,9 +68,12 @@ def complete_text_task(task: Task | None, folder: ExportFolder | None) -> Task |
 
 
 def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> Task | None:
-    """The folder's tokenizer and config files into the bundle; `task` naming them."""
+    """The folder's tokenizer and config files into the bundle (and a generation task's browser
+    modules); `task` naming them."""
     if task is None or folder is None or task.kind == GENERIC:
         return task
+    if task.kind == TEXT_GENERATION:
+        ship_generation_modules(staging)
     return dataclasses.replace(task, files=ship_text_files(folder, staging))
 
 

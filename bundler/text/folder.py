@@ -5,7 +5,9 @@ model's outputs where `--task` does not say it, and the text files shipped besid
     model.onnx or onnx/model.onnx     the fp32 export (a quantized sibling is not the source)
     config.json                       architectures, id2label, problem_type, max_position_embeddings
     tokenizer.json                    the tokenizer (`tokenizers`, @huggingface/tokenizers)
-    tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length (optional)
+    tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length, the chat
+                                      template (optional)
+    generation_config.json            a decoder's EOS ids (optional)
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from bundler.errors import ConfigError
 # onnx/model.onnx beside onnx/model_quantized.onnx and friends (the fp32 one is the source).
 MODEL_FILES = ("model.onnx", "onnx/model.onnx")
 REQUIRED_FILES = ("config.json", "tokenizer.json")
-OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
+TEXT_GENERATION = "text-generation"
+# config.json architectures of decoder-only language models (Llama, Qwen2, Gemma: *ForCausalLM)
+CAUSAL_LM = ("ForCausalLM", "LMHeadModel")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +71,9 @@ class ExportFolder:
         classifier = any(name.endswith("ForSequenceClassification") for name in architectures)
         if classifier and "logits" in outputs and self.labels is not None:
             return TEXT_CLASSIFICATION, f"{architectures[0]} with id2label, output logits"
+        causal = any(name.endswith(CAUSAL_LM) for name in architectures)
+        if causal and "logits" in outputs and any(o.startswith("present.") for o in outputs):
+            return TEXT_GENERATION, f"{architectures[0]} with past key/values, output logits"
         if "last_hidden_state" in outputs and not classifier:
             named = architectures[0] if architectures else config_type(self.config)
             return FEATURE_EXTRACTION, f"{named}, output last_hidden_state"

@@ -196,3 +196,19 @@ def teacher_forced_logits(decoder: Decoder, ids: Sequence[int]) -> np.ndarray:
     what a browser run's per-step logits are compared with."""
     logits, _ = decoder.run(ids, None, np.ones((1, len(ids)), np.int64))
     return logits
+
+
+def prompt_generations(session: Any, folder: Path, tokenizer: Any, prompts: Sequence[str],
+                       max_new_tokens: int, sampling: SamplingOptions | None = None
+                       ) -> list[list[int]]:
+    """The new token ids of each prompt, tokenized by `tokenizer` (a TextTokenizer) as
+    model.generate() tokenizes a prompt, with `folder`'s config.json and generation_config.json
+    (EOS): what the build's check and `bundle test` compare the browser's tokens with."""
+    config = read_config(folder)
+    decoder = Decoder(session, config)
+    eos = eos_ids(config, read_config(folder, "generation_config.json"))
+    runs = []
+    for prompt in prompts:
+        ids = [int(i) for i in tokenizer.encode([prompt]).input_ids[0]]
+        runs.append(generate(decoder, ids, max_new_tokens, sampling, eos).ids)
+    return runs

@@ -69,3 +69,20 @@ def bundle_tokenizer(directory: Path, task: Task, scratch: Path) -> TextTokenize
     for name, path in (task.files or {}).items():
         shutil.copyfile(directory / path, folder / name)
     return TextTokenizer.from_folder(folder)
+
+
+def run_generation(session: Any, directory: Path, task: Task, prompts: Sequence[str],
+                   max_new_tokens: int) -> dict[str, Any]:
+    """{"texts", "tokens": the new ids per prompt, "generated": their text}: a text-generation
+    bundle's greedy continuation by the native reference loop (bundler.text.generate), with the
+    bundle's own tokenizer and config files; `session` an onnxruntime InferenceSession."""
+    import tempfile
+
+    from bundler.text.generate import prompt_generations
+
+    with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
+        tokenizer = bundle_tokenizer(directory, task, Path(scratch))
+        tokens = prompt_generations(session, Path(scratch) / "tokenizer", tokenizer, prompts,
+                                    max_new_tokens)
+    return {"texts": list(prompts), "tokens": tokens,
+            "generated": [tokenizer.decode(ids) for ids in tokens]}

@@ -20,3 +20,8 @@ CHECK_TEXTS = (
     "A longer sentence, with several clauses, numbers like 3.14 and 2026, and punctuation;"
     " it is here so that the batch is padded and the attention mask matters.",
 )
+
+# A text-generation bundle's check prompts: a few of the sentences above (each is continued for
+# bundler.tasks.kinds.text_generation.CHECK_STEPS tokens per variant and EP), of several scripts
+# and a byte-level emoji, none empty.
+CHECK_PROMPTS = (CHECK_TEXTS[0], CHECK_TEXTS[3], CHECK_TEXTS[6], CHECK_TEXTS[10])

@@ -8,9 +8,10 @@ copies `web_files()` into the bundle folder.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from bundler.bundle.layout import TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY
+from bundler.bundle.layout import GENERATION_FILES, TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY
 from bundler.resources import resource
 from bundler.site.npmtools import npm_tool
 
@@ -29,3 +30,17 @@ def web_files() -> dict[str, Path]:
     """Bundle name -> the file to copy there: the wrapper module and the library it imports."""
     return {TEXT_TOKENIZER_MODULE: resource("web") / TEXT_TOKENIZER_MODULE,
             TOKENIZERS_LIBRARY: tokenizers_library()}
+
+
+def generation_modules() -> dict[str, Path]:
+    """Bundle name -> the file to copy there, for a text-generation bundle: web/text/'s
+    generate.mjs, sampling.mjs and chat.mjs, and @huggingface/jinja as jinja.mjs."""
+    from bundler.text.chat import JINJA_FILE, jinja_dist
+
+    return {name: jinja_dist() if name.endswith("/" + JINJA_FILE) else resource("web") / name
+            for name in GENERATION_FILES}
+
+
+def ship_generation_modules(staging: Path) -> None:
+    for name, path in generation_modules().items():
+        shutil.copyfile(path, staging / name)

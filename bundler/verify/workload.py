@@ -59,6 +59,14 @@ def dim_key(spec: TensorSpec, axis: int) -> str:
     return dim if isinstance(dim, str) and dim != "?" else axis_key(spec, axis)
 
 
+def _text_size(name: str, axis: int, tokens: int) -> int:
+    """A text input's open axis: the batch 1, the tokens `tokens`; a decoder's past
+    (past_key_values.*, axis 2) zero-length, as generate()'s first step (the prefill) feeds it."""
+    if name.startswith("past_key_values."):
+        return 0 if axis == 2 else 1
+    return tokens if axis == 1 else 1
+
+
 def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]:
     """The axes the task sets (INPUT:AXIS -> size), as its app feeds the model."""
     if task is None:
@@ -71,7 +79,7 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
         return {axis_key(fed, axis): size for axis, size in enumerate((1, height, width, 3))}
     if kind_of(task.kind).media == "text":  # one text of TEXT_TOKENS tokens (or the limit)
         tokens = min(TEXT_TOKENS, task.max_length or TEXT_TOKENS)
-        return {axis_key(spec, axis): tokens if axis == 1 else 1 for spec in inputs
+        return {axis_key(spec, axis): _text_size(spec.name, axis, tokens) for spec in inputs
                 for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
             for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}

@@ -36,6 +36,12 @@ export async function runTask({ base, options, method, items }) {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
+      } else if (method === 'generate') {  // greedy token ids per prompt
+        const answer = [];
+        for (const text of item.texts) {
+          answer.push((await model.generate(text, { maxNewTokens: item.steps })).tokenIds);
+        }
+        results.push(answer);
       } else if (item.texts) {  // embed() rows as plain arrays, classify() per text
         const answer = await model[method](item.texts, { topK: 5 });
         results.push(answer.map((row) => (ArrayBuffer.isView(row) ? Array.from(row) : row)));

@@ -18,6 +18,7 @@ export const KINDS = {
   'audio-stream': { method: 'stream', media: 'audio' },
   'feature-extraction': { method: 'embed', media: 'text' },
   'text-classification': { method: 'classify', media: 'text' },
+  'text-generation': { method: 'generate', media: 'text' },
 };
 
 // On this page, or in the model's worker: the source is then sent there (an ImageBitmap of it,
@@ -46,4 +47,8 @@ export function stream(model, task) {
 
 export function embed(model, task, texts, options) {
   return text.embed(model, task, texts, options);
+}
+
+export function generate(model, task, input, options) {
+  return text.generate(model, task, input, options);
 }

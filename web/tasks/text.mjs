@@ -1,5 +1,5 @@
-// The text tasks: model.embed() (feature-extraction) and model.classify() on texts
-// (text-classification). The spec is bundler/text/reference.py: the texts are tokenized together
+// The text tasks: model.embed() (feature-extraction), model.classify() on texts
+// (text-classification) and model.generate() (text-generation, web/text/generate.mjs). The spec is bundler/text/reference.py: the texts are tokenized together
 // (padded to the longest, truncated to task.max_length) by the bundle's own tokenizer files
 // (task.files, shipped in text/) and run at once; the token vectors are pooled (masked mean, the
 // first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
@@ -10,18 +10,23 @@ const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read
 // Only text bundles carry text/: the import is by a URL made at run time, which an app's bundler
 // (Vite, webpack) leaves alone, so the other bundles' builds do not look for the file.
 const TOKENIZER_MODULE = '../text/tokenizer.mjs';
+const GENERATE_MODULE = '../text/generate.mjs'; // only text-generation bundles carry it
 
-async function readJson(model, task, name) {
+function importText(module) {
+  const url = new URL(/* webpackIgnore: true */ module, import.meta.url).href;
+  return import(/* webpackIgnore: true */ /* @vite-ignore */ url);
+}
+
+export async function readJson(model, task, name) {
   const path = task.files?.[name];
   if (!path) return {};
   return JSON.parse(new TextDecoder().decode(await model._file(path)));
 }
 
-function tokenizerOf(model, task) {
+export function tokenizerOf(model, task) {
   if (!tokenizers.has(model)) {
     const made = (async () => {
-      const url = new URL(/* webpackIgnore: true */ TOKENIZER_MODULE, import.meta.url).href;
-      const { loadTokenizer } = await import(/* webpackIgnore: true */ /* @vite-ignore */ url);
+      const { loadTokenizer } = await importText(TOKENIZER_MODULE);
       const [json, config, special] = await Promise.all(['tokenizer.json',
         'tokenizer_config.json', 'special_tokens_map.json'].map((name) => readJson(model, task,
         name)));
@@ -104,4 +109,18 @@ export async function classify(model, task, texts, { topK } = {}) {
     dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
   }, task, topK));
   return typeof texts === 'string' ? answers[0] : answers;
+}
+
+// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
+// only by such a bundle, which ships it).
+export async function generate(model, task, input, options) {
+  const [tokenizer, module, config, generationConfig, tokenizerConfig] = await Promise.all([
+    tokenizerOf(model, task), importText(GENERATE_MODULE),
+    ...['config.json', 'generation_config.json', 'tokenizer_config.json'].map(
+      (name) => readJson(model, task, name)),
+  ]);
+  return module.generate({
+    run: (feeds) => model.run(feeds), inputs: model.inputs, tokenizer,
+    files: { config, generationConfig, tokenizerConfig },
+  }, input, options);
 }

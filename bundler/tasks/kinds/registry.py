@@ -10,13 +10,14 @@ from bundler.tasks.kinds import (
     image_classification,
     object_detection,
     text_classification,
+    text_generation,
 )
 from bundler.tasks.kinds.spec import TaskKind
 
 # In the order of `--task`'s choices.
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     generic.KIND, image_classification.KIND, object_detection.KIND, audio_stream.KIND,
-    feature_extraction.KIND, text_classification.KIND)}
+    feature_extraction.KIND, text_classification.KIND, text_generation.KIND)}
 TASK_KINDS = tuple(KINDS)
 GENERIC = generic.KIND.name
 

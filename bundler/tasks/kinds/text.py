@@ -30,6 +30,8 @@ def looks_like_text(rank: int) -> Any:
 
     def looks_like(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> str | None:
         ids = next((s for s in inputs if s.name == TOKEN_IDS and s.type == "int64"), None)
+        if any(s.name.startswith("past_key_values.") for s in inputs):
+            return None  # a decoder with a KV cache: text-generation's
         first = outputs[0]
         if ids is not None and first.type in FLOATS and len(first.shape or ()) == rank:
             return f"token ids {ids.name}, {first.name} of {rank} dims"

@@ -1,0 +1,91 @@
+"""text-generation: a decoder-only language model with a KV cache (an optimum
+`text-generation-with-past` export, one model.onnx or a merged decoder), prompt or chat messages
+in, new tokens out: model.generate() (web/text/generate.mjs; its native twin is
+bundler/text/generate.py, the reference loop the build's check compares greedy tokens with)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bundler.errors import ConfigError
+from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
+from bundler.tasks.kinds.text import TOKEN_IDS
+
+if TYPE_CHECKING:
+    from bundler.bundle.modelio import TensorSpec
+    from bundler.bundle.records import Task
+    from bundler.console import Reporter
+    from bundler.tasks.check import TaskComparison
+    from bundler.tasks.spec import TaskSpec
+
+NAME = "text-generation"
+PAST = re.compile(r"^past_key_values\.\d+\.(key|value)$")
+LOGITS = "logits"
+# Greedy tokens the build's check and `bundle test` compare per check prompt.
+CHECK_STEPS = 32
+
+
+def has_past(names: list[str]) -> bool:
+    return any(PAST.match(name) for name in names)
+
+
+def _looks_like(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> str | None:
+    names = [spec.name for spec in inputs]
+    logits = next((s for s in outputs if s.name == LOGITS and s.type in FLOATS), None)
+    if TOKEN_IDS in names and has_past(names) and logits is not None:
+        return f"token ids {TOKEN_IDS}, past_key_values.* in, {LOGITS} out"
+    return None
+
+
+def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
+    from bundler.bundle.records import Task
+
+    names = [s.name for s in model.inputs]
+    outputs = [s.name for s in model.outputs]
+    missing = [name for name in (TOKEN_IDS, "attention_mask") if name not in names]
+    if missing or not has_past(names) or LOGITS not in outputs:
+        raise ConfigError(f"task {NAME}: the model is not a decoder with past (it takes"
+                          f" {', '.join(names)}; gives {', '.join(outputs)}): export it with"
+                          " optimum-cli export onnx --task text-generation-with-past")
+    return Task(kind=NAME, input=TOKEN_IDS, output=LOGITS, max_length=spec.max_length)
+
+
+def compare_tokens(native: list[Any], browser: list[Any], result: TaskComparison,
+                   tolerance: float) -> None:
+    """Greedy token ids per prompt, identical (`tolerance` is for scores; tokens are exact)."""
+    if not same_count(native, browser, result, "generations"):
+        return
+    for index, (want, got) in enumerate(zip(native, browser, strict=True)):
+        if list(want) != list(got):
+            at = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+                      min(len(want), len(got)))
+            result.worst_score_difference = 1.0
+            result.error = (f"prompt {index}: the browser's tokens part from native's at step"
+                            f" {at} ({list(got)[at:at + 4]} for {list(want)[at:at + 4]})")
+            return
+
+
+def report_generations(reporter: Reporter, source: Path, task: Task,
+                       result: dict[str, Any]) -> None:
+    """A row per prompt: its new token ids and text."""
+    rows = [[prompt, " ".join(map(str, ids)), text] for prompt, ids, text in zip(
+        result["texts"], result["tokens"], result.get("generated", [""] * len(result["texts"])),
+        strict=True)]
+    reporter.table(f"{source}: generations", ["prompt", "token ids", "text"], rows)
+
+
+KIND = TaskKind(
+    name=NAME,
+    settings=("max_length",),
+    media="text",
+    method="generate",
+    answers="tokens",
+    heading="Generate text",
+    web_module="text.mjs",
+    looks_like=_looks_like,
+    resolve=_resolve,
+    compare=compare_tokens,
+    report=report_generations,
+)

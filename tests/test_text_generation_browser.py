@@ -1,0 +1,220 @@
+"""A text-generation bundle from an optimum export folder in headless Chromium: the build infers
+the task and its check passes, model.generate() gives the Python reference loop's tokens greedily
+and with seeded sampling, streams text whose pieces join to the result, stops at a stop string,
+aborts, and takes chat messages through the template."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.modelio import cpu_session
+from bundler.text.chat import render_chat, special_tokens
+from bundler.text.generate import prompt_generations
+from bundler.text.sampling import SamplingOptions
+from bundler.text.tokenizer import TextTokenizer
+from tests import decoder_models
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.browser
+
+PROMPTS = ["The cat sat on the mat.", "Café, naïve 😀"]
+SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1.1, "seed": 7}
+
+
+def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str,
+           family: str = "gpt2") -> dict[str, Path]:
+    folder = decoder_models.gpt2_folder(root / "model", merged, family).folder
+    output = root / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", *flags)
+    assert result.returncode == 0, result.stderr
+    return {"bundle": output, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 folder built as users build it (`bundle build DIR`, no --task, the check on
+    WebGPU and WASM)."""
+    return _build(tmp_path_factory.mktemp("generation"), runtime_dist, False)
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The same as one merged decoder (use_cache_branch), WASM only."""
+    return _build(tmp_path_factory.mktemp("merged"), runtime_dist, True, "--ep", "wasm")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """A Llama with grouped-query attention (2 KV heads for 4), WASM only."""
+    return _build(tmp_path_factory.mktemp("llama"), runtime_dist, False, "--ep", "wasm",
+                  family="llama")
+
+
+def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
+            sampling: SamplingOptions | None = None) -> list[list[int]]:
+    manifest = manifest_file.load(built["bundle"])
+    session = cpu_session(built["bundle"] / manifest.variant("fp32").file)
+    return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
+                              prompts, steps, sampling)
+
+
+GENERATE = """async ({ url, options, prompts, settings }) => {
+  const { load } = await import(url);
+  const model = await load(options);
+  const runs = [];
+  for (const prompt of prompts) {
+    const pieces = [];
+    const run = await model.generate(prompt, { ...settings, onToken: (p) => pieces.push(p) });
+    runs.push({ ...run, pieces });
+  }
+  await model.release();
+  return { ep: model.ep, runs };
+}"""
+
+
+def _generate(page: Any, prompts: list[Any], options: dict | None = None,
+              **settings: Any) -> dict[str, Any]:
+    return page.evaluate(GENERATE, {
+        "url": page.base_url + "bundle.mjs", "prompts": prompts, "settings": settings,
+        "options": options or {"executionProviders": ["wasm"]}})
+
+
+@pytest.mark.parametrize("name", ["built", "merged", "llama"])
+def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
+    built = request.getfixturevalue(name)
+    bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
+    assert bundle["verification"]["status"] == "passed", bundle["verification"]
+    task = bundle["task"]
+    assert task["kind"] == "text-generation" and task["output"] == "logits"
+    assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(task["files"])
+    for name in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
+        assert (built["bundle"] / "text" / name).is_file()
+
+
+@pytest.mark.parametrize("options", [
+    {"executionProviders": ["wasm"]},
+    {"executionProviders": ["wasm"], "worker": True},
+    {"executionProviders": ["webgpu"]},
+    {"executionProviders": ["wasm"], "fixture": "merged"},
+    {"executionProviders": ["wasm"], "fixture": "llama"},
+], ids=["wasm", "worker", "webgpu", "merged-decoder", "llama-gqa"])
+def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
+    built = request.getfixturevalue(options.pop("fixture", "built"))
+    browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
+        "executionProviders"] else "plain_browser")
+    native = _native(built, PROMPTS)
+    assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    with open_bundle(browser, built["bundle"]) as page:
+        got = _generate(page, PROMPTS, options, maxNewTokens=32)
+    assert got["ep"] == options["executionProviders"][0]
+    for run, want, prompt in zip(got["runs"], native, PROMPTS, strict=True):
+        assert run["tokenIds"] == want
+        assert run["promptIds"] == tokenizer.encode([prompt]).input_ids[0].tolist()
+        assert run["text"] == tokenizer.decode(want)
+        assert "".join(run["pieces"]) == run["text"]  # streamed UTF-8, nothing lost or doubled
+        timings = run["timings"]
+        assert timings["firstTokenMs"] > 0 and timings["decodeTokensPerS"] > 0
+
+
+def test_seeded_sampling_draws_python_tokens(built, plain_browser, open_bundle):
+    options = SamplingOptions(do_sample=True, temperature=0.9, top_k=40, top_p=0.95,
+                              repetition_penalty=1.1, seed=7)
+    native = _native(built, PROMPTS, 24, options)
+    greedy = _native(built, PROMPTS, 24)
+    assert native != greedy  # the draw is not the argmax in disguise
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, PROMPTS, maxNewTokens=24, **SAMPLING)
+        other = _generate(page, PROMPTS[:1], maxNewTokens=24, **{**SAMPLING, "seed": 8})
+    assert [run["tokenIds"] for run in got["runs"]] == native
+    assert other["runs"][0]["tokenIds"] != native[0]
+
+
+STOP_AND_ABORT = """async ({ url, prompt, stop }) => {
+  const { load } = await import(url);
+  const model = await load({ executionProviders: ['wasm'] });
+  const stopped = await model.generate(prompt, { maxNewTokens: 32, stop: [stop] });
+  const pieces = [];
+  const controller = new AbortController();
+  let aborted = null;
+  try {
+    await model.generate(prompt, { maxNewTokens: 32, signal: controller.signal,
+      onToken: (piece) => { pieces.push(piece); if (pieces.length === 2) controller.abort(); } });
+  } catch (error) {
+    aborted = error.name;
+  }
+  const after = await model.generate(prompt, { maxNewTokens: 4 });  // the model still works
+  await model.release();
+  return { stopped, aborted, pieces: pieces.length, after: after.tokenIds.length };
+}"""
+
+
+def test_a_stop_string_cuts_the_text_and_abort_rejects(built, plain_browser, open_bundle):
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    full = tokenizer.decode(_native(built, PROMPTS[:1])[0])
+    # two characters past the middle, real ones (a random model writes broken UTF-8 too)
+    stop = next(full[at:at + 2] for at in range(len(full) // 2, len(full) - 1)
+                if full[at:at + 2].strip() and "\ufffd" not in full[at:at + 2])
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = page.evaluate(STOP_AND_ABORT, {"url": page.base_url + "bundle.mjs",
+                                             "prompt": PROMPTS[0], "stop": stop})
+    assert got["stopped"]["text"] == full[:full.index(stop)]
+    assert len(got["stopped"]["tokenIds"]) < 32
+    assert got["aborted"] == "AbortError" and got["pieces"] == 2 and got["after"] == 4
+
+
+def test_messages_go_through_the_chat_template(built, plain_browser, open_bundle):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
+    config = json.loads((built["folder"] / "tokenizer_config.json").read_text(encoding="utf-8"))
+    text = render_chat(config["chat_template"], messages, add_generation_prompt=True,
+                       tokens=special_tokens(config))
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    ids = tokenizer.encode([text], add_special_tokens=False).input_ids[0].tolist()
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, [messages], maxNewTokens=8)
+    assert got["runs"][0]["promptIds"] == ids
+
+
+def test_bundle_run_text_continues_a_prompt_natively(built):
+    result = run_cli("run", built["bundle"], "--text", PROMPTS[0], "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["task"] == "text-generation" and answer["tokens"] == _native(built, PROMPTS[:1])
+
+
+def test_the_demo_page_continues_a_prompt(built, plain_browser, open_bundle):
+    with open_bundle(plain_browser, built["bundle"], "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        assert page.page.text_content("#task-run") == "Generate"
+        page.page.fill("#task-text", PROMPTS[0])
+        page.page.click("#task-run")
+        page.page.wait_for_selector("#task-results li:nth-child(2)")  # the timings line: done
+        items = page.page.locator("#task-results li").all_text_contents()
+    assert items[0].startswith(PROMPTS[0]) and len(items[0]) > len(PROMPTS[0])
+    assert "tokens/s" in items[1]
+
+
+def test_bundle_test_catches_a_drifted_loop(built, tmp_path):
+    # the real command in a subprocess (this module's Playwright driver is still running)
+    args = ("--ep", "wasm", "--no-fallback")
+    result = run_cli("test", built["bundle"], *args)
+    assert result.returncode == 0, result.stderr
+    drifted = tmp_path / "drifted"
+    shutil.copytree(built["bundle"], drifted)
+    module = drifted / "text" / "generate.mjs"  # the positions start at 1, not 0
+    source = module.read_text(encoding="utf-8")
+    wrong = source.replace("BigInt(length - pending.length + i)",
+                           "BigInt(length - pending.length + i + 1)")
+    assert wrong != source
+    module.write_text(wrong, encoding="utf-8")
+    for compressed in (drifted / "text").glob("generate.mjs.*"):
+        compressed.unlink()
+    result = run_cli("test", drifted, *args)
+    assert result.returncode != 0 and "part from native's at step" in result.stdout + result.stderr
