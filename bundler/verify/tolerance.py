@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from bundler.verify.browser import BrowserSettings
 
-Comparison = Literal["browser", "fingerprint", "conversion", "ort-web", "ort-edge", "task-scores"]
+Comparison = Literal["browser", "fingerprint", "conversion", "ort-web", "ort-edge", "task-scores",
+                     "task-embeddings"]
 Precision = Literal["exact", "accelerator", "quantized"]
 
 
@@ -48,6 +49,9 @@ TOLERANCES: dict[Comparison, dict[Precision, Tolerance]] = {
     "ort-edge": {"exact": Tolerance(atol=1e-4, rtol=1e-4)},
     # A task's answers in the browser against the Python reference: scores, absolutely.
     "task-scores": {"exact": Tolerance(atol=1e-3), "quantized": Tolerance(atol=2e-2)},
+    # A text embedding in the browser against the same variant's native one: its scale is the
+    # model's own, so its direction is compared: atol bounds 1 - cosine similarity, per row.
+    "task-embeddings": {"exact": Tolerance(atol=1e-4)},
 }
 
 

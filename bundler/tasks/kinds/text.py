@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
 from bundler.tasks.kinds.spec import FLOATS, ModelIO, same_count
+from bundler.verify.tolerance import tolerance_for
 
 if TYPE_CHECKING:
     from bundler.bundle.modelio import TensorSpec
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 TOKEN_IDS = "input_ids"
 TEXT_SETTINGS = ("input", "output", "max_length")
 # Embeddings from the browser and from native onnxruntime (of the same variant) agree to this
-# cosine similarity per row, or the check fails.
-MIN_COSINE = 0.9999
+# cosine similarity per row, or the check fails (bundler.verify.tolerance's one table).
+MIN_COSINE = 1 - tolerance_for("task-embeddings").atol
 
 
 def looks_like_text(rank: int) -> Any:
