@@ -17,6 +17,7 @@ from bundler.text.reference import run_text
 from bundler.text.samples import CHECK_TEXTS
 from bundler.text.tokenizer import TextTokenizer
 from bundler.verify.reference import run_native
+from bundler.verify.tolerance import tolerance_for
 from tests import encoder_models
 from tests.conftest import run_cli
 
@@ -154,8 +155,9 @@ def test_classify_gives_id2label_labels_equal_to_python(text_bundles, webgpu_bro
     for answer, want in zip(got["many"], native, strict=True):
         assert [c["label"] for c in answer] == [c["label"] for c in want]
         assert {c["label"] for c in answer} == set(encoder_models.LABELS.values())
+        # the policy's bound: dynamic int8 rounds its scales differently on WASM and x86
         np.testing.assert_allclose([c["score"] for c in answer], [c["score"] for c in want],
-                                   atol=1e-5)
+                                   atol=tolerance_for("task-scores", variant).atol)
     assert got["one"] == got["many"][0] or [c["label"] for c in got["one"]] == [
         c["label"] for c in got["many"][0]]
     # the scores differ between texts: the answers are the model's, not a constant

@@ -72,9 +72,10 @@ def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> 
     modules); `task` naming them."""
     if task is None or folder is None or task.kind == GENERIC:
         return task
+    shipped = dataclasses.replace(task, files=ship_text_files(folder, staging))  # makes text/
     if task.kind == TEXT_GENERATION:
         ship_generation_modules(staging)
-    return dataclasses.replace(task, files=ship_text_files(folder, staging))
+    return shipped
 
 
 def text_answer_problems(staging: Path, manifest: Manifest, execution_providers: list[str],
