@@ -30,7 +30,7 @@ def bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     (external.parent / "external_data.weights").unlink()
     return {
         "missing": (tmp_path / "nope.onnx", "model not found"),
-        "directory": (tmp_path, "is a directory"),
+        "directory": (tmp_path, "has no model.onnx"),
         "empty": (empty, "is empty"),
         "text": (text, "is not an ONNX model"),
         "truncated": (truncated, "is not an ONNX model"),
