@@ -34,6 +34,20 @@ export function logMelSpec(config = {}) {
   return spec;
 }
 
+
+// exp(-2πi (a b mod period) / period) for a < rows, b < cols, as cos and -sin tables [rows * cols]
+function unitRoots(rows, cols, period) {
+  const re = new Float64Array(rows * cols);
+  const im = new Float64Array(rows * cols);
+  for (let a = 0; a < rows; a++) {
+    for (let b = 0; b < cols; b++) {
+      const angle = (2 * Math.PI * ((a * b) % period)) / period;
+      re[a * cols + b] = Math.cos(angle);
+      im[a * cols + b] = -Math.sin(angle);
+    }
+  }
+  return [re, im];
+}
 function givenFilters(rows, mels, bins) {
   const out = new Float64Array(mels * bins);
   const transposed = rows.length === bins && mels !== bins; // transformers' own: [bins][mels]
@@ -93,23 +107,9 @@ export function fftPlan(n) {
   let length = n;
   for (const p of factors) {
     const m = length / p;
-    // twiddles W_l^(j t) [m * p] and the radix's own W_p^(r t) [p * p], as cos and -sin
-    const twiddleRe = new Float64Array(m * p);
-    const twiddleIm = new Float64Array(m * p);
-    for (let j = 0; j < m; j++) {
-      for (let t = 0; t < p; t++) {
-        twiddleRe[j * p + t] = Math.cos((2 * Math.PI * ((j * t) % length)) / length);
-        twiddleIm[j * p + t] = -Math.sin((2 * Math.PI * ((j * t) % length)) / length);
-      }
-    }
-    const rootRe = new Float64Array(p * p);
-    const rootIm = new Float64Array(p * p);
-    for (let r = 0; r < p; r++) {
-      for (let t = 0; t < p; t++) {
-        rootRe[r * p + t] = Math.cos((2 * Math.PI * ((r * t) % p)) / p);
-        rootIm[r * p + t] = -Math.sin((2 * Math.PI * ((r * t) % p)) / p);
-      }
-    }
+    // twiddles W_l^(j t) [m * p] and the radix's own W_p^(r t) [p * p]
+    const [twiddleRe, twiddleIm] = unitRoots(m, p, length);
+    const [rootRe, rootIm] = unitRoots(p, p, p);
     passes.push({ p, m, twiddleRe, twiddleIm, rootRe, rootIm });
     length = m;
   }
