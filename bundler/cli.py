@@ -264,8 +264,8 @@ def inspect_command(source, as_json, html, netron):
 @click.option("--audio", type=click.Path(path_type=Path), default=None,
               help="Stream this .wav file through an audio-stream bundle: chunks and segments.")
 @click.option("--text", "texts", multiple=True,
-              help="Embed or classify this text (a bundle built from a text export folder;"
-                   " repeat for a batch).")
+              help="Embed, classify or continue this text (a bundle built from a text export"
+                   " folder; repeat for a batch).")
 @click.option("--top-k", type=click.IntRange(1), default=None,
               help="Classes to print with --image or --text (default: the task's top_k).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,

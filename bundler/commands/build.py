@@ -27,7 +27,7 @@ from bundler.hosting.publish import HostingOptions, add_coi_worker
 from bundler.site.pages import human_bytes, write_modules
 from bundler.stages import choose, prepare, publish, render, variants, verify
 from bundler.stages.assemble import assemble
-from bundler.text.build import ship_text, text_answer_problems
+from bundler.text.build import ship_text
 
 
 def build(
@@ -63,11 +63,8 @@ def build(
             chosen = choose.choose_auto(staging, made, manifest_of(chosen), options,
                                         checked.user, reporter)
         heavy = publish.heavy(staging, hosting, reporter)
-        checking = manifest_of(chosen, files=heavy.files)
-        verified = verify.verify(staging, checking, options, reporter)
-        if verified.report is not None:  # a text task's answers too (embed, classify)
-            verified.report.problems += text_answer_problems(
-                staging, checking, list(options.execution_providers), reporter)
+        verified = verify.verify(staging, manifest_of(chosen, files=heavy.files), options,
+                                 reporter)
         shutil.rmtree(staging / WORK_DIR)
         render.render(staging, manifest_of(chosen, verification=verified.record,
                                            files=heavy.files), options.templates)

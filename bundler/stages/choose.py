@@ -38,7 +38,7 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
                 user: UserInputs, reporter: Reporter) -> Chosen:
     """auto's choice among the `candidates` (the manifest in progress that ships them all)."""
     report = verify(staging, candidates, options, reporter,
-                    "Browser check of the candidates").report
+                    "Browser check of the candidates", answers=False).report
     fitting = fitting_names(made.variants, report, options.max_error)
     speeds: dict[str, dict[str, float]] = {}
     if options.objective == "size" or report is None or len(fitting) < 2 \

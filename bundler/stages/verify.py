@@ -12,6 +12,7 @@ from bundler.bundle.manifest import EPResult, Manifest, Verification
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import BrowserError
+from bundler.text.build import text_answer_problems
 from bundler.verify.conformance import REPORT_COLUMNS, ConformanceReport, EPCheck, check_bundle
 from bundler.verify.verified import verdict
 
@@ -36,7 +37,7 @@ def pending() -> Verification:
 
 
 def verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: Reporter,
-           title: str = "Browser vs native onnxruntime") -> Verified:
+           title: str = "Browser vs native onnxruntime", answers: bool = True) -> Verified:
     """The bundle test check on the staged folder that `manifest` (in progress) describes; it is
     written where bundle.mjs reads it (bundle.files.mjs), not as bundle.json."""
     if not options.verify:
@@ -51,6 +52,9 @@ def verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: R
         reporter.warn(f"{reason}; the bundle is not verified")
         return Verified(None, reason)
     reporter.table(title, REPORT_COLUMNS, report.rows())
+    if answers:  # a text task's answers too (embed, classify, generate): problems if they differ
+        report.problems += text_answer_problems(staging, manifest,
+                                                list(options.execution_providers), reporter)
     return Verified(report)
 
 
