@@ -23,6 +23,12 @@ def default_variant(value: str | Mapping[str, str], ep: str) -> str:
     return value.get(ep, next(iter(value.values())))
 
 
+def named_defaults(value: str | Mapping[str, str]) -> list[str]:
+    """Every variant `value` names, once each, in its order: the variants some EP picks by
+    default."""
+    return [value] if isinstance(value, str) else list(dict.fromkeys(value.values()))
+
+
 def default_to_ship(shipped: Sequence[str], given: DefaultVariant | None = None,
                     preferred: str | None = None) -> DefaultVariant:
     """The default a build writes: the one `given` (the user's, or auto's choice), else

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.folder import bundled_model
-from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
 from bundler.tasks.build import with_task_graph
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
+from bundler.variants.default import named_defaults
 from bundler.variants.metrics import Metrics, measure
 from bundler.verify.samples import load_samples
 
@@ -50,12 +50,6 @@ class HeldOut:
                 judged("mean_rel"), "; ".join(self.failures) or f"within ({self.budget})"]
 
 
-def _defaults(manifest: Manifest) -> list[str]:
-    """The variants load() picks by default, on any EP (one name, or one per EP)."""
-    default = manifest.default_variant
-    return [default] if isinstance(default, str) else list(dict.fromkeys(default.values()))
-
-
 def check_held_out(directory: Path, validation: Path, original: Path | None) -> list[HeldOut]:
     """Measure each default variant of the bundle in `directory` against fp32 on `validation`,
     natively, and judge it by the bundle's budget (auto's, else the default one)."""
@@ -75,4 +69,5 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
                               " pass --original MODEL.onnx, the model it was built from")
         return [HeldOut(name, against, dataclasses.replace(
             measure(reference, bundled_model(directory, name)[2], feeds),
-            measured_on="validation"), budget) for name in _defaults(manifest)]
+            measured_on="validation"), budget)
+            for name in named_defaults(manifest.default_variant)]

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, cast
 
 from bundler.errors import ConfigError
-from bundler.variants.default import DefaultVariant, default_to_ship
+from bundler.variants.default import DefaultVariant, default_to_ship, named_defaults
 from bundler.variants.kinds import VARIANT_KINDS, VariantKind
 
 
@@ -69,8 +69,7 @@ def _shipped_default(
     default_variant: str | Mapping[str, str], kinds: Sequence[str]
 ) -> DefaultVariant:
     default = default_variant if isinstance(default_variant, str) else dict(default_variant)
-    named = [default] if isinstance(default, str) else list(default.values())
-    missing = [name for name in named if name not in kinds]
+    missing = [name for name in named_defaults(default) if name not in kinds]
     if missing:
         raise ConfigError(
             f"default_variant: {missing[0]!r} is not shipped (variants: {', '.join(kinds)})"
