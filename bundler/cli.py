@@ -187,8 +187,9 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
 def serve(source: Path | None, config: Path | None, host: str, port: int, open_browser: bool,
           **flags: Any) -> None:
     """Build MODEL (default: bundle.toml's model, else the example) and serve it on HOST:PORT,
-    rebuilding and reloading the page when the model, bundle.toml or --templates change. A built
-    DIR is served as it is, reloading when it changes."""
+    rebuilding and reloading the page when the model, bundle.toml or --templates change. An export
+    folder (optimum's, with config.json) is built the same way and rebuilt when a file in it
+    changes. A built DIR is served as it is, reloading when it changes."""
     from bundler.commands.serve import serve as run_serve
 
     run_serve(source, flags=_given(flags), config=config, host=host, port=port,

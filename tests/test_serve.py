@@ -22,7 +22,7 @@ import pytest
 
 from bundler.bundle.options import CONFIG_FILE_NAME
 from bundler.commands.serve import changed_paths, snapshot
-from tests import models
+from tests import encoder_models, models
 
 SECRET = "top-secret-marker"
 
@@ -258,6 +258,21 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     served.wait_for("rebuild failed, still serving the last good build: .*model.onnx", start=mark)
     assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
     assert served.process.poll() is None
+
+
+def test_an_export_folder_is_built_and_rebuilt_when_a_file_in_it_changes(tmp_path, serve_cli):
+    folder = encoder_models.bert_folders(tmp_path / "exports")["text-classification"]
+    served = serve_cli(folder)
+    task = json.loads(fetch(served.url + "bundle.json")[2])["task"]
+    assert (task["kind"], task["max_length"]) == ("text-classification", 128)
+
+    mark = len(served.lines)
+    tokenizer_config = folder / "tokenizer_config.json"
+    settings = json.loads(tokenizer_config.read_text())
+    tokenizer_config.write_text(json.dumps({**settings, "model_max_length": 64}))
+    served.wait_for(r"tokenizer_config\.json changed: .*reloading", start=mark)
+    rebuilt = json.loads(fetch(served.url + "bundle.json")[2])["task"]
+    assert rebuilt["max_length"] == 64, served.output
 
 
 def test_bundle_toml_changes_rebuild_with_the_new_options(tmp_path, serve_cli):
