@@ -20,7 +20,7 @@ import {
   sessionFailure,
   taskOf,
 } from './bundle.core.mjs';
-import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
+import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from './bundle.files.mjs';
 import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
@@ -237,6 +237,16 @@ class Model {
       throw new BundleError('released', 'this model was released; load() it again');
     }
     return this._session.runImage(source, task, transfer);
+  }
+
+  // A text module the bundle carries (web/tasks/text.mjs: text/tokenizer.mjs, text/generate.mjs),
+  // imported through bundle.files.mjs, where an app's bundler sees the import.
+  _textModule(path) {
+    const imported = TEXT_MODULES[path];
+    if (!imported) {
+      return Promise.reject(new BundleError('wrong-task', `this bundle does not carry ${path}`));
+    }
+    return imported();
   }
 
   // A bundle file's bytes (a text task's tokenizer files, web/tasks/text.mjs).

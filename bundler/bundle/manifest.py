@@ -22,7 +22,7 @@ from typing import Any
 from bundler.bundle.codec import JSON, Invalid, versioned_json
 from bundler.bundle.codec import from_json as _decode
 from bundler.bundle.files import files_module
-from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE
+from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE, TEXT_ENTRY_MODULES
 from bundler.bundle.measured import SpeedRecord, Workload
 from bundler.bundle.modelio import TensorSpec
 from bundler.bundle.records import (
@@ -146,7 +146,9 @@ def dump(directory: Path, manifest: Manifest) -> None:
 def dump_module(directory: Path, manifest: Manifest) -> None:
     """Write bundle.files.mjs, the form bundle.mjs reads: the same content and the URLs of the
     model and runtime files (alone: what a browser check of a staged build needs)."""
-    (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
+    modules = [path for path in TEXT_ENTRY_MODULES if (directory / path).is_file()]
+    (directory / FILES_MODULE).write_text(files_module(manifest.to_json(), modules),
+                                          encoding="utf-8")
 
 
 def made_by_us(directory: Path, name: str = MANIFEST_FILE) -> bool:

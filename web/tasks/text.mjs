@@ -7,15 +7,10 @@
 import { topClasses } from './classify.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
-// Only text bundles carry text/: the import is by a URL made at run time, which an app's bundler
-// (Vite, webpack) leaves alone, so the other bundles' builds do not look for the file.
-const TOKENIZER_MODULE = '../text/tokenizer.mjs';
-const GENERATE_MODULE = '../text/generate.mjs'; // only text-generation bundles carry it
-
-function importText(module) {
-  const url = new URL(/* webpackIgnore: true */ module, import.meta.url).href;
-  return import(/* webpackIgnore: true */ /* @vite-ignore */ url);
-}
+// Only text bundles carry text/, so its modules come through the model (bundle.files.mjs lists
+// those the bundle has): the other bundles' app builds never look for them.
+const TOKENIZER_MODULE = 'text/tokenizer.mjs';
+const GENERATE_MODULE = 'text/generate.mjs'; // only text-generation bundles carry it
 
 export async function readJson(model, task, name) {
   const path = task.files?.[name];
@@ -26,7 +21,7 @@ export async function readJson(model, task, name) {
 export function tokenizerOf(model, task) {
   if (!tokenizers.has(model)) {
     const made = (async () => {
-      const { loadTokenizer } = await importText(TOKENIZER_MODULE);
+      const { loadTokenizer } = await model._textModule(TOKENIZER_MODULE);
       const [json, config, special] = await Promise.all(['tokenizer.json',
         'tokenizer_config.json', 'special_tokens_map.json'].map((name) => readJson(model, task,
         name)));
@@ -115,7 +110,7 @@ export async function classify(model, task, texts, { topK } = {}) {
 // only by such a bundle, which ships it).
 export async function generate(model, task, input, options) {
   const [tokenizer, module, config, generationConfig, tokenizerConfig] = await Promise.all([
-    tokenizerOf(model, task), importText(GENERATE_MODULE),
+    tokenizerOf(model, task), model._textModule(GENERATE_MODULE),
     ...['config.json', 'generation_config.json', 'tokenizer_config.json'].map(
       (name) => readJson(model, task, name)),
   ]);
