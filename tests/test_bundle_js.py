@@ -63,11 +63,11 @@ def test_plain_arrays_int64_and_scalars_are_converted(contract_bundles, webgpu_b
         result = page.evaluate(RUN, {"url": page.base_url + "bundle.mjs",
                                      "options": {"executionProviders": ["wasm"]}, "feeds": feeds})
         assert all(url.startswith(page.base_url) for url in page.requests), page.requests
-    native = run_native(directory / manifest["variants"][0]["file"], {
+    native = run_native(directory / manifest["sessions"][0]["variants"][0]["file"], {
         "x": np.array(x, np.float32), "ids": np.array(ids, np.int64),
         "mask": np.array(mask, np.int32)})
     assert result["ep"] == "wasm" and result["fallbackReason"] is None
-    assert result["inputs"] == manifest["inputs"]
+    assert result["inputs"] == manifest["sessions"][0]["inputs"]
     assert result["outputs"]["y"]["dims"] == [2, 2]
     np.testing.assert_allclose(result["outputs"]["y"]["data"], native["y"].ravel(), atol=1e-5)
     assert result["outputs"]["count"] == {"type": "int32", "dims": [2],
