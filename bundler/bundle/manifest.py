@@ -3,7 +3,7 @@
 The manifest is a tree of records (bundler.bundle.records); `load` reads and checks a folder's
 bundle.json (naming the key that is wrong), `dump` writes it with bundle.files.mjs.
 
-schema_version 2 (written since 0.2): the bundle is a pipeline of `sessions`, each one ONNX model
+schema_version 2 (what a build writes): the bundle is a pipeline of `sessions`, each one ONNX model
 with its inputs, outputs, variants and per-EP default; a single-model bundle is a pipeline of one,
 named after the model. Version 1 had that one session's inputs, outputs, variants and
 default_variant at the top level: `from_json` reads it as one session (`upgraded`), so every
