@@ -221,7 +221,8 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        reporter.table(f"{report.url} (host: {report.host})", COLUMNS, report.rows)
+        reporter.table(f"{report.url} (host: {report.host}; sessions:"
+                       f" {', '.join(report.sessions)})", COLUMNS, report.rows)
         if report.problems:
             reporter.table("Problems", ("Severity", "Files", "Problem", "Fix"),
                            report.grouped_problems())
@@ -238,12 +239,15 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
 @click.option("--html", type=click.Path(path_type=Path), default=None,
               help="Also write a self-contained page with a graph view here.")
 @click.option("--netron", is_flag=True, help="Open the model in Netron (pip install netron).")
-def inspect_command(source, as_json, html, netron):
+@click.option("--session", default=None, metavar="NAME",
+              help="A bundle folder's session to inspect (default: its first, the primary one).")
+def inspect_command(source, as_json, html, netron, session):
     """Opsets, inputs/outputs, parameters, operators and per-target support of MODEL (or of a
     bundle's default variant), with warnings for what will hurt and the fix to try."""
     from bundler.commands.inspect import inspect
 
-    inspect(source, as_json=as_json, html=html, netron=netron, reporter=_reporter())
+    inspect(source, as_json=as_json, html=html, netron=netron, session=session,
+            reporter=_reporter())
 
 
 @main.command("run")

@@ -109,7 +109,7 @@ def copies_in_output(bundle: Path, manifest: dict, output: Path) -> dict[str, in
 
 
 def native_probabilities(bundle: Path, manifest: dict) -> np.ndarray:
-    model = bundle / manifest["variants"][0]["file"]
+    model = bundle / manifest["sessions"][0]["variants"][0]["file"]
     return run_native(model, {"image": EXAMPLE_INPUT})["probabilities"].reshape(-1)
 
 

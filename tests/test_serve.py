@@ -138,7 +138,7 @@ def test_serves_a_built_folder_with_isolation_headers_exact_types_and_real_404s(
     (folder / "empty").mkdir()
     served = serve_cli(folder)
     url = served.url
-    model_file = manifest["variants"][0]["file"]
+    model_file = manifest["sessions"][0]["variants"][0]["file"]
     wasm_build = manifest["runtime"]["builds"]["wasm"]
     expected = {
         "": "text/html; charset=utf-8",
@@ -243,7 +243,7 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     shutil.copyfile(models.multi_io(tmp_path / "a"), model)
     served = serve_cli(model)
     url = served.url
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][0]["name"] == "x"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][0]["name"] == "x"
     html = fetch(url)[2].decode()
     assert re.search(r'<script type="module" src="/__bundler__/livereload.mjs\?build=[\w-]+">'
                      r"</script>\n</body>", html)
@@ -251,12 +251,12 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     mark = len(served.lines)
     shutil.copyfile(models.scalar_input(tmp_path / "b"), model)
     served.wait_for(r"model\.onnx changed: model: fp32 .*inputs x, scale, step", start=mark)
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][1]["name"] == "scale"
 
     mark = len(served.lines)
     model.write_text("broken")
     served.wait_for("rebuild failed, still serving the last good build: .*model.onnx", start=mark)
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][1]["name"] == "scale"
     assert served.process.poll() is None
 
 
@@ -297,14 +297,15 @@ def test_bundle_toml_changes_rebuild_with_the_new_options(tmp_path, serve_cli):
 def test_a_change_of_the_external_data_file_rebuilds(tmp_path, serve_cli):
     model = models.external_data(tmp_path)
     served = serve_cli(model)
-    first = json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"]
+    first = json.loads(fetch(served.url + "bundle.json")[2])["sessions"][0]["variants"][0]["sha256"]
     weights = tmp_path / "external_data.weights"
     data = bytearray(weights.read_bytes())
     data[:4] = bytes(4)  # one float32 weight becomes 0
     mark = len(served.lines)
     weights.write_bytes(bytes(data))
     served.wait_for("external_data.weights changed: external_data", start=mark)
-    assert json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"] != first
+    again = json.loads(fetch(served.url + "bundle.json")[2])
+    assert again["sessions"][0]["variants"][0]["sha256"] != first
 
 
 def _events(url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:

@@ -45,9 +45,10 @@ def _reference(directory: Path, folder: Path, texts, variant: str = "fp32", **ta
     task = manifest.task
     for key, value in task_fields.items():
         setattr(task, key, value)
-    session = cpu_session(directory / manifest.variant(variant).file)
+    session = cpu_session(directory / manifest.session().variant(variant).file)
     return run_text(lambda feeds: run_native(session, feeds), task,
-                    TextTokenizer.from_folder(folder), [s.name for s in manifest.inputs], texts)
+                    TextTokenizer.from_folder(folder), [s.name for s in manifest.session().inputs],
+                    texts)
 
 
 def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):

@@ -149,6 +149,16 @@ export interface FileEntry extends FilePiece { parts?: FilePiece[]; }
 /** A runtime build: its ES module, and the glue and wasm (fetched as wasmBinary). */
 export interface RuntimeBuild { module: string; mjs: string; wasm: string; }
 
+/** One model of the bundle's pipeline: its inputs, outputs, variants and the default variant
+ *  (a name, or one per EP). */
+export interface Session {
+  name: string;
+  inputs: TensorSpec[];
+  outputs: TensorSpec[];
+  variants: Variant[];
+  default_variant: string | Partial<Record<ExecutionProvider, string>>;
+}
+
 export interface Manifest {
   schema_version?: number;
   name: string;
@@ -160,10 +170,10 @@ export interface Manifest {
   /** Every file a browser may fetch (not bundle.json, bundle.files.mjs or host configs). */
   files?: FileEntry[];
   hosting?: { max_file_size: number; hosts: string[]; coi_worker: boolean };
-  inputs: TensorSpec[];
-  outputs: TensorSpec[];
-  variants: Variant[];
-  default_variant: string | Partial<Record<ExecutionProvider, string>>;
+  /** The pipeline's models (one for a single-model bundle, named after it): load() loads the
+   *  first unless given `session`. A version 1 bundle.json has the one session's keys at the top
+   *  level instead, and bundle.mjs reads it as one session (sessionsOf). */
+  sessions: Session[];
   selection?: { mode: 'auto'; budget: string; chosen: string;
                 candidates: SelectionCandidate[];
                 /** What auto optimised, and how the candidates' speeds were measured. */
@@ -285,8 +295,11 @@ export const SCHEMA_VERSION: number;
 export interface ProgressEvent { stage: 'manifest' | 'runtime' | 'model' | 'session';
                                  loaded: number; total: number; }
 
-export interface LoadOptions<VariantName extends string = string> {
+export interface LoadOptions<VariantName extends string = string,
+                             SessionName extends string = string> {
   executionProviders?: readonly ExecutionProvider[];
+  /** The session of the pipeline to load (default: the first, the only one of most bundles). */
+  session?: SessionName;
   variant?: VariantName;
   onProgress?: (event: ProgressEvent) => void;
   baseUrl?: string | URL;
@@ -303,6 +316,8 @@ export interface BundleModel<Inputs, Outputs> {
   readonly ep: ExecutionProvider;
   readonly fallbackReason: string | null;
   readonly fallbackReasons: FallbackReason[];
+  /** The session loaded (its name in manifest.sessions). */
+  readonly session: string;
   readonly variant: string;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
@@ -381,3 +396,5 @@ export interface AudioStream {
 /** Empties the Cache Storage that load() keeps model and .wasm bytes in. */
 export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;
+/** A manifest's sessions, version 1 (its one model, named after the bundle) or 2. */
+export function sessionsOf(manifest: Manifest): Session[];

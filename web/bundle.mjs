@@ -16,6 +16,7 @@ import {
   importFailure,
   makeFeeds,
   noExecutionProvider,
+  pickSession,
   planAttempts,
   sessionFailure,
   taskOf,
@@ -24,7 +25,7 @@ import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from
 import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
-export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
+export { BundleError, ERROR_CODES, SCHEMA_VERSION, sessionsOf } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
 
 const MODULE_URL = import.meta.url;
@@ -197,16 +198,17 @@ class WorkerSession {
 
 class Model {
   constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened,
-                taskApi, base }) {
+                taskApi, base, spec }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
       ? fallbackReasons.map((reason) => reason.detail).join('; ')
       : null;
+    this.session = spec.name; // the session of the pipeline this model runs
     this.variant = variant.name;
     this.manifest = manifest;
-    this.inputs = manifest.inputs;
-    this.outputs = manifest.outputs;
+    this.inputs = spec.inputs;
+    this.outputs = spec.outputs;
     this.loadMs = loadMs;
     this.worker = worker;
     this.threads = opened.threads; // wasm threads: more than 1 only when cross-origin isolated
@@ -295,6 +297,7 @@ export async function load(options = {}) {
   const manifest = await loadManifest(base?.href);
   onProgress?.({ stage: 'manifest', loaded: 1, total: 1 });
 
+  const spec = pickSession(manifest, options.session); // an unknown name fails here
   const taskApi = importTaskApi(manifest);
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
@@ -334,7 +337,7 @@ export async function load(options = {}) {
         continue;
       }
       return new Model({
-        session, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
+        session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
         opened: session.opened, taskApi: await taskApi, base, loadMs: performance.now() - started,
       });
     }

@@ -22,6 +22,8 @@ HASH_LENGTH = 8
 PACKAGE_VERSION = "1.0.0"
 _NPM_NAME = re.compile(r"^(@[a-z0-9~-][a-z0-9._~-]*/)?[a-z0-9~-][a-z0-9._~-]*$")
 _NPM_NAME_MAX = 214
+# The keys a version 1 manifest (bundle.json or edge.json) had for its one model: its session now.
+SESSION_KEYS = ("inputs", "outputs", "variants", "default_variant")
 
 
 def hashed_name(name: str, sha256: str) -> str:
@@ -51,7 +53,8 @@ def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
     (the file, or the parts it was split into for static hosts) as fetched_path."""
     builds = manifest["runtime"]["builds"].values()
     imported = {path for build in builds for key, path in build.items() if key != "wasm"}
-    fetched = {variant["file"] for variant in manifest["variants"]}
+    fetched = {variant["file"] for session in sessions_of(manifest)
+               for variant in session["variants"]}
     fetched |= {build["wasm"] for build in builds}
     fetched |= set(((manifest.get("task") or {}).get("files") or {}).values())
     entries = {entry["path"]: entry for entry in manifest.get("files") or []}
@@ -59,6 +62,17 @@ def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
               for piece in entries.get(path, {}).get("parts") or [entries.get(path) or
                                                                   {"path": path}]]
     return sorted(imported | {fetched_path(piece) for piece in pieces})
+
+
+def sessions_of(manifest: dict[str, Any]) -> list[dict[str, Any]]:  # bundle.json's content
+    """The sessions of a parsed bundle.json (or edge.json): version 2's `sessions`, or version
+    1's one model, named after the bundle, made of its top-level keys (one it lacks stays
+    missing). Readers of the JSON use it, and so does bundler.bundle.manifest's `upgraded`;
+    `sessionsOf` in bundle.core.mjs is its twin."""
+    if "sessions" in manifest:
+        return list(manifest["sessions"])
+    return [{"name": manifest.get("name"),
+             **{key: manifest[key] for key in SESSION_KEYS if key in manifest}}]
 
 
 def files_module(manifest: dict[str, Any], modules: Sequence[str] = ()) -> str:

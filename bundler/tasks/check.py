@@ -99,6 +99,7 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     task = manifest.task
     assert task is not None
     kind = kind_of(task.kind)
+    specs = manifest.session().inputs
     session = cpu_session(model)
     run = lambda feeds: run_native(session, feeds)  # noqa: E731
     found, items = [], []
@@ -114,12 +115,12 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
         elif kind.media == "text":
             tokenizer = bundle_tokenizer(directory, task, folder)
             texts = texts_of(item)
-            found.append(run_text(run, task, tokenizer, [spec.name for spec in manifest.inputs],
+            found.append(run_text(run, task, tokenizer, [spec.name for spec in specs],
                                   texts, top_k=5)[kind.answers])
             items.append({"texts": texts})
         elif kind.media == "audio":
             samples, rate = read_wav(path)
-            found.append(run_audio(run, task, manifest.inputs, samples, rate)[kind.answers])
+            found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
             items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
                           .decode(), "rate": rate})
         else:
@@ -145,8 +146,9 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
         base_url = stack.enter_context(serve_directory(directory))
         playwright = stack.enter_context(playwright_session())
         browser = stack.enter_context(launch(playwright, settings, webgpu="webgpu" in shipped))
+        session = manifest.session()
         runs = [(ep, variant) for ep in shipped for variant in (
-            manifest.variants if every_variant else [manifest.default_for(ep)])]
+            session.variants if every_variant else [session.default_for(ep)])]
         for ep, variant in runs:
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):

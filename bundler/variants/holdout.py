@@ -54,10 +54,10 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
     """Measure each default variant of the bundle in `directory` against fp32 on `validation`,
     natively, and judge it by the bundle's budget (auto's, else the default one)."""
     manifest = manifest_file.load(directory)
-    feeds = load_samples(validation, manifest.inputs, "--validation")
+    feeds = load_samples(validation, manifest.session().inputs, "--validation")
     budget = parse_budget(manifest.selection.budget) if manifest.selection else DEFAULT_BUDGET
     with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
-        if any(variant.name == "fp32" for variant in manifest.variants):
+        if any(variant.name == "fp32" for variant in manifest.session().variants):
             reference, against = bundled_model(directory, "fp32")[2], "fp32 (shipped)"
         elif original is not None:
             if not original.is_file():
@@ -70,4 +70,4 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
         return [HeldOut(name, against, dataclasses.replace(
             measure(reference, bundled_model(directory, name)[2], feeds),
             measured_on="validation"), budget)
-            for name in named_defaults(manifest.default_variant)]
+            for name in named_defaults(manifest.session().default_variant)]
