@@ -31,6 +31,7 @@ from bundler.verify.samples import generated_samples, load_samples, split_sample
 from bundler.verify.user_inputs import UserInputs, reference_for
 from bundler.verify.workload import Workload, known_dims, measured
 
+HELD_OUT_SAMPLE = "sample-held-out"  # --sample beside --calibration: not calibrated on
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
@@ -45,7 +46,7 @@ VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in 
 class Samples:
     calibration: list[Feeds] | None
     validation: list[Feeds] | None
-    source: str  # "calibration", "validation", "generated" or "none"
+    source: str  # bundle.json's accuracy.data ("validation", "sample-held-out", …) or "none"
     note: str | None = None
     workload: Workload | None = None  # what the validation samples are (bundler.verify.workload)
 
@@ -67,8 +68,10 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
              is_example: bool, reporter: Reporter, user: UserInputs,
              task: Task | None) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
-    model is used at (bundler.verify.workload). For `auto` without --validation, the inputs given
-    are split: int8-static is calibrated on one part and every candidate judged on the other."""
+    model is used at (bundler.verify.workload). --validation judges every candidate; else
+    --sample given beside --calibration does (int8-static is calibrated on the calibration data
+    alone); else, for `auto`, the inputs given are split: int8-static is calibrated on one part
+    and every candidate judged on the other."""
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
@@ -76,7 +79,11 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
                   if options.validation else None)
     given = calibration or list(user.samples)
     source = "calibration" if calibration else "sample"
-    if options.plan.auto and not validation and given:
+    if validation:
+        source = "validation"
+    elif calibration and user.samples:  # the user's own held-out inputs: judge on them
+        validation, source = list(user.samples), HELD_OUT_SAMPLE
+    elif options.plan.auto and given:
         parts = split_samples(given)
         if parts is not None:
             calibration, validation = parts
@@ -85,10 +92,6 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     known = known_dims(inputs, task=task, given=options.dims,
                        sample=measured_on[0] if measured_on else user.fixed)
     if measured_on:
-        if options.validation:
-            source = "validation"
-        elif not source.endswith("-split"):
-            source = "sample" if user.samples else "calibration"
         return Samples(calibration or list(user.samples) or None, measured_on, source,
                        workload=measured(inputs, measured_on[0], known))
     if not _any_quantized(options.kinds) and not options.verify:
