@@ -271,7 +271,8 @@ class BuildOptions:
                                      " auto's candidates by (default: for auto, a held-out part"
                                      " of the calibration data; else that data).")
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
-                                   " cosine>=0.999,top1>=0.99.")
+                                   " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"
+                                   " its answers: labels, boxes or frames>=0.99).")
     objective: Objective = option(_one_of(OBJECTIVES), "What auto ships: balanced (default: the"
                                   " fastest in the browser within --max-error, unless another is"
                                   " 30% smaller and at most 10% slower), speed or size.",

@@ -16,13 +16,15 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from bundler.bundle.manifest import Optimization, OptimizationStep, Task, Variant
+from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
 from bundler.bundle.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
+from bundler.variants.budget import DECODED_TERMS
+from bundler.variants.decoded import decoder
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
@@ -39,7 +41,7 @@ GENERATED_NOTE = (
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
                    "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
-                   "native ms (1 thread)", "notes")
+                   "task answers (95% lower)", "native ms (1 thread)", "notes")
 
 
 @dataclasses.dataclass
@@ -154,8 +156,17 @@ def _row(variant: MadeVariant, workload: Workload | None) -> list[str]:
     return [entry.name, inputs, measured_on, kind_spec(entry.kind).keeps_float, str(entry.bytes),
             f"{entry.ratio:.3f}", number("max_abs"), number("mean_rel", "mean_rel"),
             number("cosine", "cosine"), number("top1_agreement", "top1"),
+            answers(accuracy and accuracy.bounds),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
             "; ".join(entry.notes)]
+
+
+def answers(bounds: dict[str, Bound] | None) -> str:
+    """A task bundle's decoded agreement (bundler.variants.decoded), e.g. "boxes 0.98 (0.95)"."""
+    bounds = bounds or {}
+    return "; ".join(f"{key} {bounds[key].estimate:.4g} ({bounds[key].bound:.4g})"
+                     for key in DECODED_TERMS if key in bounds
+                     and bounds[key].estimate is not None and bounds[key].bound is not None) or "-"
 
 
 def make_variants(
@@ -212,7 +223,8 @@ def make_variants(
         metrics = latency = None
         if samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
-                metrics = dataclasses.replace(measure(source, result.path, samples.validation),
+                metrics = dataclasses.replace(measure(source, result.path, samples.validation,
+                                                      decoder(task)),
                                               measured_on=samples.source)
                 latency = native_latency_ms(result.path, samples.validation, threads=1)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
