@@ -267,9 +267,11 @@ class BuildOptions:
     calibration_method: CalibrationMethod = option(_one_of(CALIBRATION_METHODS), "minmax"
                                                    " (default), percentile, entropy.",
                                                    default="minmax")
-    validation: Path | None = option(_path, ".npz of real inputs to measure accuracy on and judge"
-                                     " auto's candidates by (default: for auto, a held-out part"
-                                     " of the calibration data; else that data).")
+    validation: Path | None = option(_path, ".npz of real inputs (a text bundle: .txt or .jsonl"
+                                     " of texts, one a line) to measure accuracy on and judge"
+                                     " auto's candidates by (default: --sample beside"
+                                     " --calibration, else for auto a held-out part of the"
+                                     " calibration data; else that data).")
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"
                                    " its answers: labels, boxes or frames>=0.99).")

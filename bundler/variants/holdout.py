@@ -17,11 +17,13 @@ from bundler.bundle import manifest as manifest_file
 from bundler.bundle.folder import bundled_model
 from bundler.errors import ConfigError
 from bundler.tasks.build import with_task_graph
+from bundler.text.reference import bundle_tokenizer
+from bundler.text.validation import check_text_task, is_text_file, text_feeds
 from bundler.variants.budget import Budget, default_budget, parse_budget
 from bundler.variants.decoded import decoder
 from bundler.variants.default import named_defaults
 from bundler.variants.make import answers
-from bundler.variants.metrics import Metrics, measure
+from bundler.variants.metrics import Feeds, Metrics, measure
 from bundler.verify.samples import load_samples
 
 COLUMNS = ("variant", "against", "measured on (n)", "top1", "top1 95% lower bound",
@@ -57,7 +59,8 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
     """Measure each default variant of the bundle in `directory` against fp32 on `validation`,
     natively, and judge it by the bundle's budget (auto's, else the default one)."""
     manifest = manifest_file.load(directory)
-    feeds = load_samples(validation, manifest.inputs, "--validation")
+    feeds = (_texts(directory, validation, manifest) if is_text_file(validation)
+             else load_samples(validation, manifest.inputs, "--validation"))
     budget = (parse_budget(manifest.selection.budget) if manifest.selection
               else default_budget(manifest.task.kind if manifest.task else None))
     with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
@@ -75,3 +78,13 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
             measure(reference, bundled_model(directory, name)[2], feeds, decoder(manifest.task)),
             measured_on="validation"), budget)
             for name in named_defaults(manifest.default_variant)]
+
+
+def _texts(directory: Path, validation: Path, manifest: manifest_file.Manifest) -> Feeds:
+    """A text bundle's validation texts, tokenized by its own shipped tokenizer."""
+    check_text_task(validation, manifest.task)
+    assert manifest.task is not None
+    with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
+        tokenizer = bundle_tokenizer(directory, manifest.task, Path(scratch))
+    return text_feeds(validation, manifest.task, tokenizer,
+                      [spec.name for spec in manifest.inputs])

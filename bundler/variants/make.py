@@ -23,6 +23,8 @@ from bundler.console import Reporter
 from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
+from bundler.text.tokenizer import TextTokenizer
+from bundler.text.validation import is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
@@ -68,7 +70,7 @@ ORT_QDQ_WARNING = ("--format ort: onnxruntime-web ran int8-static about 2.4x slo
 
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
              is_example: bool, reporter: Reporter, user: UserInputs,
-             task: Task | None) -> Samples:
+             task: Task | None, text_folder: Path | None = None) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
     model is used at (bundler.verify.workload). --validation judges every candidate; else
     --sample given beside --calibration does (int8-static is calibrated on the calibration data
@@ -77,8 +79,11 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
-    validation = (load_samples(options.validation, inputs, "--validation")
-                  if options.validation else None)
+    validation = (None if not options.validation else
+                  text_feeds(options.validation, task, TextTokenizer.from_folder(text_folder),
+                             [spec.name for spec in inputs])
+                  if is_text_file(options.validation) and text_folder is not None else
+                  load_samples(options.validation, inputs, "--validation"))
     given = calibration or list(user.samples)
     source = "calibration" if calibration else "sample"
     if validation:
@@ -180,10 +185,12 @@ def make_variants(
     reporter: Reporter,
     user: UserInputs | None = None,
     task: Task | None = None,
+    text_folder: Path | None = None,
 ) -> tuple[list[MadeVariant], Optimization, tuple[TensorSpec, ...], tuple[TensorSpec, ...],
            Workload | None]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
+    `text_folder`: a text bundle's export folder (its tokenizer reads --validation texts).
     Returns the variants, the optimisation record, the shipped inputs and outputs, and the
     input sizes the accuracy was measured at (None when it was not).
     """
@@ -193,7 +200,8 @@ def make_variants(
     info = signature(read_model(optimized))
     plan = options.plan
     user = user or UserInputs()
-    samples = _samples(options, source, info.inputs, is_example, reporter, user, task)
+    samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
+                       text_folder)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
         reporter.warn(warning)
     if samples.validation is None and _any_quantized(plan.kinds):
