@@ -67,7 +67,7 @@ export interface VariantAccuracy {
   max_abs: number | null; mean_rel: number | null; cosine: number | null;
   top1_agreement: number | null; nonfinite?: number; samples: number;
   data: 'validation' | 'calibration-split' | 'sample-split' | 'sample-held-out' | 'calibration'
-    | 'sample' | 'generated';
+    | 'sample' | 'check-text' | 'generated';
   bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel' | DecodedKey
     | `${DecodedKey}_per_sample`, AccuracyBound>>;
 }

@@ -2,7 +2,8 @@
 build time and in `bundle test`): each text tokenized alone by the bundle's own tokenizer
 (batch 1, so no padding; truncated to the task's max_length) into one feed, so that `auto` judges
 its candidates on the text the bundle will be given (embeddings by cosine, labels by agreement),
-not on generated ids.
+not on generated ids. A text bundle given no data is measured on the built-in check sentences
+(`check-text`), which are real text, though too few to show a top-1 or label budget.
 
 .txt: one text per line (blank lines are skipped, so a text cannot span lines); .jsonl: one JSON
 value per line, a string or an object with a "text" string.
@@ -75,5 +76,23 @@ def text_feeds(path: Path, task: Task | None, tokenizer: TextTokenizer,
     """One feed per text of `path`, tokenized by `tokenizer` (the bundle's)."""
     check_text_task(path, task, key)
     assert task is not None
+    return tokenized(read_texts(path, key), task, tokenizer, input_names)
+
+
+def tokenized(texts: Sequence[str], task: Task, tokenizer: TextTokenizer,
+              input_names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """One feed per text: each encoded alone (no padding), truncated to the task's max_length."""
     return [tokenizer.encode([text], max_length=task.max_length).to_feeds(input_names)
-            for text in read_texts(path, key)]
+            for text in texts]
+
+
+def check_text_feeds(task: Task | None, tokenizer_folder: Path | None,
+                     input_names: Sequence[str]) -> list[dict[str, np.ndarray]] | None:
+    """The built-in check sentences (bundler.text.samples) as feeds, for a text bundle given no
+    data: real text, if few (None for other bundles)."""
+    if task is None or task.kind not in TEXT_KINDS or tokenizer_folder is None:
+        return None
+    from bundler.text.samples import CHECK_TEXTS
+    from bundler.text.tokenizer import TextTokenizer
+
+    return tokenized(CHECK_TEXTS, task, TextTokenizer.from_folder(tokenizer_folder), input_names)

@@ -24,7 +24,7 @@ from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
 from bundler.text.tokenizer import TextTokenizer
-from bundler.text.validation import is_text_file, text_feeds
+from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
@@ -40,6 +40,9 @@ GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
 )
+CHECK_TEXT = "check-text"  # a text bundle given no data: the built-in check sentences
+CHECK_TEXT_NOTE = ("measured on the built-in check sentences; pass --validation texts.txt (one"
+                   " text a line) with real texts of your own")
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
                    "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
@@ -103,6 +106,14 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
                        workload=measured(inputs, measured_on[0], known))
     if not _any_quantized(options.kinds) and not options.verify:
         return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
+    names = [spec.name for spec in inputs]
+    if (texts := check_text_feeds(task, text_folder, names)) is not None:
+        known = known_dims(inputs, task=task, given=options.dims, sample=texts[0])
+        generated = None  # int8-static is calibrated on generated ids, judged on the text
+        with contextlib.suppress(NotRunnable):
+            generated = generated_samples(source_model, inputs, known.dims, user.fixed)
+        return Samples(generated, texts, CHECK_TEXT, CHECK_TEXT_NOTE,
+                       measured(inputs, texts[0], known))
     try:
         generated = generated_samples(source_model, inputs, known.dims, user.fixed)
     except NotRunnable as error:

@@ -15,6 +15,7 @@ from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.console import Reporter
 from bundler.errors import ConfigError
+from bundler.text.samples import CHECK_TEXTS
 from bundler.text.validation import read_texts
 from bundler.variants.holdout import check_held_out
 from tests import encoder_models, task_models
@@ -92,3 +93,16 @@ def test_unreadable_texts_are_one_line(tmp_path, name, content, message) -> None
     with pytest.raises(ConfigError, match=message):
         read_texts(path)
     assert read_texts(_texts(tmp_path / "ok.txt", 3)) == read_texts(_texts(tmp_path / "ok.txt", 3))
+
+
+def test_without_data_a_text_bundle_is_measured_on_the_check_sentences(folders,
+                                                                       tmp_path) -> None:
+    manifest = build(folders["text-classification"],
+                     BuildOptions(output=tmp_path / "dist", verify=False, quantize="auto",
+                                  variants=("fp32", "int8")), reporter=Reporter()).to_json()
+    for candidate in manifest["selection"]["candidates"]:
+        accuracy = candidate["accuracy"]
+        assert (accuracy["data"], accuracy["samples"]) == ("check-text", len(CHECK_TEXTS))
+    # real text, but too few sentences to vouch for labels: fp32 ships, saying what it takes
+    assert manifest["selection"]["note"].startswith(
+        f"auto: {len(CHECK_TEXTS)} held-out samples (check-text) cannot show labels>=0.99")
