@@ -59,7 +59,8 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True)
 class Budget:
-    """Bounds a variant's Metrics must meet; a top1 bound holds vacuously when top1 is n/a."""
+    """Bounds a variant's Metrics must meet; a top1 bound holds vacuously when top1 is n/a (a
+    labels, boxes or frames bound too, on a bundle without such answers)."""
 
     terms: tuple[tuple[str, float], ...]
 
@@ -121,8 +122,9 @@ def _too_few(key: str, bound: float, rows: int, metrics: Metrics) -> str | None:
     needed = rows_needed(bound)
     samples = len(metrics.per_sample) or 1
     if metrics.measured_on == "generated":
+        unit = "boxes" if key == "boxes" else "samples"  # a picture may hold several boxes
         return (f"generated inputs cannot show {key}; pass --validation with real inputs"
-                + (f" (at least {needed} samples)" if needed else ""))
+                + (f" (at least {needed} {unit})" if needed else ""))
     if needed is not None and rows >= needed:
         return None
     if needed is None:

@@ -31,18 +31,26 @@ MATCH_IOU = 0.5  # a variant's box stands for fp32's when they overlap at least 
 Runs = list[list[np.ndarray]]
 
 
-def decoder(task: Task | None) -> Decode | None:
-    """How `task`'s answers are compared (None: no task, or one judged on raw outputs only)."""
+def decoder(task: Task | None, generated: bool = False) -> Decode | None:
+    """How `task`'s answers are compared (None: no task, or one judged on raw outputs only).
+    On `generated` inputs answers vouch for nothing, so none are decoded: the agreement is of
+    none (n = 0), which the budget refuses as unshowable (bundler.variants.budget)."""
     if task is None:
         return None
     kind = kind_of(task.kind)
     if kind.media == "image" and kind.postprocess is not None:
-        return partial(_image, task)
-    if kind.name == "text-classification":
-        return partial(_text_labels, task)
-    if kind.name == "audio-stream":
-        return partial(_frames, task)
-    return None
+        key, decode = ("boxes" if kind.answers == "detections" else "labels"), _image
+    elif kind.name == "text-classification":
+        key, decode = "labels", _text_labels
+    elif kind.name == "audio-stream":
+        key, decode = "frames", _frames
+    else:
+        return None
+    return partial(_none, key) if generated else partial(decode, task)
+
+
+def _none(key: str, names: list[str], refs: Runs, cands: Runs) -> tuple[Agreement, ...]:
+    return (Agreement(key, 0, 0),)
 
 
 def _outputs(names: list[str], runs: Runs, output: str | None) -> list[np.ndarray]:

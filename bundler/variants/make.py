@@ -242,8 +242,9 @@ def make_variants(
         metrics = latency = None
         if samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
+                decode = decoder(task, generated=samples.source == "generated")
                 metrics = dataclasses.replace(measure(source, result.path, samples.validation,
-                                                      decoder(task)),
+                                                      decode),
                                               measured_on=samples.source)
                 latency = native_latency_ms(result.path, samples.validation, threads=1)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build

@@ -19,6 +19,7 @@ import onnxruntime as ort
 from bundler.bundle.modelio import cpu_session
 from bundler.bundle.records import Accuracy, Bound
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.confidence import (
     COSINE_QUANTILE,
     ERROR_QUANTILE,
@@ -99,6 +100,8 @@ class Metrics:
         samples = len(self.per_sample)
         if (found := self.agreement(key)) is not None:  # none to agree on vouches for nothing
             return found.n, self._share(key), wilson_lower(found.agreeing, found.n)
+        if key in DECODED_TERMS:  # not a task with such answers: n/a, as top1 without classes
+            return 0, None, None
         if key == "top1":
             value = self.top1_agreement
             if value is None or not self.rows:

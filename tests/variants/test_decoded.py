@@ -144,3 +144,17 @@ def test_frames_catch_a_voice_detector_whose_decisions_flip(tmp_path) -> None:
     n, estimate, bound = measure(model, louder, feeds, decoder(task)).judged("frames")
     assert n == 300 and estimate is not None and 0.5 < estimate < 0.99
     assert bound is not None and bound < estimate
+
+
+def test_generated_pictures_vouch_for_no_boxes(tmp_path) -> None:
+    model = task_models.detector(tmp_path)
+    manifest = build(model, BuildOptions(output=tmp_path / "dist", verify=False, quantize="auto",
+                                         variants=("fp32", "int8"), task=["object-detection"]),
+                     reporter=Reporter()).to_json()
+    assert manifest["default_variant"] == "fp32"
+    assert manifest["selection"]["note"] == (
+        "auto: generated inputs cannot show boxes; pass --validation with real inputs (at least"
+        " 381 boxes); shipping fp32, which is exact by construction")
+    int8 = next(c for c in manifest["selection"]["candidates"] if c["name"] == "int8")
+    assert "boxes cannot be shown on generated inputs" in int8["budget"]
+    assert manifest["selection"]["candidates"][0]["within_budget"]  # fp32
