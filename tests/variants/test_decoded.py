@@ -23,6 +23,14 @@ from bundler.variants.metrics import measure
 from tests import task_models
 
 
+class Tables(Reporter):
+    def __init__(self) -> None:
+        self.tables: dict[str, list[dict[str, str]]] = {}
+
+    def table(self, title, columns, rows) -> None:
+        self.tables[title] = [dict(zip(columns, row, strict=True)) for row in rows]
+
+
 def _detection(index: int, box: tuple[float, float, float, float], score: float = 0.9) -> dict:
     x1, y1, x2, y2 = box
     return {"index": index, "score": score, "box": {"x": x1, "y": y1, "width": x2 - x1,
@@ -68,10 +76,13 @@ def detector_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     model = task_models.detector(work)
     validation = work / "v.npz"
     np.savez(validation, images=_images(400, seed=3, size=32))
+    reporter = Tables()
     build(model, BuildOptions(output=work / "dist", verify=False, quantize="auto",
                               variants=("fp32", "int8-weights", "int8"),
                               task=["object-detection"], validation=validation,
-                              objective="size"), reporter=Reporter())
+                              objective="size"), reporter=reporter)
+    (table,) = [rows for title, rows in reporter.tables.items() if title.startswith("Variants")]
+    assert all(row["task answers (95% lower)"].startswith("boxes ") for row in table)
     return work / "dist", model, validation
 
 
