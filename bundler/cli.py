@@ -118,9 +118,9 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
               help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
                    " strings, or one text a line; repeat; default: built-in sentences).")
 @click.option("--validation", type=click.Path(path_type=Path), default=None,
-              help=".npz of real inputs (one array per input): report the shipped variant's"
-                   " agreement with fp32 on them, judged by the build's budget with the same"
-                   " bounds as auto.")
+              help=".npz of real inputs (one array per input), or for a text bundle a .txt or"
+                   " .jsonl of texts (one a line): report the shipped variant's agreement with"
+                   " fp32 on them, judged by the build's budget with the same bounds as auto.")
 @click.option("--original", type=click.Path(path_type=Path), default=None,
               help="With --validation: the model the bundle was built from, when it ships no"
                    " fp32 variant to compare with.")

@@ -106,3 +106,15 @@ def test_enough_validation_inputs_ship_int8_and_bundle_test_judges_it_again(
     assert row[2] == "validation (600)" and row[-1] == "within (cosine>=0.999,top1>=0.99)"
     (few,) = check_held_out(directory, _npz(tmp_path / "few.npz", 50, seed=13), mlp)
     assert few.failures and few.failures[0].startswith("top1 0.9287 (95% lower bound of 50 rows")
+
+
+def test_samples_given_beside_calibration_judge_the_candidates(mlp, tmp_path,
+                                                               runtime_dist) -> None:
+    manifest = _auto(mlp, tmp_path / "dist", runtime_dist, Warnings(),
+                     calibration=_npz(tmp_path / "c.npz", 40, seed=5),
+                     sample=_npz(tmp_path / "s.npz", 1000, seed=7), objective="size")
+    for candidate in manifest["selection"]["candidates"]:
+        accuracy = candidate["accuracy"]
+        assert (accuracy["data"], accuracy["samples"]) == ("sample-held-out", 1000), candidate
+        assert accuracy["bounds"]["top1"]["n"] == 1000
+    assert manifest["default_variant"] != "fp32"  # 1,000 held-out samples vouch for one

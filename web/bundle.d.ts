@@ -66,10 +66,15 @@ export interface TensorSpec { name: string; type: TensorType; shape: (number | s
 export interface VariantAccuracy {
   max_abs: number | null; mean_rel: number | null; cosine: number | null;
   top1_agreement: number | null; nonfinite?: number; samples: number;
-  data: 'validation' | 'calibration-split' | 'sample-split' | 'calibration' | 'sample'
-    | 'generated';
-  bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel', AccuracyBound>>;
+  data: 'validation' | 'calibration-split' | 'sample-split' | 'sample-held-out' | 'calibration'
+    | 'sample' | 'check-text' | 'generated';
+  bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel' | DecodedKey
+    | `${DecodedKey}_per_sample`, AccuracyBound>>;
 }
+
+/** A task bundle's decoded answers agreeing with fp32's: labels, boxes matched by IoU, speech
+ * frames (each `_per_sample` too, where samples have several: recorded, not judged). */
+export type DecodedKey = 'labels' | 'boxes' | 'frames';
 
 /** A metric over n rows (top1) or samples: its estimate and the bound auto judges it by. */
 export interface AccuracyBound {

@@ -267,11 +267,14 @@ class BuildOptions:
     calibration_method: CalibrationMethod = option(_one_of(CALIBRATION_METHODS), "minmax"
                                                    " (default), percentile, entropy.",
                                                    default="minmax")
-    validation: Path | None = option(_path, ".npz of real inputs to measure accuracy on and judge"
-                                     " auto's candidates by (default: for auto, a held-out part"
-                                     " of the calibration data; else that data).")
+    validation: Path | None = option(_path, ".npz of real inputs (a text bundle: .txt or .jsonl"
+                                     " of texts, one a line) to measure accuracy on and judge"
+                                     " auto's candidates by (default: --sample beside"
+                                     " --calibration, else for auto a held-out part of the"
+                                     " calibration data; else that data).")
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
-                                   " cosine>=0.999,top1>=0.99.")
+                                   " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"
+                                   " its answers: labels, boxes or frames>=0.99).")
     objective: Objective = option(_one_of(OBJECTIVES), "What auto ships: balanced (default: the"
                                   " fastest in the browser within --max-error, unless another is"
                                   " 30% smaller and at most 10% slower), speed or size.",

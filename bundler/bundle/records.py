@@ -87,8 +87,10 @@ class Bound:
 @dataclasses.dataclass(kw_only=True)
 class Accuracy:
     """A variant measured natively against fp32 on `samples` inputs from `data`: "validation",
-    "calibration-split" or "sample-split" (held out by auto: these vouch for a quantized variant),
-    "calibration" or "sample" (the inputs themselves) or "generated" (bundler.variants.budget). A
+    "calibration-split" or "sample-split" (held out by auto), "sample-held-out" (--sample beside
+    --calibration; these, like "validation", vouch for a quantized variant),
+    "calibration" or "sample" (the inputs themselves), "check-text" (a text bundle's built-in
+    sentences) or "generated" (bundler.variants.budget). A
     metric the model has no value for is null (top1_agreement of a detector, any metric over
     non-finite outputs). `bounds`: what auto judges, per budget key (absent in older builds)."""
 

@@ -14,6 +14,7 @@ from bundler.console import Reporter
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
 from bundler.stages.variants import Made
 from bundler.stages.verify import verify
+from bundler.variants.budget import default_budget
 from bundler.variants.default import default_to_ship
 from bundler.variants.select import fitting_names, select
 from bundler.verify.user_inputs import UserInputs
@@ -39,7 +40,10 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
     """auto's choice among the `candidates` (the manifest in progress that ships them all)."""
     report = verify(staging, candidates, options, reporter,
                     "Browser check of the candidates", answers=False).report
-    fitting = fitting_names(made.variants, report, options.max_error)
+    # without --max-error, a task bundle is judged by its answers (labels, boxes, frames)
+    max_error = options.max_error or str(default_budget(
+        candidates.task.kind if candidates.task else None))
+    fitting = fitting_names(made.variants, report, max_error)
     speeds: dict[str, dict[str, float]] = {}
     if options.objective == "size" or report is None or len(fitting) < 2 \
             or "wasm" not in options.execution_providers:
@@ -52,7 +56,7 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
                                               candidates, bundle_known(candidates), user)
         speeds, record = browser_speeds(staging, candidates, fitting, reference.feeds, reporter)
         record = record.at(timed)
-    choice = select(made.variants, report, options.max_error, options.objective, speeds,
+    choice = select(made.variants, report, max_error, options.objective, speeds,
                     options.execution_providers, record)
     for name in choice.dropped:
         (staging / candidates.variant(name).file).unlink()

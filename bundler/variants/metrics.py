@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import onnxruntime as ort
 from bundler.bundle.modelio import cpu_session
 from bundler.bundle.records import Accuracy, Bound
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.confidence import (
     COSINE_QUANTILE,
     ERROR_QUANTILE,
@@ -27,12 +29,28 @@ from bundler.variants.confidence import (
 )
 
 Feeds = list[dict[str, np.ndarray]]
+# The runs of a decoder (bundler.variants.decoded): output names, then per feed the reference's
+# and the candidate's outputs in that order.
+Decode = Callable[[list[str], list[list[np.ndarray]], list[list[np.ndarray]]],
+                  tuple["Agreement", ...]]
 
 
 def _rounded(value: float | None) -> float | None:
     if value is None or not np.isfinite(value):
         return None
     return float(f"{value:.6g}")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A task's decoded answers agreeing with fp32's (bundler.variants.decoded): `agreeing` of
+    `n` labels, boxes or frames (the budget key `key`), judged by their Wilson lower bound;
+    `per_sample` each sample's share, where it has any (boxes: each image's)."""
+
+    key: str  # "labels", "boxes" or "frames"
+    agreeing: int
+    n: int
+    per_sample: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,12 +72,36 @@ class Metrics:
     rows: int = 0
     per_sample: tuple[tuple[float, float], ...] = ()
     measured_on: str | None = None
+    decoded: tuple[Agreement, ...] = ()  # a task bundle's answers (bundler.variants.decoded)
+
+    def agreement(self, key: str) -> Agreement | None:
+        return next((found for found in self.decoded if found.key == key), None)
+
+    def _share(self, key: str) -> float | None:
+        found = self.agreement(key)
+        return found.agreeing / found.n if found is not None and found.n else None
+
+    @property
+    def label_agreement(self) -> float | None:
+        return self._share("labels")
+
+    @property
+    def box_agreement(self) -> float | None:
+        return self._share("boxes")
+
+    @property
+    def frame_agreement(self) -> float | None:
+        return self._share("frames")
 
     def judged(self, key: str) -> tuple[int, float | None, float | None]:
         """(n, point estimate, the value the budget judges) of a budget key: top1 by its 95 %
         Wilson lower bound over `rows`; cosine and mean_rel by a quantile over the samples
         (bundler.variants.confidence); max_abs is a worst case already."""
         samples = len(self.per_sample)
+        if (found := self.agreement(key)) is not None:  # none to agree on vouches for nothing
+            return found.n, self._share(key), wilson_lower(found.agreeing, found.n)
+        if key in DECODED_TERMS:  # not a task with such answers: n/a, as top1 without classes
+            return 0, None, None
         if key == "top1":
             value = self.top1_agreement
             if value is None or not self.rows:
@@ -77,9 +119,15 @@ class Metrics:
         """bundle.json's `accuracy.bounds`: n, estimate and bound of each judged metric."""
         keys = (["top1"] if self.top1_agreement is not None else []) + ["cosine", "mean_rel"]
         record = {}
-        for key in keys:
+        for key in keys + [found.key for found in self.decoded]:
             n, estimate, bound = self.judged(key)
-            record[key] = Bound(n, _rounded(estimate), _rounded(bound), _METHODS[key])
+            record[key] = Bound(n, _rounded(estimate), _rounded(bound),
+                                _METHODS.get(key, _METHODS["top1"]))
+        for found in self.decoded:  # recorded, not judged: how the shares spread over samples
+            if found.per_sample:
+                record[f"{found.key}_per_sample"] = Bound(
+                    len(found.per_sample), _rounded(float(np.mean(found.per_sample))),
+                    _rounded(lower_quantile(found.per_sample, COSINE_QUANTILE)), _METHODS["cosine"])
         return record
 
     def accuracy(self, *, samples: int, data: str) -> Accuracy:
@@ -129,7 +177,8 @@ def _compare(refs: list[np.ndarray], cands: list[np.ndarray]) -> tuple[float, fl
     return float(error.max()), float(error.mean()) / spread, cosine, nonfinite
 
 
-def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
+def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | None = None
+            ) -> Metrics:
     """Compare `candidate` with `reference` (CPU EP) on every feed, over all float outputs.
 
     max_abs: worst |a - b|. mean_rel: mean |a - b| relative to the output's range in the
@@ -137,7 +186,8 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
     outputs. top1_agreement: share of rows with the same argmax over the last axis, over the
     outputs that look like class scores (float, rank 2, last dim >= 2), together with the share of
     integer output values that are equal (labels, indices); None if there are neither. The same
-    cosine and mean_rel of each feed alone go to `per_sample`.
+    cosine and mean_rel of each feed alone go to `per_sample`; `decode` (a task bundle's,
+    bundler.variants.decoded) compares the answers the outputs decode to.
     """
     if not feeds:
         raise QuantizeError("measure needs at least one feed")
@@ -181,6 +231,7 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         nonfinite=nonfinite,
         rows=rows,
         per_sample=tuple(per_sample),
+        decoded=decode(names, ref_runs, cand_runs) if decode is not None else (),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -75,3 +76,27 @@ def test_budget_kinds_and_plan_import_neither_numpy_nor_onnxruntime() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_decoded_keys_are_judged_by_their_wilson_bound() -> None:
+    from bundler.variants.metrics import Agreement
+
+    budget = parse_budget("boxes>=0.99")
+    base = Metrics(0.0, 0.0, 1.0, None, per_sample=((1.0, 0.0),) * 100, measured_on="validation")
+    many = dataclasses.replace(base, decoded=(Agreement("boxes", 1000, 1000),))
+    assert budget.accepts(many) and budget.shortfall(many) is None
+    few = dataclasses.replace(base, decoded=(Agreement("boxes", 100, 100),))
+    assert budget.failures(few) == [
+        "boxes 0.963 (95% lower bound of 100 boxes; estimate 1) is not >= 0.99"]
+    assert budget.shortfall(few) == (
+        "100 held-out samples (validation) cannot show boxes>=0.99: even if all agree, its 95%"
+        " lower bound is 0.963; it takes at least 381 samples (pass --validation)")
+    none = dataclasses.replace(base, decoded=(Agreement("boxes", 0, 0),))
+    assert budget.failures(none) == ["boxes: none in the 100 samples to compare"]
+    assert budget.accepts(none, exact=True)  # fp32 is exact by construction
+    assert "have no boxes to compare" in str(budget.shortfall(none))
+    generated = dataclasses.replace(many, measured_on="generated")
+    assert budget.failures(generated) == ["boxes cannot be shown on generated inputs"]
+    assert parse_budget("labels>=0.99,frames>=0.98,boxes>=0.9")  # every decoded key parses
+    with pytest.raises(ConfigError, match="labels must be between 0 and 1"):
+        parse_budget("labels>=2")
