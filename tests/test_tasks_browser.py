@@ -63,7 +63,7 @@ def task_bundles(tmp_path_factory, runtime_dist):
 
 def _native(directory):
     manifest = manifest_file.load(directory)
-    session = cpu_session(directory / manifest.default_for("wasm").file)
+    session = cpu_session(directory / manifest.session().default_for("wasm").file)
     return manifest, lambda feeds: run_native(session, feeds)
 
 

@@ -60,7 +60,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None) -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
-    session = cpu_session(built["bundle"] / manifest.variant("fp32").file)
+    session = cpu_session(built["bundle"] / manifest.session().variant("fp32").file)
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
