@@ -110,9 +110,10 @@ def test_a_text_bundle_in_an_app_embeds_as_python(name, text_app, webgpu_browser
     texts = list(CHECK_TEXTS[:3])
     app = build_example(name, root, TEXT_APP.replace("TEXTS", json.dumps(texts)))
     manifest = manifest_file.load(bundle)
-    session = cpu_session(bundle / manifest.session().variant("fp32").file)
+    model = manifest.session()
+    session = cpu_session(bundle / model.variant("fp32").file)
     expected = run_text(lambda feeds: run_native(session, feeds), manifest.task,
-                        TextTokenizer.from_folder(folder), [spec.name for spec in manifest.session().inputs],
+                        TextTokenizer.from_folder(folder), [spec.name for spec in model.inputs],
                         texts)["embeddings"]
     with serve_directory(app / APPS[name].served) as url:
         page = webgpu_browser.new_page()

@@ -117,8 +117,8 @@ def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_b
     """Byte-level BPE, no token_type_ids, left padding: masked mean and the first kept token."""
     directory, folder = text_bundles["roberta"], text_bundles["roberta-folder"]
     texts = [*CHECK_TEXTS, "a long one " * 40]  # over max_length 48: truncated alike
-    assert [s.name for s in manifest_file.load(directory).session().inputs] == ["input_ids",
-                                                                     "attention_mask"]
+    inputs = manifest_file.load(directory).session().inputs
+    assert [spec.name for spec in inputs] == ["input_ids", "attention_mask"]
     for settings in ({}, {"pooling": "cls"}):
         native = _reference(directory, folder, texts, **settings)["embeddings"]
         with open_bundle(webgpu_browser, directory) as page:
