@@ -117,4 +117,4 @@ def test_samples_given_beside_calibration_judge_the_candidates(mlp, tmp_path,
         accuracy = candidate["accuracy"]
         assert (accuracy["data"], accuracy["samples"]) == ("sample-held-out", 1000), candidate
         assert accuracy["bounds"]["top1"]["n"] == 1000
-    assert manifest["default_variant"] != "fp32"  # 1,000 held-out samples vouch for one
+    assert manifest["sessions"][0]["default_variant"] != "fp32"  # 1,000 held-out vouch

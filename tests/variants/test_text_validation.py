@@ -66,7 +66,7 @@ def test_labels_are_judged_on_the_texts_given_at_build_and_in_bundle_test(folder
         assert bounds["labels"]["n"] == bounds["top1"]["n"] == COUNT
         assert bounds["labels"]["method"] == "wilson-95-lower"
     # 120 texts cannot show labels>=0.99 (it takes 381): fp32 ships, and the note says so
-    assert manifest["default_variant"] == "fp32"
+    assert manifest["sessions"][0]["default_variant"] == "fp32"
     assert "cannot show labels>=0.99" in manifest["selection"]["note"]
     (result,) = check_held_out(tmp_path / "dist", texts, None)
     assert result.metrics.judged("labels")[:2] == (COUNT, 1.0)
