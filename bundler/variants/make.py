@@ -16,6 +16,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
 from bundler.bundle.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.bundle.options import BuildOptions
@@ -30,7 +32,7 @@ from bundler.variants.decoded import decoder
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
-from bundler.verify.reference import Feeds, NotRunnable, fingerprint
+from bundler.verify.reference import Feeds, NotRunnable, fingerprint, resolve_shapes
 from bundler.verify.samples import generated_samples, load_samples, split_samples
 from bundler.verify.user_inputs import UserInputs, reference_for
 from bundler.verify.workload import Workload, known_dims, measured
@@ -102,18 +104,19 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     known = known_dims(inputs, task=task, given=options.dims,
                        sample=measured_on[0] if measured_on else user.fixed)
     if measured_on:
+        workload = (_one_text(inputs, task, options, user) if is_text_file(options.validation)
+                    else measured(inputs, measured_on[0], known))
         return Samples(calibration or list(user.samples) or None, measured_on, source,
-                       workload=measured(inputs, measured_on[0], known))
+                       workload=workload)
     if not _any_quantized(options.kinds) and not options.verify:
         return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
     names = [spec.name for spec in inputs]
     if (texts := check_text_feeds(task, text_folder, names)) is not None:
-        known = known_dims(inputs, task=task, given=options.dims, sample=texts[0])
         generated = None  # int8-static is calibrated on generated ids, judged on the text
         with contextlib.suppress(NotRunnable):
             generated = generated_samples(source_model, inputs, known.dims, user.fixed)
         return Samples(generated, texts, CHECK_TEXT, CHECK_TEXT_NOTE,
-                       measured(inputs, texts[0], known))
+                       _one_text(inputs, task, options, user))
     try:
         generated = generated_samples(source_model, inputs, known.dims, user.fixed)
     except NotRunnable as error:
@@ -123,6 +126,16 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE,
                    measured(inputs, generated[0], known))
+
+
+def _one_text(inputs: Sequence[TensorSpec], task: Task | None, options: BuildOptions,
+              user: UserInputs) -> Workload:
+    """A text bundle's workload: one text of the task's length (bundler.verify.workload), which
+    auto times and bench runs at; its texts are measured each at its own length, as embed() and
+    classify() run one text."""
+    known = known_dims(inputs, task=task, given=options.dims, sample=user.fixed)
+    shapes = resolve_shapes(inputs, known.dims)
+    return measured(inputs, {name: np.zeros(shape) for name, shape in shapes.items()}, known)
 
 
 def _any_quantized(kinds: Sequence[str]) -> bool:

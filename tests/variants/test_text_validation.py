@@ -50,7 +50,8 @@ def test_embeddings_are_judged_on_the_texts_given(folders, tmp_path) -> None:
         cosine = accuracy["bounds"]["cosine"]
         assert (cosine["n"], cosine["method"]) == (COUNT, "p5")
         assert "top1" not in accuracy["bounds"]  # hidden states have no classes
-    assert manifest["workload"]["dims_source"] == "sample"  # the texts' own lengths
+    # each text runs at its own length; the workload auto times is one text of the task's
+    assert manifest["workload"]["dims_source"] == "task-size"
 
 
 def test_labels_are_judged_on_the_texts_given_at_build_and_in_bundle_test(folders,
