@@ -29,7 +29,8 @@ def text_bundles(tmp_path_factory, runtime_dist) -> dict[str, Path]:
     """Each export folder built as users build it (`bundle build DIR`, the browser check on)."""
     root = tmp_path_factory.mktemp("text")
     folders = {**encoder_models.bert_folders(root / "models"),
-               "roberta": encoder_models.roberta_folder(root / "models")}
+               "roberta": encoder_models.roberta_folder(root / "models"),
+               "xlmr": encoder_models.xlmr_folder(root / "models")}
     built = {}
     for kind, folder in folders.items():
         output = root / kind
@@ -54,7 +55,8 @@ def _reference(directory: Path, folder: Path, texts, variant: str = "fp32", **ta
 def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):
     for name, kind, limit in (("feature-extraction", "feature-extraction", 128),
                               ("text-classification", "text-classification", 128),
-                              ("roberta", "feature-extraction", 48)):
+                              ("roberta", "feature-extraction", 48),
+                              ("xlmr", "feature-extraction", 64)):
         bundle = json.loads((text_bundles[name] / "bundle.json").read_text(encoding="utf-8"))
         assert bundle["verification"]["status"] == "passed", bundle["verification"]
         task = bundle["task"]
@@ -129,6 +131,21 @@ def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_b
     # one text alone (embed(text), mean pooling) is its row of the left-padded batch
     np.testing.assert_allclose(got["one"][0], _reference(directory, folder, texts)[
         "embeddings"][0], atol=1e-5)
+
+
+def test_an_xlm_roberta_with_a_sentencepiece_tokenizer_embeds_as_python(text_bundles,
+                                                                       webgpu_browser,
+                                                                       open_bundle):
+    """Multilingual: sentencepiece's Precompiled normaliser, CJK, RTL and emoji, over-long."""
+    directory, folder = text_bundles["xlmr"], text_bundles["xlmr-folder"]
+    texts = [*CHECK_TEXTS, "東京は日本の首都です。", "مرحبا بالعالم", "ｆｕｌｌｗｉｄｔｈ 🙂",
+             "long " * 80]
+    native = _reference(directory, folder, texts)["embeddings"]
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(EMBED, {"url": page.base_url + "bundle.mjs", "texts": texts,
+                                    "options": {"executionProviders": ["wasm"]},
+                                    "settings": {}})
+    np.testing.assert_allclose(got["rows"], native, atol=1e-5)
 
 
 CLASSIFY = """async ({ url, options, texts, variant }) => {
