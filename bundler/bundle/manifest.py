@@ -88,7 +88,7 @@ class Pipeline:
     def session(self, name: str | None = None) -> Session:
         """The session `name`; without one, the primary session (the only one, or the first):
         the one model that code written for single-model bundles reads. ModelError naming the
-        sessions there are when there is no `name`."""
+        sessions there are when none is named `name`."""
         if name is None:
             return self.sessions[0]
         found = next((session for session in self.sessions if session.name == name), None)
