@@ -7,6 +7,10 @@ ORTModelForSpeechSeq2Seq; the logits rules equal to transformers' processors."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -157,3 +161,83 @@ def test_frames_to_positions_is_transformers_float32() -> None:
     want = [int(value) for value in frames * 0.01 / 0.02]
     assert [whisper.frames_to_positions(k) for k in range(3001)] == want
     assert want != [k // 2 for k in range(3001)]  # the rounding matters
+
+
+TWIN = Path(__file__).resolve().parent / "js" / "whisper_twin.mjs"
+TWIN_CASES = [({"language": "en", "task": "transcribe"}, 12.0, True),
+              ({"language": "de", "task": "translate"}, 7.0, False),
+              ({}, 20.0, True), ({"task": "translate"}, 3.0, False)]
+
+
+def _crafted(settings: whisper.WhisperSettings) -> list[dict]:
+    """Token lists at each edge of the segment rules."""
+    b, eos = settings.timestamp_begin, settings.eos
+    lists = [[], [5, 6, eos], [b], [b, 5, b + 10], [b, 5, b + 10, eos], [b, 5, b + 10, b + 10],
+             [b + 3, 5, b + 10, b + 10, 7, b + 20, b + 21, 8], [5, b + 40, 6], [b, 5, b],
+             [b + 1, 5, b + 2, b + 3, 6, b + 9], [b + 1, b + 1, 5, b + 7, b + 7, 6, b + 9, eos]]
+    return [{"generated": tokens, "seek": seek, "frames": frames}
+            for tokens in lists for seek, frames in ((0, 3000), (1724, 1276), (137, 2863))]
+
+
+def test_javascript_twin_replays_the_same_decoding(export, sessions, tmp_path: Path) -> None:
+    """Each call's recorded logits replayed under Node by web/text/whisper.mjs: the same prompt,
+    tokens, segments (times bit-equal) and seeks as the Python run; the prompt, detection and
+    segment rules on their own cases too."""
+    from bundler.site.npmtools import node_executable
+
+    settings = whisper.settings_of(export.generation_config)
+    rows, calls, runs = [], [], []
+    for options, seconds, timestamps in TWIN_CASES:
+        language = options.get("language")
+        run = transcribe_window(sessions, features(seconds), settings,
+                                whisper.language_id(settings, language) if language else None,
+                                options.get("task"), timestamps, record=True)
+        seek = 0
+        for call in run.calls:
+            detected = call.prompt[1] if whisper.needs_language(
+                settings, None if language is None else 1, options.get("task")) else None
+            calls.append({"language": language, "task": options.get("task"),
+                          "timestamps": timestamps, "detected": detected, "first": len(rows),
+                          "steps": len(call.logits), "seek": seek,
+                          "frames": min(3000, 3000 - seek)})
+            rows += call.logits
+            seek += whisper.segments(call.generated, settings, seek, 3000 - seek)[1]
+        runs.append(run)
+    assert sum(len(run.calls) for run in runs) > len(runs)  # some windows took several calls
+    detections = [call["first"] for call in calls]
+    questions = [{"language": language, "task": task, "timestamps": timestamps,
+                  "detected": detected}
+                 for language in (None, "en", "german") for task in (None, "translate")
+                 for timestamps in (False, True) for detected in (None, 305)]
+    table = {"config": export.generation_config, "vocab": int(rows[0].size), "calls": calls,
+             "questions": questions, "detections": detections, "crafted": _crafted(settings)}
+    (tmp_path / "table.json").write_text(json.dumps(table))
+    np.stack(rows).astype("<f4").tofile(tmp_path / "logits.bin")
+    result = subprocess.run([str(node_executable()), str(TWIN), str(tmp_path / "table.json"),
+                             str(tmp_path / "logits.bin")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    node = json.loads(result.stdout)
+
+    python_calls = [call for run in runs for call in run.calls]
+    for ours, theirs, spec in zip(python_calls, node["calls"], calls, strict=True):
+        assert theirs["prompt"] == ours.prompt
+        assert theirs["generated"] == ours.generated
+        pieces, advance = whisper.segments(ours.generated, settings, spec["seek"], spec["frames"])
+        assert theirs["advance"] == advance
+        assert [(s["start"], s["end"], s["tokens"]) for s in theirs["segments"]] == [
+            (s.start, s.end, list(s.tokens)) for s in pieces]
+    for question, answer in zip(questions, node["questions"], strict=True):
+        language = question["language"]
+        language = None if language is None else whisper.language_id(settings, language)
+        assert answer["needs"] == whisper.needs_language(settings, language, question["task"])
+        assert answer["prompt"] == whisper.prompt(settings, language, question["task"],
+                                                  question["timestamps"], question["detected"])
+    assert node["detections"] == [whisper.detect_language(settings, rows[i]) for i in detections]
+    assert node["positions"] == [whisper.frames_to_positions(k) for k in range(3001)]
+    for case, answer in zip(table["crafted"], node["crafted"], strict=True):
+        pieces, advance = whisper.segments(case["generated"], settings, case["seek"],
+                                           case["frames"])
+        assert answer["advance"] == advance, case
+        assert [(s["start"], s["end"], s["tokens"]) for s in answer["segments"]] == [
+            (s.start, s.end, list(s.tokens)) for s in pieces], case
