@@ -23,8 +23,11 @@ from typing import Any
 import numpy as np
 
 from bundler.errors import ModelError
+from bundler.tasks.audio import resample
+from bundler.tasks.logmel import LogMelSpec, log_mel
 from bundler.text import whisper
 from bundler.text.whisper import WhisperSettings
+from bundler.text.whisper_windows import RATE, Chunk, merge, windows
 
 PAST = re.compile(r"^past_key_values\.(\d+)\.(decoder|encoder)\.(key|value)$")
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -167,3 +170,18 @@ def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
         found += pieces
         seek += advance
     return Transcript(found, calls)
+
+
+def transcribe(sessions: WhisperSessions, samples: np.ndarray, rate: int,
+               spec: LogMelSpec, settings: WhisperSettings, language: int | None = None,
+               task: str | None = None, timestamps: bool = False, chunk_s: float = 30.0,
+               stride_s: float | None = None) -> tuple[list[Transcript], list[Chunk]]:
+    """Audio of any length at any rate: each window's transcript and the merged chunks
+    (bundler/text/whisper_windows.py)."""
+    audio = resample(np.asarray(samples, np.float32), rate, RATE)
+    spans = windows(audio.size, chunk_s, stride_s)
+    runs = [transcribe_window(sessions, log_mel(audio[s.start:s.end], RATE, spec), settings,
+                              language, task, timestamps) for s in spans]
+    chunks = merge([run.tokens for run in runs], [s.stride_seconds for s in spans], settings,
+                   timestamps)
+    return runs, chunks
