@@ -28,12 +28,13 @@ SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1
 
 
 def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str,
-           family: str = "gpt2", two_files: bool = False) -> dict[str, Path]:
+           family: str = "gpt2", two_files: bool = False, variants: str = "fp32"
+           ) -> dict[str, Path]:
     folder = decoder_models.gpt2_folder(root / "model", merged, family,
                                         two_files=two_files).folder
     output = root / "bundle"
     result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
-                     "--variants", "fp32", *flags)
+                     "--variants", variants, *flags)
     assert result.returncode == 0, result.stderr
     return {"bundle": output, "folder": folder}
 
@@ -66,6 +67,14 @@ def two_files(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
                   two_files=True)
 
 
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 with an int8 variant beside fp32, WASM only: the check runs each variant
+    against its own native run (tokens and teacher-forced logits)."""
+    return _build(tmp_path_factory.mktemp("int8"), runtime_dist, False, "--ep", "wasm",
+                  variants="fp32,int8")
+
+
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None) -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
@@ -95,7 +104,7 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
         "options": options or {"executionProviders": ["wasm"]}})
 
 
-@pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files"])
+@pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
