@@ -335,3 +335,8 @@ def test_a_long_prompt_is_cut_from_the_left_as_in_python(built, plain_browser, o
         got = _generate(page, [prompt], maxNewTokens=8)["runs"][0]
     assert got["promptIds"] == kept and got["truncatedTokens"] == dropped
     assert got["tokenIds"] == native
+    result = run_cli("run", built["bundle"], "--text", prompt, "--json")  # 32 tokens
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["truncated"] == [fit_prompt(ids, read_config(built["folder"]), 32)[1]]
+    assert answer["tokens"] == _native(built, [prompt])

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bundler.text.generate import Decoder, eos_ids, fit_prompt, generate, read_config
+from bundler.text.generate import Decoder, eos_ids, generate, prompt_ids, read_config
 
 if TYPE_CHECKING:
     from bundler.text.tokenizer import TextTokenizer
@@ -50,8 +50,7 @@ def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
     answers, teacher = [], []
     for prompt in prompts:
-        ids, _ = fit_prompt([int(i) for i in tokenizer.encode([prompt]).input_ids[0]], config,
-                            steps)
+        ids, _ = prompt_ids(tokenizer, prompt, config, steps)
         new = generate(decoder, ids, steps, None, eos).ids
         rows = stepwise_logits(decoder, ids, new).astype(np.float64)
         at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]

@@ -220,6 +220,14 @@ def teacher_forced_logits(decoder: Decoder, ids: Sequence[int]) -> np.ndarray:
     return logits
 
 
+def prompt_ids(tokenizer: Any, prompt: str, config: dict[str, Any], max_new_tokens: int
+               ) -> tuple[list[int], int]:
+    """A prompt's ids as model.generate() feeds them (tokenized by `tokenizer`, a TextTokenizer,
+    and cut by fit_prompt) and how many of its first ids were dropped."""
+    return fit_prompt([int(i) for i in tokenizer.encode([prompt]).input_ids[0]], config,
+                      max_new_tokens)
+
+
 def prompt_generations(session: Any, folder: Path, tokenizer: Any, prompts: Sequence[str],
                        max_new_tokens: int, sampling: SamplingOptions | None = None
                        ) -> list[list[int]]:
@@ -231,7 +239,6 @@ def prompt_generations(session: Any, folder: Path, tokenizer: Any, prompts: Sequ
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
     runs = []
     for prompt in prompts:
-        ids, _ = fit_prompt([int(i) for i in tokenizer.encode([prompt]).input_ids[0]], config,
-                            max_new_tokens)
+        ids, _ = prompt_ids(tokenizer, prompt, config, max_new_tokens)
         runs.append(generate(decoder, ids, max_new_tokens, sampling, eos).ids)
     return runs
