@@ -201,6 +201,11 @@ class Int4Settings(_Settings):
     symmetric: bool
     matmuls_int4: int
     matmuls_float32: int
+    # --int4 (absent in older builds): MatMulNBits' accuracy_level (0: the EP's default), the
+    # LM head in 4 bits, how many embedding tables are (GatherBlockQuantized)
+    accuracy_level: int = 0
+    lm_head: bool = True
+    embeddings: int = 0
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.

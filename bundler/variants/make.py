@@ -191,7 +191,8 @@ def make_variants(
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
-                                      calibration_method=options.calibration_method)
+                                      calibration_method=options.calibration_method,
+                                      int4=options.int4)
             except QuantizeError as error:
                 if not plan.auto:
                     raise
