@@ -100,6 +100,10 @@ class Accuracy:
     samples: int
     data: str
     bounds: dict[str, Bound] | None = None
+    # a text-generation variant (absent otherwise): greedy-token agreement with fp32 over the
+    # check prompts and its perplexity over fp32's on the check text (bundler.text.quality)
+    tokens_agreement: float | None = None
+    perplexity_ratio: float | None = None
 
 
 @dataclasses.dataclass

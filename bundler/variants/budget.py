@@ -7,6 +7,11 @@ by its 95th; and only on inputs that can vouch for it: generated inputs never sh
 inputs a variant was calibrated on show nothing. fp32 is exact by construction (the optimised
 graph, float rounding apart), so it is judged by its point estimates.
 
+A text-generation bundle's variants are also measured on generation (bundler.text.quality):
+`tokens` (greedy-token agreement with fp32, >=) and `perplexity` (the variant's over fp32's on
+the check text, <=), counted on fixed check text and judged as measured. Its default budget is
+DEFAULT_GENERATION_BUDGET; these keys on a bundle of another task fail the budget.
+
 Pure Python: parsing a budget (options, TOML validation) imports neither numpy nor onnxruntime.
 """
 
@@ -29,8 +34,11 @@ _TERMS = {
     "top1": (">=", "top1_agreement"),
     "max_abs": ("<=", "max_abs"),
     "mean_rel": ("<=", "mean_rel"),
+    "tokens": (">=", "tokens"),
+    "perplexity": ("<=", "perplexity"),
 }
-_LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0)}
+GENERATION_KEYS = ("tokens", "perplexity")
+_LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0), "tokens": (0.0, 1.0)}
 _ACCEPTED = ", ".join(f"{key}{op}" for key, (op, _) in _TERMS.items())
 _TERM = re.compile(r"^\s*([A-Za-z_0-9]+)\s*(>=|<=|=>|=<|>|<|==|=)\s*(\S+)\s*$")
 _EXAMPLE = "e.g. 'cosine>=0.999,top1>=0.99'"
@@ -66,6 +74,8 @@ class Budget:
             else:
                 n, value, judged = metrics.judged(key)
             if judged is None:
+                if key in GENERATION_KEYS:
+                    failed.append(f"{key} is measured on text-generation bundles only")
                 continue
             if key == "top1" and not exact and metrics.measured_on == "generated":
                 failed.append("top1 cannot be shown on generated inputs")
@@ -112,10 +122,22 @@ class Budget:
 
 
 DEFAULT_BUDGET = Budget((("cosine", 0.999), ("top1", 0.99)))
+# A generation bundle's: the first 90 % of fp32's greedy tokens kept (over the check prompts)
+# and perplexity at most 5 % above fp32's.
+DEFAULT_GENERATION_BUDGET = Budget((("tokens", 0.9), ("perplexity", 1.05)))
+
+
+def budget_for(max_error: str | None, generation: bool) -> Budget:
+    """The budget given, else the default of the bundle's kind (`generation`: measured on
+    generation, bundler.text.quality)."""
+    if max_error:
+        return parse_budget(max_error)
+    return DEFAULT_GENERATION_BUDGET if generation else DEFAULT_BUDGET
 
 
 def parse_budget(text: str) -> Budget:
-    """Parse e.g. "cosine>=0.999,top1>=0.99,max_abs<=0.01,mean_rel<=0.01"."""
+    """Parse e.g. "cosine>=0.999,top1>=0.99,max_abs<=0.01,mean_rel<=0.01" or
+    "tokens>=0.9,perplexity<=1.05"."""
     if not text.strip():
         raise ConfigError(f"the error budget is empty; give terms like {_EXAMPLE} ({_ACCEPTED})")
     terms: dict[str, float] = {}

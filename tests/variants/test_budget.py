@@ -8,7 +8,12 @@ import sys
 import pytest
 
 from bundler.errors import ConfigError
-from bundler.variants.budget import DEFAULT_BUDGET, parse_budget
+from bundler.variants.budget import (
+    DEFAULT_BUDGET,
+    DEFAULT_GENERATION_BUDGET,
+    budget_for,
+    parse_budget,
+)
 from bundler.variants.metrics import Metrics
 
 
@@ -75,3 +80,24 @@ def test_budget_kinds_and_plan_import_neither_numpy_nor_onnxruntime() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_generation_terms_judge_tokens_and_perplexity() -> None:
+    budget = parse_budget("tokens>=0.9, perplexity<=1.05")
+    assert str(budget) == "tokens>=0.9,perplexity<=1.05"
+    logits = {"max_abs": 0.1, "mean_rel": 0.01, "cosine": 0.99, "top1_agreement": 0.9}
+    kept = Metrics(**logits, tokens=0.95, perplexity=1.01, steps=128)
+    drifted = Metrics(**logits, tokens=0.5, perplexity=1.2, steps=128)
+    assert budget.accepts(kept)
+    assert budget.explain(drifted) == "tokens 0.5 is not >= 0.9; perplexity 1.2 is not <= 1.05"
+    # a bundle of another task has no generation to judge: never vacuously within
+    assert budget.failures(Metrics(**logits)) == [
+        "tokens is measured on text-generation bundles only",
+        "perplexity is measured on text-generation bundles only"]
+    assert budget_for(None, generation=True) == DEFAULT_GENERATION_BUDGET
+    assert budget_for(None, generation=False) == DEFAULT_BUDGET
+    assert budget_for("tokens>=1", generation=False) == parse_budget("tokens>=1")
+    with pytest.raises(ConfigError, match="tokens must be between 0 and 1"):
+        parse_budget("tokens>=2")
+    with pytest.raises(ConfigError, match="perplexity takes <="):
+        parse_budget("perplexity>=1")
