@@ -112,8 +112,11 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8000)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--other-int4", action="append", default=[], metavar="KEY=VALUE",
+                        help="--int4 settings of the second int4 (default accuracy_level=4)")
     args = parser.parse_args()
     reporter = TerminalReporter()
+    other = args.other_int4 or ["accuracy_level=4"]
     with tempfile.TemporaryDirectory(prefix="bench-generation-") as scratch:
         root = Path(scratch)
         with reporter.step(f"Exporting GPT-2 {args.layers}x{args.hidden}, vocab ~{args.vocab}"):
@@ -123,10 +126,10 @@ def main() -> None:
         for name, variants in bundles.items():
             flags = {"output": str(root / "serve" / name), "variants": variants, "verify": False}
             if name == "b":
-                flags["int4"] = ("accuracy_level=4",)
+                flags["int4"] = tuple(other)
             manifests[name] = build(folder, merge({}, flags), reporter=reporter)
         models = [("a", "fp32"), ("a", "int4"), ("a", "int8"), ("b", "int4")]
-        labels = ["fp32", "int4", "int8 (dynamic)", "int4 accuracy_level=4"]
+        labels = ["fp32", "int4", "int8 (dynamic)", f"int4 {','.join(other)}"]
         prompt_tokens = len(TextTokenizer.from_folder(folder).encode([PROMPT]).input_ids[0])
         settings = load_settings()
         with reporter.step("Generating in Chromium (WASM, 1 thread)"), \

@@ -112,6 +112,7 @@ def test_int4_settings_merge_key_by_key_and_are_checked(tmp_path):
     for flag, message in (("block_size=20", "--int4: int4 block_size: expected one of 16"),
                           ("accuracy_level=5", "int4 accuracy_level: expected one of 0"),
                           ("symmetric=maybe", "int4 symmetric: expected true or false"),
+                          ("format=gguf", "int4 format: expected one of nbits, qdq"),
                           ("bits=8", "unknown int4 setting 'bits'"), ("64", "KEY=VALUE")):
         with pytest.raises(ConfigError, match=message):
             merge({}, {"int4": (flag,)})

@@ -199,7 +199,7 @@ class Int8StaticSettings(_Settings):
 
 @_settings
 class Int4Settings(_Settings):
-    op: str  # "com.microsoft.MatMulNBits"
+    op: str  # "com.microsoft.MatMulNBits", or "DequantizeLinear" (format qdq)
     bits: int
     block_size: int
     symmetric: bool
@@ -210,6 +210,7 @@ class Int4Settings(_Settings):
     accuracy_level: int = 0
     lm_head: bool = True
     embeddings: int = 0
+    format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21)
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.

@@ -6,6 +6,7 @@ embedding are quantized come from `--int4` (bundler/variants/int4_options.py).""
 from __future__ import annotations
 
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from bundler.bundle.modelio import read_model, save_model
@@ -141,6 +142,7 @@ def make(job: Job) -> None:
         nodes_to_exclude=skipped + other_gathers,
         op_types_to_quantize=("MatMul", "Gather") if gathers else ("MatMul",),
         quant_axes=(("MatMul", 0), ("Gather", 1)),
+        quant_format=QuantFormat.QDQ if options.format == "qdq" else QuantFormat.QOperator,
     )
     with quiet():
         quantizer.process()
@@ -148,7 +150,7 @@ def make(job: Job) -> None:
     share_transposed_copies(quantized)  # a head left float reads the embedding again
     save_model(quantized, job.dst)
     job.result.settings = Int4Settings(
-        op="com.microsoft.MatMulNBits",
+        op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,
         block_size=block,
         symmetric=options.symmetric,
@@ -157,6 +159,7 @@ def make(job: Job) -> None:
         accuracy_level=options.accuracy_level,
         lm_head=options.lm_head and bool(heads),
         embeddings=len(gathers),
+        format=options.format,
     )
     head = ("the LM head in 4 bits" if heads and options.lm_head
             else "the LM head kept float32" if heads else "no LM head found")

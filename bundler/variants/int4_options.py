@@ -18,6 +18,7 @@ BLOCK_SIZES = (16, 32, 64, 128, 256)
 # MatMulNBits' accuracy_level: the lowest type its compute may use. 0: unset (the EP's
 # default), 1: fp32, 2: fp16, 3: bf16, 4: int8 (activations quantized per block).
 ACCURACY_LEVELS = (0, 1, 2, 3, 4)
+FORMATS = ("nbits", "qdq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Int4Options:
     accuracy_level: int = 0
     lm_head: bool = True  # the MatMul that makes the logits (a tied embedding's copy too)
     embeddings: bool = False  # the token embedding's Gather (GatherBlockQuantized)
+    # "nbits": MatMulNBits; "qdq": DequantizeLinear of int4 blocks (opset 21) into MatMul
+    format: str = "nbits"
     given: tuple[str, ...] = ()
 
     def merged(self, later: Int4Options) -> Int4Options:
@@ -95,6 +98,10 @@ def parse_int4(value: Any, base: Path | None = None) -> Int4Options:
             checked[key] = _integer(key, item, BLOCK_SIZES)
         elif key == "accuracy_level":
             checked[key] = _integer(key, item, ACCURACY_LEVELS)
+        elif key == "format":
+            if item not in FORMATS:
+                raise ValueError(f"int4 format: expected one of {', '.join(FORMATS)}, got {item!r}")
+            checked[key] = item
         else:
             checked[key] = _boolean(key, item)
     return Int4Options(**checked, given=tuple(checked))

@@ -80,7 +80,7 @@ def test_int4_settings_reach_the_graph_and_the_record(decoder: Path, tmp_path: P
     assert dict(result.settings) == {
         "op": "com.microsoft.MatMulNBits", "bits": 4, "block_size": 64, "symmetric": False,
         "matmuls_int4": 9, "matmuls_float32": 4, "accuracy_level": 4, "lm_head": True,
-        "embeddings": ops(dst)["GatherBlockQuantized"]}
+        "embeddings": ops(dst)["GatherBlockQuantized"], "format": "nbits"}
     assert ratio(dst, decoder) < 0.35  # blocks of 64 with zero points; wpe stays float
 
 
@@ -107,3 +107,15 @@ def test_int4_quantizes_a_shared_tied_head_as_its_own_copy(decoder: Path, tmp_pa
     names = [t.name for t in graph.initializer if t.name.startswith("transformer.wte.weight")]
     assert sorted(names) == ["transformer.wte.weight", "transformer.wte.weight_transposed_Q4",
                              "transformer.wte.weight_transposed_scales"]
+
+
+def test_int4_as_dequantize_linear_blocks(decoder: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(format="qdq"))
+    model = onnx.load(dst)
+    assert ops(dst)["MatMulNBits"] == 0 and ops(dst)["DequantizeLinear"] == 9
+    assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 21
+    blocks = next(t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT4)
+    assert blocks.dims  # the weights are stored as int4, not dequantized into float
+    assert result.settings["format"] == "qdq" and result.settings["op"] == "DequantizeLinear"
+    assert ratio(dst, decoder) < 0.6
