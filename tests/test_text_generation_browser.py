@@ -53,6 +53,13 @@ def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict
 
 
 @pytest.fixture(scope="module")
+def int4(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 with its int4 variant (MatMulNBits) the default beside fp32, checked on both EPs
+    (each variant against its own native run)."""
+    return _build(tmp_path_factory.mktemp("int4"), runtime_dist, False, "--quantize", "int4")
+
+
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
     """A Llama with grouped-query attention (2 KV heads for 4), WASM only."""
     return _build(tmp_path_factory.mktemp("llama"), runtime_dist, False, "--ep", "wasm",
@@ -76,9 +83,9 @@ def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
 
 
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
-            sampling: SamplingOptions | None = None) -> list[list[int]]:
+            sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
-    session = cpu_session(built["bundle"] / manifest.session().variant("fp32").file)
+    session = cpu_session(built["bundle"] / manifest.session().variant(variant).file)
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -93,7 +100,7 @@ GENERATE = """async ({ url, options, prompts, settings }) => {
     runs.push({ ...run, pieces });
   }
   await model.release();
-  return { ep: model.ep, runs };
+  return { ep: model.ep, variant: model.variant, runs };
 }"""
 
 
@@ -104,7 +111,8 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
         "options": options or {"executionProviders": ["wasm"]}})
 
 
-@pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized"])
+@pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized",
+                                  "int4"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
@@ -123,17 +131,22 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["webgpu"], "worker": True},
     {"executionProviders": ["wasm"], "fixture": "merged"},
     {"executionProviders": ["wasm"], "fixture": "llama"},
-], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa"])
+    {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4"},
+    {"executionProviders": ["webgpu"], "fixture": "int4", "variant": "int4"},
+], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
+        "int4-webgpu"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
+    """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))
     browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
         "executionProviders"] else "plain_browser")
-    native = _native(built, PROMPTS)
+    native = _native(built, PROMPTS, variant=options.get("variant", "fp32"))
     assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
     tokenizer = TextTokenizer.from_folder(built["folder"])
     with open_bundle(browser, built["bundle"]) as page:
         got = _generate(page, PROMPTS, options, maxNewTokens=32)
     assert got["ep"] == options["executionProviders"][0]
+    assert got["variant"] == options.get("variant", "fp32")
     for run, want, prompt in zip(got["runs"], native, PROMPTS, strict=True):
         assert run["tokenIds"] == want
         assert run["promptIds"] == tokenizer.encode([prompt]).input_ids[0].tolist()
