@@ -318,8 +318,8 @@ def test_a_two_file_export_ships_one_merged_decoder(two_files, plain_browser, op
     import onnx
 
     bundle = json.loads((two_files["bundle"] / "bundle.json").read_text(encoding="utf-8"))
-    assert len(bundle["variants"]) == 1
-    names = [i["name"] for i in bundle["inputs"]]
+    assert len(bundle["sessions"][0]["variants"]) == 1
+    names = [i["name"] for i in bundle["sessions"][0]["inputs"]]
     assert "use_cache_branch" in names  # one merged decoder: one set of weights
     tokenizer = TextTokenizer.from_folder(two_files["folder"])
     want = [_two_file_greedy(two_files["folder"], tokenizer.encode([p]).input_ids[0].tolist(), 32)
@@ -332,7 +332,7 @@ def test_a_two_file_export_ships_one_merged_decoder(two_files, plain_browser, op
         assert run["tokenIds"] == cut
     sizes = [onnx.load(two_files["folder"] / name, load_external_data=False).ByteSize()
              for name in ("decoder_model.onnx", "decoder_with_past_model.onnx")]
-    assert bundle["variants"][0]["bytes"] < 0.75 * sum(sizes)  # the weights once, not twice
+    assert bundle["sessions"][0]["variants"][0]["bytes"] < 0.75 * sum(sizes)  # the weights once, not twice
 
 
 def test_a_long_prompt_is_cut_from_the_left_as_in_python(built, plain_browser, open_bundle):

@@ -71,4 +71,4 @@ def test_auto_picks_a_generation_bundles_variant_by_tokens_and_perplexity(export
     # without browser timings, the smallest within budget ships
     fitting = [c for c in candidates.values() if c["within_budget"]]
     assert selection["chosen"] == min(fitting, key=lambda c: c["bytes"])["name"]
-    assert [v["name"] for v in bundle["variants"]] == [selection["chosen"]]
+    assert [v["name"] for v in bundle["sessions"][0]["variants"]] == [selection["chosen"]]
