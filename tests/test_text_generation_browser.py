@@ -332,7 +332,7 @@ def test_a_two_file_export_ships_one_merged_decoder(two_files, plain_browser, op
         assert run["tokenIds"] == cut
     sizes = [onnx.load(two_files["folder"] / name, load_external_data=False).ByteSize()
              for name in ("decoder_model.onnx", "decoder_with_past_model.onnx")]
-    assert bundle["sessions"][0]["variants"][0]["bytes"] < 0.75 * sum(sizes)  # the weights once, not twice
+    assert bundle["sessions"][0]["variants"][0]["bytes"] < 0.75 * sum(sizes)  # weights once
 
 
 def test_a_long_prompt_is_cut_from_the_left_as_in_python(built, plain_browser, open_bundle):
