@@ -137,3 +137,26 @@ def test_the_text_files_are_files_of_the_bundle_hashed_and_compressed(text_folde
     tokenizer = entries[shipped["tokenizer.json"]]
     assert set(tokenizer["encodings"]) == {"br", "gzip"}  # compressed where that is smaller
     assert (output / tokenizer["encodings"]["gzip"]["path"]).is_file()
+
+
+def test_a_two_file_decoder_is_merged_once_into_the_cache(tmp_path, monkeypatch):
+    import sys
+
+    import onnx
+
+    from tests import decoder_models
+
+    folder = decoder_models.gpt2_folder(tmp_path / "gpt2", two_files=True).folder
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with monkeypatch.context() as without:  # optimum not installed
+        without.setitem(sys.modules, "optimum.onnx.graph_transformations", None)
+        with pytest.raises(ConfigError, match=r"merging them needs optimum \(pip install"):
+            read_folder(folder)
+    merged = read_folder(folder).model
+    assert merged.is_relative_to(tmp_path / "cache" / "onnx-bundler" / "merged")
+    graph = onnx.load(merged, load_external_data=False).graph
+    assert "use_cache_branch" in [i.name for i in graph.input]
+    assert [node.op_type for node in graph.node].count("If") == 1
+    with monkeypatch.context() as without:  # made once: the next build reads it from the cache
+        without.setitem(sys.modules, "optimum.onnx.graph_transformations", None)
+        assert read_folder(folder).model == merged

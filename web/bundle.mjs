@@ -377,7 +377,14 @@ export async function load(options = {}) {
         session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
         opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
       });
-      if (warmUp) await model._taskApi.warmUp(model, manifest.task);
+      if (warmUp) {
+        try {
+          await model._taskApi.warmUp(model, manifest.task);
+        } catch (error) {
+          await model.release().catch(() => {}); // the session, and a worker's, not left behind
+          throw error;
+        }
+      }
       model.loadMs = performance.now() - started; // the warm-up is part of the load
       return model;
     }
