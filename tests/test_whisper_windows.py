@@ -19,6 +19,7 @@ from transformers import WhisperFeatureExtractor, WhisperTokenizerFast, pipeline
 from transformers.models.whisper.tokenization_whisper import _find_longest_common_sequence
 from transformers.pipelines.automatic_speech_recognition import chunk_iter
 
+from bundler.errors import ConfigError
 from bundler.site.npmtools import node_executable
 from bundler.tasks.logmel import spec_of
 from bundler.text import whisper
@@ -45,6 +46,11 @@ def test_windows_are_the_pipelines(seconds: float, chunk_s: float, stride_s: flo
                                                     stride, stride)]
     ours = windows(samples.size, chunk_s, stride_s)
     assert [(s.end - s.start, s.left, s.right) for s in ours] == theirs
+
+
+def test_strides_longer_than_the_window_are_a_one_line_error() -> None:
+    with pytest.raises(ConfigError, match="longer than its two"):
+        windows(16000 * 60, 10.0, 6.0)
 
 
 def _pieces() -> list[list[list[int]]]:
