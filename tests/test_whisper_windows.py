@@ -7,6 +7,9 @@ same as the Python one."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,8 @@ from transformers import WhisperFeatureExtractor, WhisperTokenizerFast, pipeline
 from transformers.models.whisper.tokenization_whisper import _find_longest_common_sequence
 from transformers.pipelines.automatic_speech_recognition import chunk_iter
 
+from bundler.errors import ConfigError
+from bundler.site.npmtools import node_executable
 from bundler.tasks.logmel import spec_of
 from bundler.text import whisper
 from bundler.text.whisper_run import WhisperSessions, transcribe
@@ -43,8 +48,14 @@ def test_windows_are_the_pipelines(seconds: float, chunk_s: float, stride_s: flo
     assert [(s.end - s.start, s.left, s.right) for s in ours] == theirs
 
 
-def test_lcs_merge_is_transformers() -> None:
-    rng = np.random.default_rng(0)
+def test_strides_longer_than_the_window_are_a_one_line_error() -> None:
+    with pytest.raises(ConfigError, match="longer than its two"):
+        windows(16000 * 60, 10.0, 6.0)
+
+
+def _pieces() -> list[list[list[int]]]:
+    """Overlapping token sequences, as windows give them, some disagreeing."""
+    rng, cases = np.random.default_rng(0), []
     for case in range(200):
         base = rng.integers(0, 6 if case % 2 else 50, 60).tolist()
         pieces, start = [], 0
@@ -55,7 +66,44 @@ def test_lcs_merge_is_transformers() -> None:
                 piece[int(rng.integers(len(piece)))] = int(rng.integers(0, 50))
             pieces.append(piece)
             start = max(start + 1, stop - int(rng.integers(0, 8)))
+        cases.append(pieces)
+    return cases
+
+
+def test_lcs_merge_is_transformers() -> None:
+    for case, pieces in enumerate(_pieces()):
         assert lcs_merge(pieces) == _find_longest_common_sequence(pieces), case
+
+
+def _node(table: dict, tmp_path: Path) -> dict:
+    (tmp_path / "table.json").write_text(json.dumps(table))
+    result = subprocess.run([str(node_executable()), str(TWIN), str(tmp_path / "table.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _chunks(chunks: list[Chunk]) -> list[dict]:
+    return [dataclasses.asdict(chunk) for chunk in chunks]
+
+
+def test_javascript_twin_is_the_python_side(export, tmp_path: Path) -> None:
+    settings = whisper.settings_of(export.generation_config)
+    grid = [[int(seconds * 16000), chunk_s, stride_s]
+            for seconds in (0.5, 10.0, 30.0, 31.0, 75.0, 80.5, 301.7)
+            for chunk_s, stride_s in ((30.0, None), (30.0, 2.5), (20.0, 4.0))]
+    merges = [{"outputs": outputs, "strides": strides, "timestamps": timestamps}
+              for outputs, strides in _crafted(settings) for timestamps in (False, True)]
+    node = _node({"config": export.generation_config, "windows": grid, "joins": _pieces(),
+                  "merges": merges}, tmp_path)
+    for (samples, chunk_s, stride_s), theirs in zip(grid, node["windows"], strict=True):
+        ours = windows(samples, chunk_s, stride_s)
+        assert theirs == [{**dataclasses.asdict(w), "stride": list(w.stride_seconds)}
+                          for w in ours]
+    assert node["joins"] == [lcs_merge(pieces) for pieces in _pieces()]
+    for case, theirs in zip(merges, node["merges"], strict=True):
+        ours = merge(case["outputs"], case["strides"], settings, case["timestamps"])
+        assert theirs == _chunks(ours), case
 
 
 def _decode(tokenizer: WhisperTokenizerFast, chunks: list[Chunk]) -> tuple[str, list]:
@@ -79,6 +127,8 @@ def _crafted(settings: whisper.WhisperSettings) -> list[tuple[list[list[int]], l
         ([[en, 5, 6, 7, 8], [de, 7, 8, 9, 10], [de, 9, 10, 11]], three),
         ([[5, 6, 7, 8, 9], [8, 9, 10, 11], [10, 11, 12]], three),
         ([[b + 3, 5, 6, b + 20, b + 20, 7, b + 30]], [(20.0, 0.0, 0.0)]),
+        ([[b + 3, 5, 6, b + 100, 7, 8, b + 50, b + 60, 9, b + 70, b + 70, 10, b + 20, b + 30,
+           b + 10, 11, b + 40]], [(20.0, 0.0, 0.0)]),
     ]
 
 
@@ -99,7 +149,7 @@ def test_merge_is_decode_asr_on_crafted_outputs(export) -> None:
 
 
 @pytest.mark.parametrize("timestamps", [False, True])
-def test_75_seconds_are_the_pipelines(export, timestamps: bool) -> None:
+def test_75_seconds_are_the_pipelines(export, timestamps: bool, tmp_path: Path) -> None:
     samples, rate = speech(75.0)
     settings = whisper.settings_of(export.generation_config)
     tokenizer = WhisperTokenizerFast.from_pretrained(export.folder)
@@ -122,3 +172,8 @@ def test_75_seconds_are_the_pipelines(export, timestamps: bool) -> None:
     assert text == theirs["text"] and len(text) > 20
     if timestamps:
         assert found == theirs["chunks"] and len(found) >= 3
+    spans = windows(resample(np.array(samples), rate, 16000).size)
+    node = _node({"config": export.generation_config, "windows": [], "joins": [],
+                  "merges": [{"outputs": [run.tokens for run in runs], "timestamps": timestamps,
+                              "strides": [s.stride_seconds for s in spans]}]}, tmp_path)
+    assert node["merges"][0] == _chunks(chunks)

@@ -34,9 +34,9 @@ DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 @dataclasses.dataclass
-class Window:
-    """One window's decoding: the prompt, the generated ids (an ending eos included) and, when
-    recorded, each step's raw logits [vocab] (float32) in order."""
+class Call:
+    """One decoding call (a window takes one or more): the prompt, the generated ids (an ending
+    eos included) and, when recorded, each step's raw logits [vocab] (float32) in order."""
 
     prompt: list[int]
     generated: list[int]
@@ -105,11 +105,11 @@ def detect(sessions: WhisperSessions, settings: WhisperSettings, hidden: np.ndar
     return whisper.detect_language(settings, logits[-1])
 
 
-def decode_window(sessions: WhisperSessions, features: np.ndarray, settings: WhisperSettings,
-                  language: int | None = None, task: str | None = None,
-                  timestamps: bool = False, record: bool = False,
-                  on_token: Callable[[int], None] | None = None,
-                  detected: int | None = None) -> Window:
+def decode_call(sessions: WhisperSessions, features: np.ndarray, settings: WhisperSettings,
+                language: int | None = None, task: str | None = None,
+                timestamps: bool = False, record: bool = False,
+                on_token: Callable[[int], None] | None = None,
+                detected: int | None = None) -> Call:
     """Greedy decoding of one call's features by the spec: language detection where needed
     (unless `detected` gives it), the prompt, then one token a step until eos or
     `max_length`."""
@@ -117,21 +117,21 @@ def decode_window(sessions: WhisperSessions, features: np.ndarray, settings: Whi
     if detected is None and whisper.needs_language(settings, language, task):
         detected = detect(sessions, settings, hidden)
     ids = whisper.prompt(settings, language, task, timestamps, detected)
-    window = Window(ids, [])
+    call = Call(ids, [])
     past, pending = None, list(ids)
-    while len(ids) + len(window.generated) < settings.max_length:
+    while len(ids) + len(call.generated) < settings.max_length:
         logits, past = sessions.step(pending, hidden, past)
         if record:
-            window.logits.append(np.array(logits[-1], np.float32))
-        scores = whisper.process(logits[-1], window.generated, settings, timestamps)
+            call.logits.append(np.array(logits[-1], np.float32))
+        scores = whisper.process(logits[-1], call.generated, settings, timestamps)
         token = whisper.choose(scores)
-        window.generated.append(token)
+        call.generated.append(token)
         if on_token is not None:
             on_token(token)
         if token == settings.eos:
             break
         pending = [token]
-    return window
+    return call
 
 
 @dataclasses.dataclass
@@ -140,7 +140,7 @@ class Transcript:
     decoding call it took."""
 
     segments: list[whisper.Segment]
-    calls: list[Window]
+    calls: list[Call]
 
     @property
     def tokens(self) -> list[int]:
@@ -163,7 +163,7 @@ def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
         frames = min(whisper.WINDOW_FRAMES, total - seek)
         piece = np.zeros((features.shape[0], whisper.WINDOW_FRAMES), np.float32)
         piece[:, :frames] = features[:, seek:seek + frames]
-        call = decode_window(sessions, piece, settings, language, task, timestamps, record,
+        call = decode_call(sessions, piece, settings, language, task, timestamps, record,
                              detected=detected)
         calls.append(call)
         pieces, advance = whisper.segments(call.generated, settings, seek, frames)

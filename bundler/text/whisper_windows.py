@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bundler.errors import ConfigError
 from bundler.text.whisper import TIME_PRECISION, WhisperSettings
 
 RATE = 16000
@@ -60,7 +61,8 @@ def windows(samples: int, chunk_s: float = 30.0, stride_s: float | None = None
     stride_s = chunk_s / 6 if stride_s is None else stride_s
     chunk, stride = int(round(chunk_s * RATE)), int(round(stride_s * RATE))
     if chunk < 2 * stride:
-        raise ValueError("the window must be longer than its two strides")
+        raise ConfigError(f"a {chunk_s} s window must be longer than its two {stride_s} s"
+                          " strides")
     found = []
     for start in range(0, samples, chunk - 2 * stride):
         end = min(start + chunk, samples)
