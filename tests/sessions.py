@@ -4,6 +4,7 @@ load (in Python, in bundle.mjs) until a build makes such pipelines itself."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def add_session(directory: Path, name: str, model: Path, inputs: list[TensorSpec
     file = f"models/{name}.onnx"
     shutil.copyfile(model, directory / file)
     data = (directory / file).read_bytes()
-    entry = manifest_file.FileEntry(file, len(data), _sha256(data))
+    entry = manifest_file.FileEntry(file, len(data), hashlib.sha256(data).hexdigest())
     variant = dataclasses.replace(primary.variants[0], name="fp32", kind="fp32", file=file,
                                   bytes=entry.bytes, sha256=entry.sha256, reference=None)
     second = manifest_file.Session(name, inputs, outputs, [variant], "fp32")
@@ -29,8 +30,3 @@ def add_session(directory: Path, name: str, model: Path, inputs: list[TensorSpec
     manifest_file.dump(directory, rewritten)
     return rewritten
 
-
-def _sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
