@@ -12,7 +12,6 @@ from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from bundler.bundle.modelio import read_model, save_model
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError
-from bundler.model.tied import share_transposed_copies
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name, name_nodes, quiet
 
@@ -73,36 +72,11 @@ def gemms_as_matmuls(model: ModelProto) -> int:
     return rewritten
 
 
-def transposed_weights_as_constants(model: ModelProto) -> None:
-    """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
-    kept shared, bundler.model.tied) a constant of its own, which MatMulNBits can take; a copy
-    left float is shared again after quantizing."""
-    weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    transposes = {node.output[0]: node for node in model.graph.node
-                  if node.op_type == "Transpose" and node.input[0] in weights
-                  and len(weights[node.input[0]].dims) == 2
-                  and weights[node.input[0]].data_type == TensorProto.FLOAT}
-    for node in model.graph.node:
-        if node.op_type == "MatMul" and node.input[1] in transposes:
-            source = weights[transposes[node.input[1]].input[0]]
-            name = fresh_name(f"{source.name}_transposed", set(weights))
-            weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(), name)
-            model.graph.initializer.append(weights[name])
-            node.input[1] = name
-    read = {name for node in model.graph.node for name in node.input}
-    read |= {value.name for value in model.graph.output}
-    live = [node for node in model.graph.node
-            if node.output[0] not in transposes or node.output[0] in read]
-    del model.graph.node[:]
-    model.graph.node.extend(live)
-
-
 def make(job: Job) -> None:
     options = job.int4
     block = options.block_size
     model = read_model(job.src)
     name_nodes(model)
-    transposed_weights_as_constants(model)
     gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     gathers, other_gathers, vocabulary = _token_embedding(model)
@@ -146,9 +120,7 @@ def make(job: Job) -> None:
     )
     with quiet():
         quantizer.process()
-    quantized = quantizer.model.model
-    share_transposed_copies(quantized)  # a head left float reads the embedding again
-    save_model(quantized, job.dst)
+    save_model(quantizer.model.model, job.dst)
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,
