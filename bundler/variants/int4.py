@@ -133,12 +133,14 @@ def make(job: Job) -> None:
         embeddings=len(gathers),
         format=options.format,
     )
-    head = ("the LM head in 4 bits" if heads and options.lm_head
-            else "the LM head kept float32" if heads else "no LM head found")
+    head = ("; the LM head in 4 bits" if heads and options.lm_head
+            else "; the LM head kept float32" if heads else "")
+    table = ("; token embedding in 4 bits" if gathers
+             else "; token embedding kept float32" if vocabulary else "")
     if gemms:
         job.note(f"{gemms} Gemm nodes rewritten as MatMul + Add for MatMulNBits")
     job.note(f"{len(eligible)} MatMul weights as 4-bit blocks of {block}; {len(skipped)} MatMuls"
-             f" stay float32; {head}; token embedding {'in 4 bits' if gathers else 'kept float32'}")
+             f" stay float32{head}{table}")
 
 
 KIND = KindSpec(
