@@ -5,17 +5,21 @@
 
 Exports a random-weight GPT-2 (LAYERS x HIDDEN, a byte-level BPE tokenizer of about VOCAB tokens
 trained here on seeded made-up words) with optimum (`text-generation-with-past`), builds it as a
-text-generation bundle with fp32, int4 (block 32, symmetric) and int8 (dynamic), and a second
-bundle whose int4 has `accuracy_level=4` (int8 compute in MatMulNBits), then in one headless
-Chromium page loads all four on WASM with 1 thread and runs model.generate() greedily in
-interleaved rounds after a warm-up call each: decode tokens/s (later calls, median over rounds),
-first-token ms and bytes, with ratios to fp32. Not a test: run by hand (about 8 minutes on 2
-shared cores, most of it the two builds; the browser part about 2).
+text-generation bundle with fp32, int4 (MatMulNBits, block 32, symmetric) and int8 (dynamic), and
+a second bundle whose int4 takes `--other-int4` (default accuracy_level=4: int8 compute in
+MatMulNBits; with format=qdq, DequantizeLinear blocks that onnxruntime is told to fold into
+float weights at load), then in one headless Chromium page loads all four on WASM with 1 thread
+and runs model.generate() greedily in interleaved rounds after a warm-up call each: decode
+tokens/s (later calls, median over rounds), first-token ms and bytes, with ratios to fp32. Not a
+test: run by hand (about 8 minutes on 2 shared cores, most of it the two builds).
 
-Measured (2026-12-06, this machine, Chromium, onnxruntime-web 1.31.1, defaults: 6x512, vocab
-8000, prompt 64 tokens, 64 new): decode tok/s on later calls fp32 36.4, int4 3.5 (0.10x),
-int8 dynamic 32.0 (0.88x), int4 accuracy_level=4 4.2 (0.12x); bytes 109.6 MB, 32.0 MB, 27.8 MB.
-MatMulNBits is 10x slower than fp32 on onnxruntime-web's WASM: int4 saves bytes, not time.
+Measured 2026-12-06 (2 shared cores, other jobs running; Chromium, onnxruntime-web 1.31.1;
+6x512, vocab 8000, prompt 64 tokens, 64 new), decode tokens/s of later calls and bytes:
+fp32 36.4 / 23.0 (two runs), int4 MatMulNBits 0.10x / 0.15x, int4 accuracy_level=4 0.12x,
+int4 format=qdq as shipped (onnxruntime fuses it to MatMulNBits) 0.14x, int4 format=qdq folded
+at load 0.97x, int8 dynamic 0.88x / 1.17x; bytes fp32 93.2 MB (tied head shared), int4 32.0 MB,
+int8 27.8 MB. MatMulNBits runs about 7-10x slower than fp32 on WASM; folded at load, int4 ships
+0.34x the bytes at fp32's speed.
 """
 
 from __future__ import annotations
@@ -41,9 +45,13 @@ PROMPT = ("The quick brown fox jumps over the lazy dog while the farmer counts h
 
 RUN = """async ({ base, models, prompt, newTokens, rounds }) => {
   const loaded = [];
-  for (const { bundle, variant } of models) {
+  for (const { bundle, variant, fold } of models) {
     const { load } = await import(base + bundle + '/bundle.mjs');
-    const model = await load({ executionProviders: ['wasm'], numThreads: 1, variant });
+    // fold: onnxruntime folds DequantizeLinear of constants at load (session.disable_quant_qdq)
+    // instead of fusing it into MatMulNBits (the bundle loader's internal session options)
+    const __sessionOptions = fold ? { extra: { session: { disable_quant_qdq: '1' } } } : {};
+    const model = await load({ executionProviders: ['wasm'], numThreads: 1, variant,
+                               __sessionOptions });
     const first = await model.generate(prompt, { maxNewTokens: newTokens });  // warm-up
     loaded.push({ model, first: first.timings, runs: [] });
   }
@@ -113,7 +121,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--other-int4", action="append", default=[], metavar="KEY=VALUE",
-                        help="--int4 settings of the second int4 (default accuracy_level=4)")
+                        help="--int4 settings of the second int4 (default accuracy_level=4);"
+                        " with format=qdq its DequantizeLinear is folded at load")
+    parser.add_argument("--no-fold", action="store_true",
+                        help="load a format=qdq int4 as is (onnxruntime fuses it to MatMulNBits)")
     args = parser.parse_args()
     reporter = TerminalReporter()
     other = args.other_int4 or ["accuracy_level=4"]
@@ -129,7 +140,9 @@ def main() -> None:
                 flags["int4"] = tuple(other)
             manifests[name] = build(folder, merge({}, flags), reporter=reporter)
         models = [("a", "fp32"), ("a", "int4"), ("a", "int8"), ("b", "int4")]
-        labels = ["fp32", "int4", "int8 (dynamic)", f"int4 {','.join(other)}"]
+        fold = "format=qdq" in other and not args.no_fold
+        labels = ["fp32", "int4", "int8 (dynamic)",
+                  f"int4 {','.join(other)}" + (", folded at load" if fold else "")]
         prompt_tokens = len(TextTokenizer.from_folder(folder).encode([PROMPT]).input_ids[0])
         settings = load_settings()
         with reporter.step("Generating in Chromium (WASM, 1 thread)"), \
@@ -141,7 +154,8 @@ def main() -> None:
             results = page.evaluate(RUN, {
                 "base": base_url, "prompt": PROMPT, "newTokens": args.new_tokens,
                 "rounds": args.rounds,
-                "models": [{"bundle": b, "variant": v} for b, v in models]})
+                "models": [{"bundle": b, "variant": v, "fold": b == "b" and fold}
+                           for b, v in models]})
     decode = [statistics.median(r["decodeTokensPerS"] for r in result["runs"])
               for result in results]
     rows = []

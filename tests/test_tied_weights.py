@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from bundler.bundle.modelio import cpu_session
 from bundler.model.optimize import optimize
 from bundler.model.tied import share_transposed_copies
+from bundler.variants.registry import make_variant
 from tests import decoder_models
 
 
@@ -21,8 +22,12 @@ def _tables(path: Path) -> dict[str, tuple[int, ...]]:
     return {t.name: tuple(t.dims) for t in onnx.load(path).graph.initializer if len(t.dims) == 2}
 
 
-def test_the_optimised_gpt2_holds_its_tied_table_once(tmp_path: Path) -> None:
-    export = decoder_models.gpt2(tmp_path)
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> decoder_models.Export:
+    return decoder_models.gpt2(tmp_path_factory.mktemp("tied"))
+
+
+def test_the_optimised_gpt2_holds_its_tied_table_once(export, tmp_path: Path) -> None:
     vocab, width = 512, 64
     copies = [name for name, dims in _tables(export.onnx).items() if dims == (width, vocab)]
     assert copies  # the export stores the head as its own [64, 512] copy
@@ -40,6 +45,21 @@ def test_the_optimised_gpt2_holds_its_tied_table_once(tmp_path: Path) -> None:
     want = cpu_session(export.onnx).run(["logits"], feed)[0]
     got = cpu_session(optimized).run(["logits"], feed)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_quantizer_still_takes_a_shared_head(export, tmp_path: Path) -> None:
+    """int8 quantizes the head as its own copy (a Transpose is no constant weight to it), and
+    keeps no float table: its Gather reads an int8 one."""
+    optimize(export.onnx, tmp_path / "optimized.onnx")
+    make_variant("int8", tmp_path / "optimized.onnx", tmp_path / "int8.onnx")
+    graph = onnx.load(tmp_path / "int8.onnx").graph
+    floats = [t.name for t in graph.initializer
+              if t.data_type == TensorProto.FLOAT and len(t.dims) == 2 and 512 in t.dims]
+    assert floats == []
+    quantized = [t.name for t in graph.initializer if t.name.endswith("_quantized")
+                 and sorted(t.dims) == [64, 512]]
+    assert sorted(quantized) == ["transformer.wte.weight_quantized",
+                                 "transformer.wte.weight_transposed_quantized"]
 
 
 @pytest.mark.parametrize("change", [0.0, 1e-3])

@@ -66,3 +66,34 @@ def share_transposed_copies(model: onnx.ModelProto) -> list[tuple[str, str, int]
     del graph.node[:]
     graph.node.extend(nodes)
     return replaced
+
+
+def unshare_for_matmuls(model: onnx.ModelProto) -> bool:
+    """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
+    kept shared) a constant of its own, in place, which the quantizers can take (they quantize
+    constant weights only); whether there was any. A copy a quantizer leaves float is shared
+    again after (share_transposed_copies)."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    transposes = {node.output[0]: node for node in model.graph.node
+                  if node.op_type == "Transpose" and node.input[0] in weights
+                  and len(weights[node.input[0]].dims) == 2
+                  and weights[node.input[0]].data_type == onnx.TensorProto.FLOAT}
+    changed = False
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and node.input[1] in transposes:
+            changed = True
+            source = weights[transposes[node.input[1]].input[0]]
+            name, index = f"{source.name}_transposed", 0
+            while name in weights:
+                index += 1
+                name = f"{source.name}_transposed_{index}"
+            weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(), name)
+            model.graph.initializer.append(weights[name])
+            node.input[1] = name
+    read = {name for node in model.graph.node for name in node.input}
+    read |= {value.name for value in model.graph.output}
+    live = [node for node in model.graph.node
+            if node.output[0] not in transposes or node.output[0] in read]
+    del model.graph.node[:]
+    model.graph.node.extend(live)
+    return changed

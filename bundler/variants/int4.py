@@ -12,7 +12,6 @@ from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from bundler.bundle.modelio import read_model, save_model
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError
-from bundler.model.tied import share_transposed_copies
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name, name_nodes, quiet
 
@@ -73,36 +72,11 @@ def gemms_as_matmuls(model: ModelProto) -> int:
     return rewritten
 
 
-def transposed_weights_as_constants(model: ModelProto) -> None:
-    """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
-    kept shared, bundler.model.tied) a constant of its own, which MatMulNBits can take; a copy
-    left float is shared again after quantizing."""
-    weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    transposes = {node.output[0]: node for node in model.graph.node
-                  if node.op_type == "Transpose" and node.input[0] in weights
-                  and len(weights[node.input[0]].dims) == 2
-                  and weights[node.input[0]].data_type == TensorProto.FLOAT}
-    for node in model.graph.node:
-        if node.op_type == "MatMul" and node.input[1] in transposes:
-            source = weights[transposes[node.input[1]].input[0]]
-            name = fresh_name(f"{source.name}_transposed", set(weights))
-            weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(), name)
-            model.graph.initializer.append(weights[name])
-            node.input[1] = name
-    read = {name for node in model.graph.node for name in node.input}
-    read |= {value.name for value in model.graph.output}
-    live = [node for node in model.graph.node
-            if node.output[0] not in transposes or node.output[0] in read]
-    del model.graph.node[:]
-    model.graph.node.extend(live)
-
-
 def make(job: Job) -> None:
     options = job.int4
     block = options.block_size
     model = read_model(job.src)
     name_nodes(model)
-    transposed_weights_as_constants(model)
     gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     gathers, other_gathers, vocabulary = _token_embedding(model)
@@ -146,9 +120,7 @@ def make(job: Job) -> None:
     )
     with quiet():
         quantizer.process()
-    quantized = quantizer.model.model
-    share_transposed_copies(quantized)  # a head left float reads the embedding again
-    save_model(quantized, job.dst)
+    save_model(quantizer.model.model, job.dst)
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,
@@ -161,12 +133,14 @@ def make(job: Job) -> None:
         embeddings=len(gathers),
         format=options.format,
     )
-    head = ("the LM head in 4 bits" if heads and options.lm_head
-            else "the LM head kept float32" if heads else "no LM head found")
+    head = ("; the LM head in 4 bits" if heads and options.lm_head
+            else "; the LM head kept float32" if heads else "")
+    table = ("; token embedding in 4 bits" if gathers
+             else "; token embedding kept float32" if vocabulary else "")
     if gemms:
         job.note(f"{gemms} Gemm nodes rewritten as MatMul + Add for MatMulNBits")
     job.note(f"{len(eligible)} MatMul weights as 4-bit blocks of {block}; {len(skipped)} MatMuls"
-             f" stay float32; {head}; token embedding {'in 4 bits' if gathers else 'kept float32'}")
+             f" stay float32{head}{table}")
 
 
 KIND = KindSpec(

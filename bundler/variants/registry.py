@@ -7,11 +7,13 @@ when first asked for, so listing the names never loads onnxruntime.
 from __future__ import annotations
 
 import importlib
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bundler.bundle.modelio import cpu_session
+from bundler.bundle.modelio import cpu_session, read_model, save_model
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
+from bundler.model.tied import share_transposed_copies, unshare_for_matmuls
 from bundler.variants.int4_options import Int4Options
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
@@ -64,11 +66,24 @@ def make_variant(
             f"{kind} needs calibration inputs for {src.name}: pass calibration feeds,"
             f" or {spec.advice}"
         )
-    job = Job(src, dst, calibration, calibration_method, log, VariantResult(spec.name, dst),
-              int4 or Int4Options())
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
-        spec.make(job)
+        with tempfile.TemporaryDirectory(prefix="bundler-variant-") as scratch:
+            # a tied head kept shared (bundler.model.tied) reads its weight through a Transpose,
+            # which no quantizer takes: it gets its own constant for the kind to quantize
+            untied = spec.quantized and kind != "fp16"
+            model = read_model(src) if untied else None
+            untied = model is not None and unshare_for_matmuls(model)
+            if model is not None and untied:
+                src = Path(scratch) / src.name
+                save_model(model, src)
+            job = Job(src, dst, calibration, calibration_method, log,
+                      VariantResult(spec.name, dst), int4 or Int4Options())
+            spec.make(job)
+        if untied:  # a copy the kind left float is shared again
+            made = read_model(dst)
+            if share_transposed_copies(made):
+                save_model(made, dst)
         cpu_session(dst)
     except BundlerError:
         raise
