@@ -146,7 +146,8 @@ def main() -> None:
         shutil.copyfile(dist / name, raw / name)
     shutil.copyfile(model, raw / "detector.onnx")
     shutil.copyfile(PAGES_MODULE, raw / PAGES_MODULE.name)
-    feeds = encode_feeds(native_reference(model, manifest.inputs, {}).feeds, manifest.inputs)
+    specs = manifest.session().inputs
+    feeds = encode_feeds(native_reference(model, specs, {}).feeds, specs)
     settings = load_settings()
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     runs = total_runs(args.runs)
@@ -182,7 +183,8 @@ def main() -> None:
     for name, times in interleaved.items():
         medians[name][INTERLEAVED] = statistics.median(times)
     over = f", over {args.link:g} Mbit/s with a 20 ms round trip" if link else ""
-    reporter.table(f"{manifest.name}: shipped default {manifest.default_variant} vs pages written"
+    default = manifest.session().default_variant
+    reporter.table(f"{manifest.name}: shipped default {default} vs pages written"
                    f" by hand (median of {args.rounds} fresh loads each{over})",
                    ("figure", *pages, "bundle / docs", "bundle / wasm page"),
                    [[figure, *(_number(medians[name][figure]) for name in pages),
@@ -217,8 +219,8 @@ def _variants(work: Path, model: Path, dist: Path, reporter: TerminalReporter, r
     for result in report.results:
         if result.latency is None or fp32.latency is None:
             continue
-        variant = report.manifest.variant(result.variant)
-        rows.append([result.variant, _times(ratio(variant.bytes, report.manifest.variant(
+        variant = report.manifest.session().variant(result.variant)
+        rows.append([result.variant, _times(ratio(variant.bytes, report.manifest.session().variant(
             "fp32").bytes)), _times(ratio(result.latency.steady_median_ms,
                                           fp32.latency.steady_median_ms)),
             _times(report.browser_vs_native(result)["threads_1"]),

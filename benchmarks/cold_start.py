@@ -52,8 +52,9 @@ def main() -> None:
                 "output": str(directory), "runtime_dir": str(fetch_runtime(
                     DEFAULT_RUNTIME_VERSION)), "verify": False, "execution_providers": ["wasm"]}))
     manifest = load_manifest(directory)
-    model = directory / manifest.variants[0].file
-    feeds = encode_feeds(native_reference(model, manifest.inputs, {}).feeds, manifest.inputs)
+    model = directory / manifest.session().variants[0].file
+    specs = manifest.session().inputs
+    feeds = encode_feeds(native_reference(model, specs, {}).feeds, specs)
     settings = load_settings()
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     figures: dict[str, list[dict[str, float]]] = {"as shipped": [], "cache: false": []}

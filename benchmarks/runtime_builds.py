@@ -43,8 +43,8 @@ def main() -> None:
         options = merge({}, {"output": str(directory), "dims": args.dim, "verify": False,
                              "max_file_size": "64MiB"})
         manifest = build(args.model, options, reporter=reporter)
-        inputs = manifest.inputs
-        model_file = manifest.variants[0].file
+        inputs = manifest.session().inputs
+        model_file = manifest.session().variants[0].file
         feeds = native_reference(directory / model_file, inputs, options.dims).feeds
         modules = {ep: dataclasses.asdict(manifest.runtime.builds[ep]) for ep in ("wasm", "webgpu")}
         sizes = {ep: sum((directory / path).stat().st_size for path in build.values())

@@ -31,7 +31,8 @@ from bundler.verify.reference import native_reference
 
 def native_medians(directory: Path, manifest: Manifest, feeds: dict, runs: int
                    ) -> dict[str, float]:
-    sessions = {v.name: cpu_session(directory / v.file, threads=1) for v in manifest.variants}
+    sessions = {v.name: cpu_session(directory / v.file, threads=1)
+                for v in manifest.session().variants}
     times: dict[str, list[float]] = {name: [] for name in sessions}
     for runner in sessions.values():
         runner.run(None, feeds)
@@ -57,10 +58,10 @@ def main() -> None:
         options = merge({}, {"output": str(directory), "variants": args.variants,
                              "dims": args.dim, "verify": False})
         manifest = build(args.model, options, reporter=reporter)
-        inputs = manifest.inputs
-        fp32 = directory / manifest.variants[0].file
+        inputs = manifest.session().inputs
+        fp32 = directory / manifest.session().variants[0].file
         feeds = native_reference(fp32, inputs, options.dims).feeds
-        names = [v.name for v in manifest.variants]
+        names = [v.name for v in manifest.session().variants]
         settings = load_settings()
         with reporter.step(f"Timing {len(names)} variants in Chromium ({args.ep})"), \
                 serve_directory(directory) as base_url, playwright_session() as driver, \
@@ -76,9 +77,9 @@ def main() -> None:
             raise SystemExit(f"variants that did not run in Chromium: {timed['errors']}")
         native = native_medians(directory, manifest, feeds, args.runs)
     browser_median = {name: statistics.median(timed["times"][name]) for name in names}
-    base = manifest.variants[0]
+    base = manifest.session().variants[0]
     rows = []
-    for variant in manifest.variants:
+    for variant in manifest.session().variants:
         name = variant.name
         rows.append([
             name, variant.bytes, f"{variant.bytes / base.bytes:.2f}",

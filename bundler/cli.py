@@ -117,17 +117,24 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
 @click.option("--text-file", "texts", multiple=True, type=click.Path(path_type=Path),
               help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
                    " strings, or one text a line; repeat; default: built-in sentences).")
+@click.option("--prompt", "prompts", multiple=True,
+              help="A text-generation bundle: continue this prompt (repeat; default: the"
+                   " built-in check prompts).")
+@click.option("--steps", type=click.IntRange(1, 4096), default=None,
+              help="A text-generation bundle: tokens compared per prompt (greedy ids, and"
+                   " teacher-forced logits within tolerance; default 32).")
 @click.option("--validation", type=click.Path(path_type=Path), default=None,
-              help=".npz of real inputs (one array per input): report the shipped variant's"
-                   " agreement with fp32 on them, judged by the build's budget with the same"
-                   " bounds as auto.")
+              help=".npz of real inputs (one array per input), or for a text bundle a .txt or"
+                   " .jsonl of texts (one a line): report the shipped variant's agreement with"
+                   " fp32 on them, judged by the build's budget with the same bounds as auto.")
 @click.option("--original", type=click.Path(path_type=Path), default=None,
               help="With --validation: the model the bundle was built from, when it ships no"
                    " fp32 variant to compare with.")
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
          inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...],
-         texts: tuple[Path, ...], validation: Path | None, original: Path | None) -> None:
+         texts: tuple[Path, ...], prompts: tuple[str, ...], steps: int | None,
+         validation: Path | None, original: Path | None) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.bundle.options import flag_of, validate
     from bundler.commands.test import check
@@ -139,7 +146,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
           sample=given.get("sample"), inputs=given.get("inputs"),
-          task_files=(*images, *sounds, *texts), validation=validation, original=original)
+          task_files=(*images, *sounds, *texts), prompts=prompts, steps=steps,
+          validation=validation, original=original)
 
 
 @main.command()
@@ -187,8 +195,9 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
 def serve(source: Path | None, config: Path | None, host: str, port: int, open_browser: bool,
           **flags: Any) -> None:
     """Build MODEL (default: bundle.toml's model, else the example) and serve it on HOST:PORT,
-    rebuilding and reloading the page when the model, bundle.toml or --templates change. A built
-    DIR is served as it is, reloading when it changes."""
+    rebuilding and reloading the page when the model, bundle.toml or --templates change. An export
+    folder (optimum's, with config.json) is built the same way and rebuilt when a file in it
+    changes. A built DIR is served as it is, reloading when it changes."""
     from bundler.commands.serve import serve as run_serve
 
     run_serve(source, flags=_given(flags), config=config, host=host, port=port,
@@ -220,7 +229,8 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        reporter.table(f"{report.url} (host: {report.host})", COLUMNS, report.rows)
+        reporter.table(f"{report.url} (host: {report.host}; sessions:"
+                       f" {', '.join(report.sessions)})", COLUMNS, report.rows)
         if report.problems:
             reporter.table("Problems", ("Severity", "Files", "Problem", "Fix"),
                            report.grouped_problems())
@@ -237,12 +247,15 @@ def doctor(url: str, as_json: bool, max_file_size: str) -> None:
 @click.option("--html", type=click.Path(path_type=Path), default=None,
               help="Also write a self-contained page with a graph view here.")
 @click.option("--netron", is_flag=True, help="Open the model in Netron (pip install netron).")
-def inspect_command(source, as_json, html, netron):
+@click.option("--session", default=None, metavar="NAME",
+              help="A bundle folder's session to inspect (default: its first, the primary one).")
+def inspect_command(source, as_json, html, netron, session):
     """Opsets, inputs/outputs, parameters, operators and per-target support of MODEL (or of a
     bundle's default variant), with warnings for what will hurt and the fix to try."""
     from bundler.commands.inspect import inspect
 
-    inspect(source, as_json=as_json, html=html, netron=netron, reporter=_reporter())
+    inspect(source, as_json=as_json, html=html, netron=netron, session=session,
+            reporter=_reporter())
 
 
 @main.command("run")

@@ -102,3 +102,24 @@ def roberta_folder(directory: Path) -> Path:
                            **{**SMALL, "max_position_embeddings": 48 + 2})
     return _export(RobertaModel(config).eval(), tokens, "feature-extraction",
                    directory / "roberta-embed")
+
+
+def xlmr_folder(directory: Path) -> Path:
+    """An XLMRobertaModel with a sentencepiece Unigram tokenizer as multilingual encoders ship it
+    (nmt_nfkc's Precompiled charsmap, <s> A </s>), for feature-extraction."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    from tests.text_tokenizers import sentencepiece_xlmr
+
+    tokens = sentencepiece_xlmr(directory / "xlmr-tokenizer")
+    tokenizer = Tokenizer.from_file(str(tokens / "tokenizer.json"))
+    torch.manual_seed(SEED)
+    config = XLMRobertaConfig(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
+                              pad_token_id=tokenizer.token_to_id("<pad>"),
+                              bos_token_id=tokenizer.token_to_id("<s>"),
+                              eos_token_id=tokenizer.token_to_id("</s>"),
+                              **{**SMALL, "max_position_embeddings": 64 + 2})
+    return _export(XLMRobertaModel(config).eval(), tokens, "feature-extraction",
+                   directory / "xlmr-embed")

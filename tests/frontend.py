@@ -35,15 +35,18 @@ class ExampleApp:
     command: tuple[str, ...]  # the build command: a script under node_modules, its arguments
     served: str  # the folder to serve after the build, relative to the app
     output: str  # the folder the build writes, relative to the app
+    entry: str  # the app's own script, relative to the app
     linked: tuple[str, ...] = ()  # packages the app's own code imports (so they must resolve)
 
 
 APPS = {
-    "vite": ExampleApp({"vite": "8.4.0"}, ("vite/bin/vite.js", "build"), "dist", "dist"),
+    "vite": ExampleApp({"vite": "8.4.0"}, ("vite/bin/vite.js", "build"), "dist", "dist",
+                       "src/main.js"),
     "webpack": ExampleApp({"webpack": "5.113.0", "webpack-cli": "7.3.1"},
-                          ("webpack-cli/bin/cli.js", "--mode", "production"), ".", "dist"),
+                          ("webpack-cli/bin/cli.js", "--mode", "production"), ".", "dist",
+                          "src/index.js"),
     "nextjs": ExampleApp({"next": "16.5.0", "react": "19.3.1", "react-dom": "19.3.1"},
-                         ("next/dist/bin/next", "build"), "out", "out",
+                         ("next/dist/bin/next", "build"), "out", "out", "app/digits.js",
                          ("next", "react", "react-dom")),
 }
 # The test's apps resolve next and react through links into the cache, outside the app folder,
@@ -63,14 +66,16 @@ def install_bundle(folder: Path, bundle: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def build_example(name: str, apps: Path) -> Path:
-    """Copy examples/NAME into `apps` (whose node_modules holds the bundle) and build it for
-    production; returns the app's folder."""
+def build_example(name: str, apps: Path, script: str | None = None) -> Path:
+    """Copy examples/NAME into `apps` (whose node_modules holds the bundle), with `script` in
+    place of its own when given, and build it for production; returns the app's folder."""
     app = APPS[name]
     tools = npm_tool(app.tools) / "node_modules"
     folder = apps / name
     shutil.copytree(EXAMPLES / name, folder, ignore=shutil.ignore_patterns(
         "package.json", "node_modules", "dist", "out", ".next"))
+    if script is not None:
+        (folder / app.entry).write_text(script)
     for package in app.linked:
         link = apps / "node_modules" / package
         if not link.exists():
@@ -104,7 +109,7 @@ def copies_in_output(bundle: Path, manifest: dict, output: Path) -> dict[str, in
 
 
 def native_probabilities(bundle: Path, manifest: dict) -> np.ndarray:
-    model = bundle / manifest["variants"][0]["file"]
+    model = bundle / manifest["sessions"][0]["variants"][0]["file"]
     return run_native(model, {"image": EXAMPLE_INPUT})["probabilities"].reshape(-1)
 
 

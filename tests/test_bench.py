@@ -136,7 +136,7 @@ def test_bench_of_a_task_bundle_measures_at_the_task_size(build_bundle: BuildBun
                                                           tmp_path: Path) -> None:
     model = task_models.detector(tmp_path / "model", symbolic_size=True)
     bundle, manifest = build_bundle(model, task={"kind": "object-detection", "size": [96, 80]})
-    assert manifest["inputs"][0]["shape"] == [1, 96, 80, 3]
+    assert manifest["sessions"][0]["inputs"][0]["shape"] == [1, 96, 80, 3]
     out = tmp_path / "task.json"
     result = run_cli("bench", bundle, "--ep", "wasm", "--runs", "1", "--json", out)
     assert result.returncode == 0, result.stderr

@@ -63,7 +63,7 @@ def test_bundle_test_passes_then_fails_once_a_weight_is_changed(build_bundle, tm
     assert json.loads(report.read_text())["ok"] is True
     assert json.loads(report.read_text())["verified"] == {"status": "passed", "covers": [
         "model files", "outputs in Chromium", "no outside requests", "fallback to WASM"]}
-    _change_a_weight(directory / manifest["variants"][0]["file"])
+    _change_a_weight(directory / manifest["sessions"][0]["variants"][0]["file"])
     failed = run_cli("test", directory, "--report", report)
     assert failed.returncode != 0
     assert "does not match the sha256" in failed.stderr
@@ -71,12 +71,13 @@ def test_bundle_test_passes_then_fails_once_a_weight_is_changed(build_bundle, tm
 
 def test_bundle_test_fails_when_weights_and_sha256_were_both_changed(build_bundle, tmp_path):
     directory, manifest = build_bundle(None)
-    model_file = directory / manifest["variants"][0]["file"]
+    model_file = directory / manifest["sessions"][0]["variants"][0]["file"]
     _change_a_weight(model_file, factor=1.02)  # subtle: 2 % on one weight
     import hashlib
 
-    manifest["variants"][0]["sha256"] = hashlib.sha256(model_file.read_bytes()).hexdigest()
-    manifest["variants"][0]["bytes"] = model_file.stat().st_size
+    variant = manifest["sessions"][0]["variants"][0]
+    variant["sha256"] = hashlib.sha256(model_file.read_bytes()).hexdigest()
+    variant["bytes"] = model_file.stat().st_size
     (directory / "bundle.json").write_text(json.dumps(manifest))
     failed = run_cli("test", directory, "--ep", "wasm", "--no-fallback")
     assert failed.returncode != 0

@@ -37,17 +37,17 @@ def test_manifest_describes_types_and_symbolic_dims(build_bundle, tmp_path):
     directory, manifest = build_bundle(models.multi_io(tmp_path), name="multi")
     assert json.loads((directory / "bundle.json").read_text()) == manifest
     assert manifest["name"] == "multi_io"
-    assert manifest["inputs"] == [
+    assert manifest["sessions"][0]["inputs"] == [
         {"name": "x", "type": "float32", "shape": ["batch", 4]},
         {"name": "ids", "type": "int64", "shape": ["batch", 3]},
         {"name": "mask", "type": "int32", "shape": ["batch", 3]},
     ]
-    assert [o["type"] for o in manifest["outputs"]] == ["float32", "int32"]
+    assert [o["type"] for o in manifest["sessions"][0]["outputs"]] == ["float32", "int32"]
     assert manifest["runtime"]["package"] == "onnxruntime-web"
     assert manifest["runtime"]["version"] == "1.31.1"
     assert manifest["tool"]["name"] == "onnx-bundler"
-    (variant,) = manifest["variants"]
-    assert variant["name"] == manifest["default_variant"] == "fp32"
+    (variant,) = manifest["sessions"][0]["variants"]
+    assert variant["name"] == manifest["sessions"][0]["default_variant"] == "fp32"
     assert variant["bytes"] == (directory / variant["file"]).stat().st_size
     assert manifest["verification"]["status"] == "not_done"
 
@@ -82,7 +82,8 @@ def test_same_model_and_options_give_byte_identical_output(build_bundle, tmp_pat
 def test_example_model_is_the_default_and_the_page_names_it(build_bundle):
     directory, manifest = build_bundle(None)
     assert manifest["source"]["file"] == example_model().name
-    assert manifest["inputs"] == [{"name": "image", "type": "float32", "shape": ["batch", 1, 8, 8]}]
+    assert manifest["sessions"][0]["inputs"] == [
+        {"name": "image", "type": "float32", "shape": ["batch", 1, 8, 8]}]
     html = (directory / "index.html").read_text()
     assert "<title>digits · onnx-bundler</title>" in html
     assert 'src="./app.mjs"' in html
@@ -91,14 +92,15 @@ def test_example_model_is_the_default_and_the_page_names_it(build_bundle):
 
 def test_external_data_is_inlined_into_the_shipped_model(build_bundle, tmp_path):
     directory, manifest = build_bundle(models.external_data(tmp_path))
-    shipped = onnx.load(str(directory / manifest["variants"][0]["file"]), load_external_data=False)
+    shipped = onnx.load(str(directory / manifest["sessions"][0]["variants"][0]["file"]),
+                        load_external_data=False)
     assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in shipped.graph.initializer)
     assert shipped_names(directory / "models") == ["fp32.onnx"]
 
 
 def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):
     _, manifest = build_bundle(models.ml_classifier(tmp_path))
-    assert manifest["outputs"] == [
+    assert manifest["sessions"][0]["outputs"] == [
         {"name": "label", "type": "int64", "shape": ["batch"]},
         {"name": "probabilities", "type": "float32", "shape": ["batch", 3]},  # inferred
     ]

@@ -10,6 +10,7 @@ from bundler.bundle import manifest as manifest_file
 from bundler.bundle.files import fetched_path
 from bundler.verify.reference import run_native
 from tests import models
+from tests.sessions import add_session
 
 pytestmark = pytest.mark.browser
 
@@ -63,11 +64,11 @@ def test_plain_arrays_int64_and_scalars_are_converted(contract_bundles, webgpu_b
         result = page.evaluate(RUN, {"url": page.base_url + "bundle.mjs",
                                      "options": {"executionProviders": ["wasm"]}, "feeds": feeds})
         assert all(url.startswith(page.base_url) for url in page.requests), page.requests
-    native = run_native(directory / manifest["variants"][0]["file"], {
+    native = run_native(directory / manifest["sessions"][0]["variants"][0]["file"], {
         "x": np.array(x, np.float32), "ids": np.array(ids, np.int64),
         "mask": np.array(mask, np.int32)})
     assert result["ep"] == "wasm" and result["fallbackReason"] is None
-    assert result["inputs"] == manifest["inputs"]
+    assert result["inputs"] == manifest["sessions"][0]["inputs"]
     assert result["outputs"]["y"]["dims"] == [2, 2]
     np.testing.assert_allclose(result["outputs"]["y"]["data"], native["y"].ravel(), atol=1e-5)
     assert result["outputs"]["count"] == {"type": "int32", "dims": [2],
@@ -226,13 +227,61 @@ def test_bad_options_and_a_newer_schema_version_reject_with_their_codes(
         variant = page.evaluate(PROBE, {"url": url, "options": {"variant": "int4"}})
         # A bundle.json read from a baseUrl (bundle.mjs's own copy is in bundle.files.mjs)
         (directory / "bundle.json").write_text(
-            json.dumps({**built["digits"][1], "schema_version": 2}))
+            json.dumps({**built["digits"][1], "schema_version": 3}))
         newer = page.evaluate(PROBE, {"url": url, "options": {"baseUrl": page.base_url}})
     assert string_ep["code"] == "bad-option", string_ep
     assert "not the string 'wasm': write executionProviders: ['wasm']" in string_ep["error"]
     assert variant["code"] == "bad-option" and "unknown variant 'int4'" in variant["error"]
     assert newer["code"] == "schema-version", newer
-    assert "schema_version 2" in newer["error"] and "schema_version 1 at most" in newer["error"]
+    assert "schema_version 3" in newer["error"] and "schema_version 2 at most" in newer["error"]
+
+
+SESSIONS = """async ({ url, options, feeds }) => {
+  const { load, loadManifest, sessionsOf } = await import(url);
+  const names = sessionsOf(await loadManifest(options.baseUrl)).map((s) => s.name);
+  let model;
+  try { model = await load({ executionProviders: ['wasm'], ...options }); } catch (error) {
+    return { names, code: error.code, error: error.message };
+  }
+  const out = feeds && await model.run(feeds);
+  return { names, session: model.session, variant: model.variant,
+           inputs: model.inputs.map((s) => s.name),
+           y: out && Array.from(out.y.data, Number) };
+}"""
+
+
+def test_a_pipelines_sessions_are_loaded_by_name_and_version_1_as_one(
+        tmp_path, contract_bundles, plain_browser, open_bundle):
+    _, built = contract_bundles
+    directory = tmp_path / "pipeline"
+    shutil.copytree(built["digits"][0], directory)
+    scalar_dir, scalar = built["scalar_input"]
+    (session,) = scalar["sessions"]
+    specs = manifest_file.from_json(scalar).session()
+    add_session(directory, "scale", scalar_dir / session["variants"][0]["file"], specs.inputs,
+                specs.outputs)
+    feeds = {"x": {"data": [1, 2, 3]}, "scale": 2, "step": {"dims": [], "data": [3]}}
+    with open_bundle(plain_browser, directory) as page:
+        url = page.base_url + "bundle.mjs"
+        scale = page.evaluate(SESSIONS, {"url": url, "options": {"session": "scale"},
+                                         "feeds": feeds})
+        first = page.evaluate(SESSIONS, {"url": url, "options": {}, "feeds": None})
+        unknown = page.evaluate(SESSIONS, {"url": url, "options": {"session": "joiner"},
+                                           "feeds": None})
+        # a version 1 bundle.json (read from baseUrl): its one model, named after the bundle
+        data = built["digits"][1]
+        old = {key: value for key, value in data.items() if key != "sessions"}
+        old.update({key: value for key, value in data["sessions"][0].items() if key != "name"},
+                   schema_version=1)
+        (directory / "bundle.json").write_text(json.dumps(old))
+        version_1 = page.evaluate(SESSIONS, {"url": url, "options": {"baseUrl": page.base_url},
+                                             "feeds": None})
+    assert scale == {"names": ["digits", "scale"], "session": "scale", "variant": "fp32",
+                     "inputs": ["x", "scale", "step"], "y": [5.0, 7.0, 9.0]}, scale
+    assert (first["session"], first["inputs"]) == ("digits", ["image"]), first
+    assert unknown["code"] == "bad-option", unknown
+    assert "unknown session 'joiner'; this bundle has: digits, scale" in unknown["error"]
+    assert version_1["names"] == ["digits"] and version_1["session"] == "digits", version_1
 
 
 RETRY = """async ({ url }) => {

@@ -121,7 +121,7 @@ def test_worker_keeps_the_page_free_of_long_tasks(site, plain_browser, open_bund
                                                   browser_settings):
     root, built = site
     image = np.full((1, 16, 192, 192), 0.5, dtype=np.float32)
-    expected = run_native(root / "heavy" / built["heavy"]["variants"][0]["file"],
+    expected = run_native(root / "heavy" / built["heavy"]["sessions"][0]["variants"][0]["file"],
                           {"image": image})["features"].reshape(-1)
     measured = {}
     with open_bundle(plain_browser, root) as page:
@@ -193,7 +193,7 @@ def test_bundle_under_a_sub_path_of_a_plain_static_server(site, tmp_path, plain_
             np.testing.assert_allclose(result["probabilities"], expected, atol=1e-4, rtol=1e-3)
         page.close()
     # With baseUrl, bundle.json and the files come from there.
-    model = built["digits"]["variants"][0]["file"]
+    model = built["digits"]["sessions"][0]["variants"][0]["file"]
     fetched = fetched_path(next(e for e in built["digits"]["files"] if e["path"] == model))
     assert url + "mirror/bundle.json" in requests and url + "mirror/" + fetched in requests
 

@@ -60,7 +60,7 @@ def test_the_table_of_runtime_limits_has_the_pinned_runtime():
 
 def test_a_model_saved_by_the_current_onnx_package_ships_restamped(build_bundle, tmp_path):
     directory, manifest = build_bundle(compat_models.current_onnx(tmp_path))
-    shipped = onnx.load(str(directory / manifest["variants"][0]["file"]))
+    shipped = onnx.load(str(directory / manifest["sessions"][0]["variants"][0]["file"]))
     assert shipped.ir_version == 13
     assert [(o.domain, o.version) for o in shipped.opset_import] == [("", 26)]
     notes = manifest["notes"]
@@ -180,7 +180,7 @@ def test_an_integer_input_beside_wide_weight_vectors_gets_rules_and_builds(tmp_p
     result = run_cli("build", model, "-o", tmp_path / "dist", "--no-verify")
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
-    assert [spec["name"] for spec in manifest["inputs"]] == ["audio", "sr"]
+    assert [spec["name"] for spec in manifest["sessions"][0]["inputs"]] == ["audio", "sr"]
 
 
 def test_a_float_input_that_is_a_power_base_gets_negative_values_too(tmp_path):
@@ -199,7 +199,8 @@ def test_models_with_shape_index_and_integer_only_outputs_build(tmp_path):
                          "--no-verify", "--variants", "fp32,fp16")
         assert result.returncode == 0, result.stderr
         manifest = json.loads((tmp_path / builder.__name__ / "bundle.json").read_text())
-        assert manifest["variants"][1]["accuracy"]["data"] == "generated", builder.__name__
+        variant = manifest["sessions"][0]["variants"][1]
+        assert variant["accuracy"]["data"] == "generated", builder.__name__
 
 
 def test_integer_outputs_count_as_agreement_in_the_accuracy(tmp_path):
@@ -214,7 +215,7 @@ def test_no_verify_builds_a_model_no_generated_input_runs(tmp_path):
                      "--no-verify")
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
-    assert manifest["variants"][0]["reference"] is None
+    assert manifest["sessions"][0]["variants"][0]["reference"] is None
     assert manifest["verification"]["status"] == "not_done"
 
 
@@ -252,9 +253,10 @@ def test_a_sample_is_what_the_accuracy_is_measured_on(build_bundle, tmp_path):
     np.savez(tmp_path / "data.npz", x=np.random.default_rng(1).random((5, 1, 4), np.float32))
     _, manifest = build_bundle(compat_models.current_onnx(tmp_path), variants=("fp32", "fp16"),
                                sample=tmp_path / "data.npz")
-    accuracy = manifest["variants"][1]["accuracy"]
+    accuracy = manifest["sessions"][0]["variants"][1]["accuracy"]
     assert accuracy["data"] == "sample" and accuracy["samples"] == 5
-    assert not any("accuracy unknown" in note for note in manifest["variants"][1]["notes"])
+    notes = manifest["sessions"][0]["variants"][1]["notes"]
+    assert not any("accuracy unknown" in note for note in notes)
 
 
 def test_an_input_array_fixes_the_dims_it_has(tmp_path):

@@ -30,7 +30,7 @@ def test_current_onnx_model_with_shape_and_index_inputs_passes_strictly_on_both_
 
     # The same folder shipping the original IR-14 file: the runtime cannot load it.
     shipped = bundle_manifest.load(directory)
-    variant = shipped.variants[0]
+    variant = shipped.session().variants[0]
     model_file = directory / variant.file
     model_file.write_bytes(source.read_bytes())
     entry = next(entry for entry in shipped.files or [] if entry.path == variant.file)

@@ -57,6 +57,7 @@ def _inline(type_text: str) -> dict[str, tuple[bool, str]]:
 MANIFEST_TS = _interface("Manifest")
 TYPES = {
     manifest.Manifest: MANIFEST_TS,
+    manifest.Session: _interface("Session"),
     manifest.Variant: _interface("Variant"),
     manifest.EPResult: _interface("VerificationResult"),
     manifest.Tool: _inline(MANIFEST_TS["tool"][1]),
@@ -124,13 +125,14 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                  {"wasm": manifest.RuntimeBuild("runtime/ort.wasm.min.1.mjs",
                                                                 "runtime/g.2.mjs",
                                                                 "runtime/g.3.wasm")}),
-        inputs=[], outputs=[], default_variant="fp32",
-        variants=[manifest.Variant(
-            "fp32", "fp32", "models/fp32.1.onnx", 2, "0" * 64, 1.0,
-            manifest.Accuracy(max_abs=0.0, mean_rel=0.0, cosine=1.0, top1_agreement=0.5,
-                              samples=4, data="generated",
-                              bounds={"top1": manifest.Bound(4, 0.5, 0.15, "wilson-95-lower")}),
-            {"weights": "float32"}, [], None)],
+        sessions=(manifest.Session("m", [], [], default_variant={"wasm": "fp32"}, variants=[
+            manifest.Variant(
+                "fp32", "fp32", "models/fp32.1.onnx", 2, "0" * 64, 1.0,
+                manifest.Accuracy(max_abs=0.0, mean_rel=0.0, cosine=1.0, top1_agreement=0.5,
+                                  samples=4, data="generated",
+                                  bounds={"top1": manifest.Bound(4, 0.5, 0.15,
+                                                                 "wilson-95-lower")}),
+                {"weights": "float32"}, [], None)]), manifest.Session("m2", [], [], [], "fp32")),
         source=manifest.Source("m.onnx", 1), notes=[],
         optimization=manifest.Optimization(True, nodes_before=2, nodes_after=1, steps=[
             manifest.OptimizationStep("fold", "applied", "")]),

@@ -32,9 +32,9 @@ def test_two_builds_are_byte_identical_for_every_variant_kind(tmp_path, runtime_
     first, second = _build_twice(tmp_path, model, "--no-verify", "--runtime-dir", runtime_dist,
                                  "--variants", ",".join(VARIANT_KINDS), "--format", model_format)
     manifest = json.loads((first / "bundle.json").read_text())
-    assert sorted(v["name"] for v in manifest["variants"]) == sorted(VARIANT_KINDS)
+    assert sorted(v["name"] for v in manifest["sessions"][0]["variants"]) == sorted(VARIANT_KINDS)
     assert _tree(first) == _tree(second)
-    for variant in manifest["variants"]:
+    for variant in manifest["sessions"][0]["variants"]:
         assert variant["file"].endswith("." + model_format)
         assert sha256_of(first / variant["file"]) == variant["sha256"]
 

@@ -178,3 +178,26 @@ def test_a_bundle_json_without_a_files_table_is_checked_from_its_variants(bundle
     checked = {row[0] for row in report.rows}
     assert {model_file, wasm_file, named(bundle, RUNTIME_MODULE), "index.html",
             "bundle.mjs"} <= checked
+
+
+def test_the_sessions_are_listed_and_each_ones_model_is_checked(bundle):
+    model_file = named(bundle, MODEL)
+    data = json.loads((bundle / "bundle.json").read_text())
+    (session,) = data["sessions"]
+    decoder = {**session, "name": "decoder",
+               "variants": [{**session["variants"][0], "file": "models/decoder.onnx"}]}
+    two = {**data, "sessions": [session, decoder]}
+    del two["files"]  # checked from the sessions' variants: the decoder's file is missing
+    report = _doctor(Host(bundle, replace={"bundle.json": json.dumps(two).encode()}))
+    assert report.sessions == [data["name"], "decoder"] == report.to_json()["sessions"]
+    checked = {row[0]: row for row in report.rows}
+    assert model_file in checked and checked["models/decoder.onnx"][1] == "404"
+    # a version 1 bundle.json (no sessions): its one model, named after the bundle
+    version_1 = {key: value for key, value in data.items() if key != "sessions"}
+    version_1.update({key: session[key] for key in ("inputs", "outputs", "variants",
+                                                    "default_variant")}, schema_version=1)
+    report = _doctor(Host(bundle, replace={"bundle.json": json.dumps(version_1).encode()}))
+    assert report.ok and report.sessions == [data["name"]]
+    with hosting(Host(bundle)) as url:
+        result = run_cli("doctor", url)
+    assert f"sessions: {data['name']})" in result.stdout, result.stdout

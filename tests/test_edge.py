@@ -40,12 +40,13 @@ def test_example_ships_ort_variants_with_int8_static_as_default(example_edge):
     directory, manifest = example_edge
     assert sorted(p.name for p in directory.iterdir()) == sorted(["edge.json", "models",
                                                                  CONFIG_FILE])
-    assert [v["file"] for v in manifest["variants"]] == ["models/fp32.ort",
+    assert [v["file"] for v in manifest["sessions"][0]["variants"]] == ["models/fp32.ort",
                                                          "models/int8-static.ort"]
-    assert manifest["default_variant"] == "int8-static" and manifest["target"] == "edge"
-    int8 = manifest["variants"][1]
+    assert manifest["sessions"][0]["default_variant"] == "int8-static"
+    assert manifest["target"] == "edge"
+    int8 = manifest["sessions"][0]["variants"][1]
     assert int8["accuracy"]["data"] == "calibration" and int8["accuracy"]["top1_agreement"] >= 0.95
-    for variant in manifest["variants"]:
+    for variant in manifest["sessions"][0]["variants"]:
         assert variant["ort_check"]["max_abs_error"] <= ORT_CHECK.atol
         assert variant["bytes"] == (directory / variant["file"]).stat().st_size
 
@@ -85,14 +86,22 @@ def test_bundle_run_on_the_edge_folder_matches_its_reference(example_edge):
 
 def test_edge_json_is_read_as_its_records_and_a_newer_version_is_refused(example_edge, tmp_path):
     directory, manifest = example_edge
-    assert manifest["schema_version"] == 1
-    assert dumps(load_edge(directory)) == (directory / "edge.json").read_text()
+    assert manifest["schema_version"] == 2 and "variants" not in manifest
+    loaded = load_edge(directory)
+    assert dumps(loaded) == (directory / "edge.json").read_text()
+    assert [s.name for s in loaded.sessions] == [manifest["name"]]
     newer = tmp_path / "newer"
     shutil.copytree(directory, newer)
-    (newer / "edge.json").write_text(json.dumps({**manifest, "schema_version": 2}))
+    (newer / "edge.json").write_text(json.dumps({**manifest, "schema_version": 3}))
     result = run_cli("run", newer)
-    assert result.returncode == 2 and "schema_version 2" in result.stderr
+    assert result.returncode == 2 and "schema_version 3" in result.stderr
     assert "Traceback" not in result.stderr
+    # version 1 (before sessions): the one model's keys at the top level, read as one session
+    (session,) = manifest["sessions"]
+    old = {key: value for key, value in manifest.items() if key != "sessions"}
+    old.update({key: value for key, value in session.items() if key != "name"}, schema_version=1)
+    (newer / "edge.json").write_text(json.dumps(old))
+    assert dumps(load_edge(newer)) == (directory / "edge.json").read_text()
 
 
 def test_without_calibration_only_fp32_ships(tmp_path):
@@ -101,7 +110,7 @@ def test_without_calibration_only_fp32_ships(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "int8-static, the recommended edge default, needs --calibration" in result.stderr
     manifest = json.loads((tmp_path / "out" / "edge.json").read_text())
-    assert [v["name"] for v in manifest["variants"]] == ["fp32"]
+    assert [v["name"] for v in manifest["sessions"][0]["variants"]] == ["fp32"]
     assert manifest["required_operators"]["operators"]["ai.onnx"]  # subgraph ops included
     result = run_cli("build", model, "--target", "edge", "-o", tmp_path / "out")
     assert result.returncode == 0, result.stderr  # its own folder is replaced without --force

@@ -112,5 +112,5 @@ def test_export_then_build(tmp_path, runtime_dist):
                      "--build-output", tmp_path / "dist", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
-    assert manifest["inputs"][0]["shape"] == ["batch", 1, 8, 8]
+    assert manifest["sessions"][0]["inputs"][0]["shape"] == ["batch", 1, 8, 8]
     assert manifest["verification"]["status"] == "passed"

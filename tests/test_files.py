@@ -41,7 +41,8 @@ def test_model_and_runtime_files_are_named_by_their_content(digits_bundle):
         pieces = [part["path"] for part in entry.get("parts", [])] or [path]
         data = b"".join((directory / piece).read_bytes() for piece in pieces)
         assert path.rsplit(".", 2)[1] == hashlib.sha256(data).hexdigest()[:8], path
-    assert {v["file"] for v in manifest["variants"]} == {p for p in assets if "models/" in p}
+    files = {v["file"] for v in manifest["sessions"][0]["variants"]}
+    assert files == {p for p in assets if "models/" in p}
     assert manifest["runtime"]["builds"]["wasm"]["module"].startswith("runtime/ort.wasm.min.")
     assert set(manifest["runtime"]["builds"]["webgpu"]) == {"module", "mjs", "wasm"}
     assert hashed_name("ort.wasm.min.mjs", "1a2b3c4d5e") == "ort.wasm.min.1a2b3c4d.mjs"
@@ -74,7 +75,8 @@ def test_files_module_holds_the_manifest_and_one_literal_url_per_model_and_runti
     assert split, "the 28.7 MB asyncify wasm is over the 25 MiB default: the table lists parts"
     builds = manifest["runtime"]["builds"].values()
     imported = {build[key] for build in builds for key in ("module", "mjs")}
-    fetched = {v["file"] for v in manifest["variants"]} | {build["wasm"] for build in builds}
+    fetched = {v["file"] for v in manifest["sessions"][0]["variants"]}
+    fetched |= {build["wasm"] for build in builds}
     gzip_of = {piece["path"]: piece["encodings"]["gzip"]["path"]
                for entry in manifest["files"] for piece in entry.get("parts") or [entry]
                if "gzip" in piece.get("encodings", {})}

@@ -7,9 +7,16 @@ import json
 import numpy as np
 import pytest
 
+from bundler.bundle import manifest as manifest_file
+from bundler.bundle.modelio import cpu_session
 from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.server.bundle_server import serve_directory
+from bundler.text.reference import run_text
+from bundler.text.samples import CHECK_TEXTS
+from bundler.text.tokenizer import TextTokenizer
+from bundler.verify.reference import run_native
+from tests import encoder_models
 from tests.frontend import (
     APPS,
     build_example,
@@ -65,3 +72,56 @@ def test_example_app_built_for_production_holds_each_file_once_and_matches_nativ
         server = "\n".join(path.read_text(errors="replace")
                            for path in (folder / ".next" / "server").rglob("*.js"))
         assert "runs in the browser only" in server
+
+
+# A text bundle's app: its modules under text/ (the tokenizer and its library) must be followed by
+# the app's bundler, which a URL made at run time would hide from it.
+TEXT_APP = """import { load } from 'text-embed';
+const output = document.getElementById('output');
+try {
+  const model = await load({ executionProviders: ['wasm'] });
+  const rows = await model.embed(TEXTS);
+  output.textContent = JSON.stringify(rows.map((row) => Array.from(row)));
+  output.dataset.state = 'done';
+} catch (error) {
+  output.textContent = `${error.name}: ${error.message}`;
+  output.dataset.state = 'error';
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def text_app(tmp_path_factory, runtime_dist):
+    """A folder whose node_modules holds a feature-extraction bundle, and the folder it was
+    built from."""
+    root = tmp_path_factory.mktemp("text-apps")
+    folder = encoder_models.bert_folders(root / "models")["feature-extraction"]
+    bundle = root / "bundle"
+    build(folder, BuildOptions(output=bundle, name="text-embed", verify=False,
+                               runtime_dir=runtime_dist))
+    install_bundle(root, bundle)
+    return root, bundle, folder
+
+
+@pytest.mark.parametrize("name", ["vite", "webpack"])
+def test_a_text_bundle_in_an_app_embeds_as_python(name, text_app, webgpu_browser,
+                                                  browser_settings):
+    root, bundle, folder = text_app
+    texts = list(CHECK_TEXTS[:3])
+    app = build_example(name, root, TEXT_APP.replace("TEXTS", json.dumps(texts)))
+    manifest = manifest_file.load(bundle)
+    model = manifest.session()
+    session = cpu_session(bundle / model.variant("fp32").file)
+    expected = run_text(lambda feeds: run_native(session, feeds), manifest.task,
+                        TextTokenizer.from_folder(folder), [spec.name for spec in model.inputs],
+                        texts)["embeddings"]
+    with serve_directory(app / APPS[name].served) as url:
+        page = webgpu_browser.new_page()
+        try:
+            page.goto(url)
+            page.wait_for_function(SETTLED, timeout=browser_settings.timeouts_ms["load"])
+            output = page.locator("#output")
+            assert output.get_attribute("data-state") == "done", output.inner_text()
+            np.testing.assert_allclose(json.loads(output.inner_text()), expected, atol=1e-4)
+        finally:
+            page.close()

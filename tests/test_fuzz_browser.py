@@ -109,7 +109,7 @@ def _native(model, manifest: dict, feed: dict[str, Any]) -> dict[str, np.ndarray
         arrays = {spec["name"]: np.asarray(feed[spec["name"]]["data"],
                                            NUMPY_TYPES[spec["type"]]).reshape(
                                                feed[spec["name"]]["dims"])
-                  for spec in manifest["inputs"]}
+                  for spec in manifest["sessions"][0]["inputs"]}
         return run_native(model, arrays)
     except Exception as error:  # noqa: BLE001 - any refusal, compared with the browser's
         return error
@@ -118,7 +118,7 @@ def _native(model, manifest: dict, feed: dict[str, Any]) -> dict[str, np.ndarray
 def test_run_rejects_clearly_or_answers_correctly(build_bundle, tmp_path, plain_browser,
                                                    open_bundle):
     directory, manifest = build_bundle(models.multi_io(tmp_path / "model"))
-    model = directory / manifest["variants"][0]["file"]
+    model = directory / manifest["sessions"][0]["variants"][0]["file"]
     crashes: list[str] = []
     with open_bundle(plain_browser, directory) as page:
         page.page.on("crash", lambda page: crashes.append("crashed"))

@@ -20,6 +20,7 @@ from bundler.model.analysis import analyse
 from bundler.resources import example_model
 from tests import models
 from tests.conftest import run_cli
+from tests.sessions import add_session
 
 F = TensorProto.FLOAT
 TOP_LEVEL_KEYS = {"schema_version", "model", "runtime", "opsets", "domains", "inputs", "outputs",
@@ -217,3 +218,18 @@ def test_cpu_claims_agree_with_native_onnxruntime_on_onnx_test_models():
         else:
             assert error is None or "Could not find an implementation" not in error, path
     assert claimed_missing >= 30
+
+
+def test_a_session_of_a_bundle_is_inspected_by_name(build_bundle, tmp_path):
+    directory, data = build_bundle(None)
+    add_session(directory, "decoder", _mixed(tmp_path), [], [])
+    result = run_cli("inspect", directory, "--session", "decoder")
+    assert result.returncode == 0, result.stderr
+    assert f"sessions: {data['name']}, decoder (inspected: fp32)" in result.stdout
+    assert "Mod (ai.onnx v13)" in result.stdout
+    result = run_cli("inspect", directory)
+    assert f"sessions: {data['name']} (inspected: fp32), decoder" in result.stdout
+    assert "Mod (ai.onnx" not in result.stdout
+    result = run_cli("inspect", directory, "--session", "joiner")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"has no session 'joiner' (it has: {data['name']}, decoder)" in result.stderr

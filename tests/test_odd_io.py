@@ -92,8 +92,9 @@ def test_unusual_but_valid_inputs_and_outputs_are_described_as_the_js_api_sees_t
     model = _model(tmp_path / f"{name}.onnx", nodes, inputs, outputs, weights)
     directory, _ = build_bundle(model)
     manifest = json.loads((directory / "bundle.json").read_text(encoding="utf-8"))
-    assert [(s["name"], s["type"], s["shape"]) for s in manifest["inputs"]] == want_in
-    assert [(s["name"], s["type"], s["shape"]) for s in manifest["outputs"]] == want_out
+    session = manifest["sessions"][0]
+    assert [(s["name"], s["type"], s["shape"]) for s in session["inputs"]] == want_in
+    assert [(s["name"], s["type"], s["shape"]) for s in session["outputs"]] == want_out
 
 
 def _with_native_outputs(folder: Path, model: Path) -> None:

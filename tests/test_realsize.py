@@ -83,7 +83,7 @@ def browser_results(manifest: dict[str, Any], name: str, variant: str) -> dict[s
 @pytest.mark.parametrize("name", MODELS)
 def test_builds_with_default_options_and_runs_on_webgpu_and_wasm(lane: Lane, name: str) -> None:
     _, manifest, _ = lane.build(name)
-    assert [v["name"] for v in manifest["variants"]] == ["fp32"]
+    assert [v["name"] for v in manifest["sessions"][0]["variants"]] == ["fp32"]
     results = browser_results(manifest, name, "fp32")
     assert all(results[ep]["passed"] for ep in set(results) - KNOWN_FAILURES.get(name, set()))
 
@@ -95,7 +95,8 @@ def test_quantize_auto_ships_one_variant_that_passed_in_the_browser(lane: Lane,
     selection = manifest["selection"]
     chosen = selection["chosen"]
     assert selection["mode"] == "auto"
-    assert [v["name"] for v in manifest["variants"]] == [chosen] == [manifest["default_variant"]]
+    session = manifest["sessions"][0]
+    assert [v["name"] for v in session["variants"]] == [chosen] == [session["default_variant"]]
     assert f"auto: shipping {chosen}" in log
     candidate = next(c for c in selection["candidates"] if c["name"] == chosen)
     assert candidate["within_budget"] and candidate["browser_verified"], candidate
@@ -119,7 +120,7 @@ def test_classifier_builds_for_its_task(lane: Lane) -> None:
     _, manifest, _ = lane.build("classifier", "--task", "image-classification")
     assert manifest["task"]["kind"] == "image-classification"
     assert manifest["task"]["size"] == [224, 224]
-    assert manifest["inputs"][0]["type"] == "uint8"
+    assert manifest["sessions"][0]["inputs"][0]["type"] == "uint8"
     assert all(e["passed"] for e in browser_results(manifest, "classifier", "fp32").values())
 
 
@@ -128,8 +129,8 @@ def test_detector_builds_for_its_task_with_quantize_auto(lane: Lane) -> None:
     _, manifest, _ = lane.build("detector", "--task", "object-detection", *AUTO)
     assert manifest["task"]["kind"] == "object-detection"
     assert manifest["task"]["output_layout"] == "yolov8"
-    assert manifest["inputs"][0]["type"] == "uint8"
-    browser_results(manifest, "detector", manifest["default_variant"])
+    assert manifest["sessions"][0]["inputs"][0]["type"] == "uint8"
+    browser_results(manifest, "detector", manifest["sessions"][0]["default_variant"])
 
 
 def test_bundle_test_passes_on_a_built_real_model(lane: Lane) -> None:

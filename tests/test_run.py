@@ -91,7 +91,7 @@ def test_cli_on_a_bundle_runs_on_cpu_and_matches_the_reference(build_bundle):
 
 def test_a_changed_model_no_longer_matches_the_reference(build_bundle):
     directory, manifest = build_bundle(None)
-    path = directory / manifest["variants"][0]["file"]
+    path = directory / manifest["sessions"][0]["variants"][0]["file"]
     model = onnx.load(path)
     weight = model.graph.initializer[0]
     weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.02, weight.name))

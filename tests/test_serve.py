@@ -22,7 +22,7 @@ import pytest
 
 from bundler.bundle.options import CONFIG_FILE_NAME
 from bundler.commands.serve import changed_paths, snapshot
-from tests import models
+from tests import encoder_models, models
 
 SECRET = "top-secret-marker"
 
@@ -138,7 +138,7 @@ def test_serves_a_built_folder_with_isolation_headers_exact_types_and_real_404s(
     (folder / "empty").mkdir()
     served = serve_cli(folder)
     url = served.url
-    model_file = manifest["variants"][0]["file"]
+    model_file = manifest["sessions"][0]["variants"][0]["file"]
     wasm_build = manifest["runtime"]["builds"]["wasm"]
     expected = {
         "": "text/html; charset=utf-8",
@@ -243,7 +243,7 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     shutil.copyfile(models.multi_io(tmp_path / "a"), model)
     served = serve_cli(model)
     url = served.url
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][0]["name"] == "x"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][0]["name"] == "x"
     html = fetch(url)[2].decode()
     assert re.search(r'<script type="module" src="/__bundler__/livereload.mjs\?build=[\w-]+">'
                      r"</script>\n</body>", html)
@@ -251,13 +251,28 @@ def test_rebuilds_on_model_change_and_keeps_the_last_good_build_on_failure(tmp_p
     mark = len(served.lines)
     shutil.copyfile(models.scalar_input(tmp_path / "b"), model)
     served.wait_for(r"model\.onnx changed: model: fp32 .*inputs x, scale, step", start=mark)
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][1]["name"] == "scale"
 
     mark = len(served.lines)
     model.write_text("broken")
     served.wait_for("rebuild failed, still serving the last good build: .*model.onnx", start=mark)
-    assert json.loads(fetch(url + "bundle.json")[2])["inputs"][1]["name"] == "scale"
+    assert json.loads(fetch(url + "bundle.json")[2])["sessions"][0]["inputs"][1]["name"] == "scale"
     assert served.process.poll() is None
+
+
+def test_an_export_folder_is_built_and_rebuilt_when_a_file_in_it_changes(tmp_path, serve_cli):
+    folder = encoder_models.bert_folders(tmp_path / "exports")["text-classification"]
+    served = serve_cli(folder)
+    task = json.loads(fetch(served.url + "bundle.json")[2])["task"]
+    assert (task["kind"], task["max_length"]) == ("text-classification", 128)
+
+    mark = len(served.lines)
+    tokenizer_config = folder / "tokenizer_config.json"
+    settings = json.loads(tokenizer_config.read_text())
+    tokenizer_config.write_text(json.dumps({**settings, "model_max_length": 64}))
+    served.wait_for(r"tokenizer_config\.json changed: .*reloading", start=mark)
+    rebuilt = json.loads(fetch(served.url + "bundle.json")[2])["task"]
+    assert rebuilt["max_length"] == 64, served.output
 
 
 def test_bundle_toml_changes_rebuild_with_the_new_options(tmp_path, serve_cli):
@@ -282,14 +297,15 @@ def test_bundle_toml_changes_rebuild_with_the_new_options(tmp_path, serve_cli):
 def test_a_change_of_the_external_data_file_rebuilds(tmp_path, serve_cli):
     model = models.external_data(tmp_path)
     served = serve_cli(model)
-    first = json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"]
+    first = json.loads(fetch(served.url + "bundle.json")[2])["sessions"][0]["variants"][0]["sha256"]
     weights = tmp_path / "external_data.weights"
     data = bytearray(weights.read_bytes())
     data[:4] = bytes(4)  # one float32 weight becomes 0
     mark = len(served.lines)
     weights.write_bytes(bytes(data))
     served.wait_for("external_data.weights changed: external_data", start=mark)
-    assert json.loads(fetch(served.url + "bundle.json")[2])["variants"][0]["sha256"] != first
+    again = json.loads(fetch(served.url + "bundle.json")[2])
+    assert again["sessions"][0]["variants"][0]["sha256"] != first
 
 
 def _events(url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:

@@ -17,7 +17,7 @@ def test_user_templates_extend_the_page_and_their_files_are_copied(tmp_path, bui
     (theme / "index.html.j2").write_text(
         '{% extends "bundler/index.html.j2" %}{% block title %}Mine: {{ manifest.name }}'
         '{% endblock %}{% block head %}<link rel="stylesheet" href="style.css">{% endblock %}')
-    (theme / "about.html.j2").write_text("<p>{{ manifest.inputs | length }} inputs</p>")
+    (theme / "about.html.j2").write_text("<p>{{ session.inputs | length }} inputs</p>")
     (theme / "style.css").write_text("body { color: teal; }")
     (theme / "img" / "logo.svg").write_text("<svg/>")
     (theme / ".index.html.j2.swp").write_text("editor junk")

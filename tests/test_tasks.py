@@ -255,7 +255,8 @@ def test_bundle_run_image_and_audio(tmp_path: Path, build_bundle) -> None:
     directory, manifest = build_bundle(task_models.detector(tmp_path / "models"), "det",
                                        task={"kind": "object-detection",
                                              "labels": task_models.DETECTOR_LABELS})
-    assert manifest["inputs"] == [{"name": "images", "type": "uint8", "shape": [1, 32, 32, 3]}]
+    assert manifest["sessions"][0]["inputs"] == [
+        {"name": "images", "type": "uint8", "shape": [1, 32, 32, 3]}]
     image = task_models.save_png(task_models.picture(90, 160), tmp_path / "picture.png")
     result = run_cli("run", directory, "--image", image, "--json")
     assert result.returncode == 0, result.stderr
@@ -307,7 +308,7 @@ def test_calibration_of_an_image_task_is_pixels(tmp_path: Path, build_bundle) ->
     _, manifest = build_bundle(task_models.classifier(tmp_path / "models"), "q",
                                task="image-classification", quantize="int8-static",
                                calibration=tmp_path / "calibration.npz")
-    assert manifest["variants"][0]["accuracy"]["data"] == "calibration"
+    assert manifest["sessions"][0]["variants"][0]["accuracy"]["data"] == "calibration"
     np.savez(tmp_path / "floats.npz", images=np.zeros((8, 1, 3, 8, 8), np.float32))
     with pytest.raises(ConfigError, match="images"):
         build_bundle(task_models.classifier(tmp_path / "models"), "f",

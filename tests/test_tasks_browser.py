@@ -63,7 +63,7 @@ def task_bundles(tmp_path_factory, runtime_dist):
 
 def _native(directory):
     manifest = manifest_file.load(directory)
-    session = cpu_session(directory / manifest.default_for("wasm").file)
+    session = cpu_session(directory / manifest.session().default_for("wasm").file)
     return manifest, lambda feeds: run_native(session, feeds)
 
 
@@ -146,7 +146,7 @@ def test_audio_stream_matches_the_python_reference(task_bundles, webgpu_browser,
     directory = task_bundles["audio"]
     manifest, run = _native(directory)
     samples, rate = read_wav(directory / SOUND)
-    native = run_audio(run, manifest.task, manifest.inputs, samples, rate)
+    native = run_audio(run, manifest.task, manifest.session().inputs, samples, rate)
     with open_bundle(webgpu_browser, directory) as page:
         got = page.evaluate(RUN_AUDIO, {"url": page.base_url + "bundle.mjs", "options": options,
                                         "samples": samples.tolist(), "rate": rate})

@@ -29,7 +29,8 @@ def text_bundles(tmp_path_factory, runtime_dist) -> dict[str, Path]:
     """Each export folder built as users build it (`bundle build DIR`, the browser check on)."""
     root = tmp_path_factory.mktemp("text")
     folders = {**encoder_models.bert_folders(root / "models"),
-               "roberta": encoder_models.roberta_folder(root / "models")}
+               "roberta": encoder_models.roberta_folder(root / "models"),
+               "xlmr": encoder_models.xlmr_folder(root / "models")}
     built = {}
     for kind, folder in folders.items():
         output = root / kind
@@ -45,15 +46,17 @@ def _reference(directory: Path, folder: Path, texts, variant: str = "fp32", **ta
     task = manifest.task
     for key, value in task_fields.items():
         setattr(task, key, value)
-    session = cpu_session(directory / manifest.variant(variant).file)
+    session = cpu_session(directory / manifest.session().variant(variant).file)
     return run_text(lambda feeds: run_native(session, feeds), task,
-                    TextTokenizer.from_folder(folder), [s.name for s in manifest.inputs], texts)
+                    TextTokenizer.from_folder(folder), [s.name for s in manifest.session().inputs],
+                    texts)
 
 
 def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):
     for name, kind, limit in (("feature-extraction", "feature-extraction", 128),
                               ("text-classification", "text-classification", 128),
-                              ("roberta", "feature-extraction", 48)):
+                              ("roberta", "feature-extraction", 48),
+                              ("xlmr", "feature-extraction", 64)):
         bundle = json.loads((text_bundles[name] / "bundle.json").read_text(encoding="utf-8"))
         assert bundle["verification"]["status"] == "passed", bundle["verification"]
         task = bundle["task"]
@@ -116,8 +119,8 @@ def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_b
     """Byte-level BPE, no token_type_ids, left padding: masked mean and the first kept token."""
     directory, folder = text_bundles["roberta"], text_bundles["roberta-folder"]
     texts = [*CHECK_TEXTS, "a long one " * 40]  # over max_length 48: truncated alike
-    assert [s.name for s in manifest_file.load(directory).inputs] == ["input_ids",
-                                                                     "attention_mask"]
+    inputs = manifest_file.load(directory).session().inputs
+    assert [spec.name for spec in inputs] == ["input_ids", "attention_mask"]
     for settings in ({}, {"pooling": "cls"}):
         native = _reference(directory, folder, texts, **settings)["embeddings"]
         with open_bundle(webgpu_browser, directory) as page:
@@ -128,6 +131,21 @@ def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_b
     # one text alone (embed(text), mean pooling) is its row of the left-padded batch
     np.testing.assert_allclose(got["one"][0], _reference(directory, folder, texts)[
         "embeddings"][0], atol=1e-5)
+
+
+def test_an_xlm_roberta_with_a_sentencepiece_tokenizer_embeds_as_python(text_bundles,
+                                                                       webgpu_browser,
+                                                                       open_bundle):
+    """Multilingual: sentencepiece's Precompiled normaliser, CJK, RTL and emoji, over-long."""
+    directory, folder = text_bundles["xlmr"], text_bundles["xlmr-folder"]
+    texts = [*CHECK_TEXTS, "東京は日本の首都です。", "مرحبا بالعالم", "ｆｕｌｌｗｉｄｔｈ 🙂",
+             "long " * 80]
+    native = _reference(directory, folder, texts)["embeddings"]
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(EMBED, {"url": page.base_url + "bundle.mjs", "texts": texts,
+                                    "options": {"executionProviders": ["wasm"]},
+                                    "settings": {}})
+    np.testing.assert_allclose(got["rows"], native, atol=1e-5)
 
 
 CLASSIFY = """async ({ url, options, texts, variant }) => {

@@ -3,6 +3,7 @@ the task told from config.json and the outputs, and a one-line error naming what
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -112,3 +113,27 @@ def test_a_bare_encoder_file_gets_a_hint_to_build_its_folder(text_folders):
     hint = task_hint(TaskSpec(), model)
     assert hint is not None and "looks like feature-extraction" in hint
     assert "build its export folder" in hint
+
+
+def test_the_text_files_are_files_of_the_bundle_hashed_and_compressed(text_folders, tmp_path,
+                                                                      runtime_dist):
+    folder = text_folders["feature-extraction"]
+    output = tmp_path / "dist"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist, "--no-verify")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((output / "bundle.json").read_text())
+    assert [session["name"] for session in manifest["sessions"]] == [folder.name]
+    entries = {entry["path"]: entry for entry in manifest["files"]}
+    shipped = manifest["task"]["files"]
+    assert set(shipped) == {"config.json", "tokenizer.json", "tokenizer_config.json",
+                            "special_tokens_map.json"}
+    for name, path in shipped.items():
+        data = (output / path).read_bytes()
+        assert data == (folder / name).read_bytes()
+        entry = entries[path]  # like every file: bytes, sha256 (its name carries it)
+        digest = hashlib.sha256(data).hexdigest()
+        assert (entry["bytes"], entry["sha256"]) == (len(data), digest)
+        assert path == f"text/{name.rsplit('.', 1)[0]}.{digest[:8]}.json"
+    tokenizer = entries[shipped["tokenizer.json"]]
+    assert set(tokenizer["encodings"]) == {"br", "gzip"}  # compressed where that is smaller
+    assert (output / tokenizer["encodings"]["gzip"]["path"]).is_file()

@@ -134,16 +134,19 @@ def test_wrong_use_does_not_compile(tsc, project, source, error):
 
 
 def test_any_names_ranks_and_types_give_valid_declarations(tsc, project, tmp_path):
-    odd = dataclasses.replace(
-        bundle_manifest.load(project / "dist"),
-        name="odd */ name\n",
+    built = bundle_manifest.load(project / "dist")
+    session = dataclasses.replace(
+        built.session(),
+        name="odd */ session\n",
         inputs=[TensorSpec("<img src=x onerror=alert(1)>", "float32", None),
                 TensorSpec("input.1", "int64", ()),
                 TensorSpec('quote"\n*/', "bool", ("?", 2)),
                 TensorSpec("text", "string", (1,))],
         outputs=[TensorSpec("half", "float16", (1, "n")), TensorSpec("labels", "string", None)],
     )
-    odd.variants = [dataclasses.replace(odd.variants[0], name=name) for name in ("fp32", "int8")]
+    session.variants = [dataclasses.replace(session.variants[0], name=name)
+                        for name in ("fp32", "int8")]
+    odd = dataclasses.replace(built, name="odd */ name\n", sessions=(session,))
     (tmp_path / "dist").mkdir()
     (tmp_path / "dist" / "bundle.d.mts").write_text(declarations(odd))
     source = """
@@ -162,3 +165,39 @@ console.log(half, labels, out.half.dims.length);
 """
     result = compile_ts(tsc, tmp_path, source)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+TWO_SESSIONS = """
+import { load, type Model, type SessionName } from './dist/bundle.mjs';
+const encoder: Model = await load({ variant: 'fp32' });  // the primary session
+const decoder = await load({ session: 'decoder', variant: 'int8' });
+const out = await decoder.run({ tokens: { dims: [1, 4], data: [1, 2, 3, 4] } });
+const logits: Float32Array = out.logits.data;
+const names: SessionName[] = ['multi_io', 'decoder'];
+console.log(encoder.session, decoder.session, logits, names);
+"""
+
+
+@pytest.mark.parametrize(("source", "error"), [
+    (TWO_SESSIONS, None),
+    (TWO_SESSIONS.replace("session: 'decoder', variant: 'int8'", "session: 'joiner'"),
+     "Type '\"joiner\"' is not assignable to type 'SessionName"),
+    (TWO_SESSIONS.replace("variant: 'int8' })", "variant: 'fp32' })"),
+     "Type '\"fp32\"' is not assignable to type '\"int8\"'"),
+    (TWO_SESSIONS.replace("tokens:", "x:"), "'x' does not exist in type"),
+], ids=["correct", "unknown-session", "other-session's-variant", "other-session's-input"])
+def test_each_session_of_a_pipeline_is_typed(tsc, project, tmp_path, source, error):
+    built = bundle_manifest.load(project / "dist")
+    primary = built.session()
+    decoder = bundle_manifest.Session(
+        "decoder", [TensorSpec("tokens", "int64", (1, "n"))],
+        [TensorSpec("logits", "float32", (1, "n", 8))],
+        [dataclasses.replace(primary.variants[0], name="int8")], "int8")
+    shutil.copytree(project / "dist", tmp_path / "dist")
+    text = declarations(dataclasses.replace(built, sessions=(primary, decoder)))
+    (tmp_path / "dist" / "bundle.d.mts").write_text(text)
+    result = compile_ts(tsc, tmp_path, source)
+    if error is None:
+        assert result.returncode == 0, result.stdout + result.stderr
+    else:
+        assert result.returncode != 0 and error in result.stdout, result.stdout + result.stderr

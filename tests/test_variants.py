@@ -19,9 +19,10 @@ from tests.conftest import run_cli
 def test_several_variants_ship_with_accuracy_measured_on_the_examples_samples(build_bundle):
     directory, manifest = build_bundle(None, variants=("fp32", "int8-weights", "int8"),
                                        default_variant={"webgpu": "fp32", "wasm": "int8"})
-    assert [v["name"] for v in manifest["variants"]] == ["fp32", "int8-weights", "int8"]
-    assert manifest["default_variant"] == {"webgpu": "fp32", "wasm": "int8"}
-    for variant in manifest["variants"]:
+    names = [v["name"] for v in manifest["sessions"][0]["variants"]]
+    assert names == ["fp32", "int8-weights", "int8"]
+    assert manifest["sessions"][0]["default_variant"] == {"webgpu": "fp32", "wasm": "int8"}
+    for variant in manifest["sessions"][0]["variants"]:
         assert (directory / variant["file"]).stat().st_size == variant["bytes"]
         # rounded to 4 decimals
         assert variant["ratio"] == pytest.approx(variant["bytes"] / manifest["source"]["bytes"],
@@ -29,15 +30,15 @@ def test_several_variants_ship_with_accuracy_measured_on_the_examples_samples(bu
         accuracy = variant["accuracy"]
         assert accuracy["data"] == "calibration" and accuracy["samples"] == 64
         assert accuracy["cosine"] > 0.999 and accuracy["top1_agreement"] >= 0.98
-    int8 = onnx.load(str(directory / manifest["variants"][2]["file"]))
+    int8 = onnx.load(str(directory / manifest["sessions"][0]["variants"][2]["file"]))
     assert {"DynamicQuantizeLinear", "ConvInteger"} & {n.op_type for n in int8.graph.node}
     assert manifest["optimization"]["enabled"] is True
 
 
 def test_quantize_with_variants_ships_both_and_quantize_is_the_default(build_bundle, tmp_path):
     _, manifest = build_bundle(None, quantize="int8", variants=("fp32",))
-    assert [v["name"] for v in manifest["variants"]] == ["int8", "fp32"]
-    assert manifest["default_variant"] == "int8"
+    assert [v["name"] for v in manifest["sessions"][0]["variants"]] == ["int8", "fp32"]
+    assert manifest["sessions"][0]["default_variant"] == "int8"
     result = run_cli("build", "-o", tmp_path / "auto", "--quantize", "auto", "--default-variant",
                      "fp32", "--no-verify")
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -51,10 +52,11 @@ def test_weight_only_int8_is_about_a_quarter_of_fp32_on_a_weight_heavy_model(bui
                                                                             tmp_path):
     model = quant_models.mlp_classifier(tmp_path / "mlp.onnx")
     _, manifest = build_bundle(model, variants=("fp32", "int8-weights", "fp16"))
-    sizes = {v["name"]: v["bytes"] for v in manifest["variants"]}
+    sizes = {v["name"]: v["bytes"] for v in manifest["sessions"][0]["variants"]}
     assert 0.2 < sizes["int8-weights"] / sizes["fp32"] < 0.35
     assert 0.45 < sizes["fp16"] / sizes["fp32"] < 0.55
-    for variant in manifest["variants"][1:]:  # generated inputs: says accuracy is unknown
+    # generated inputs: says accuracy is unknown
+    for variant in manifest["sessions"][0]["variants"][1:]:
         assert variant["accuracy"]["data"] == "generated"
         assert any("accuracy unknown" in note for note in variant["notes"])
 
@@ -66,8 +68,8 @@ def test_int8_static_with_calibration_data_from_an_npz(build_bundle, tmp_path):
     _, manifest = build_bundle(model, quantize="int8-static",
                                calibration=tmp_path / "calibration.npz",
                                calibration_method="percentile")
-    (variant,) = manifest["variants"]
-    assert variant["name"] == manifest["default_variant"] == "int8-static"
+    (variant,) = manifest["sessions"][0]["variants"]
+    assert variant["name"] == manifest["sessions"][0]["default_variant"] == "int8-static"
     assert variant["settings"]["calibration_method"] == "percentile"
     assert variant["settings"]["calibration_samples"] == len(images)
     assert variant["accuracy"]["samples"] == len(images)
@@ -77,7 +79,7 @@ def test_int8_static_with_calibration_data_from_an_npz(build_bundle, tmp_path):
 def test_int4_makes_matmulnbits_and_says_clearly_when_nothing_is_eligible(build_bundle, tmp_path):
     directory, manifest = build_bundle(quant_models.transformer_block(tmp_path / "tf.onnx"),
                                        quantize="int4", dims={"seq": 16})
-    shipped = onnx.load(str(directory / manifest["variants"][0]["file"]))
+    shipped = onnx.load(str(directory / manifest["sessions"][0]["variants"][0]["file"]))
     assert "MatMulNBits" in {node.op_type for node in shipped.graph.node}
     result = run_cli("build", models.conv_stack(tmp_path), "-o", tmp_path / "none",
                      "--quantize", "int4", "--no-verify")
@@ -99,7 +101,7 @@ def test_ort_format_ships_ort_files_that_onnxruntime_loads(tmp_path, runtime_dis
                                         variants=("fp32", "int8", "int8-static"), format="ort"),
                      reporter=reporter).to_json()
     assert reporter.seen.count(ORT_QDQ_WARNING) == 1  # for int8-static only
-    for variant in manifest["variants"]:
+    for variant in manifest["sessions"][0]["variants"]:
         assert variant["file"].endswith(".ort")
         session = ort.InferenceSession(str(directory / variant["file"]),
                                        providers=["CPUExecutionProvider"])
@@ -108,7 +110,7 @@ def test_ort_format_ships_ort_files_that_onnxruntime_loads(tmp_path, runtime_dis
 
 def test_fix_dim_fixes_the_shipped_shape(build_bundle):
     _, manifest = build_bundle(None, fix_dims={"batch": 1})
-    assert manifest["inputs"][0]["shape"] == [1, 1, 8, 8]
+    assert manifest["sessions"][0]["inputs"][0]["shape"] == [1, 1, 8, 8]
 
 
 def test_bad_calibration_and_default_variant_are_one_clear_error(build_bundle, tmp_path):
@@ -136,7 +138,7 @@ def test_config_file_drives_variants(tmp_path, runtime_dist):
     result = run_cli("build", "-o", "dist", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "dist" / "bundle.json").read_text())
-    assert [v["name"] for v in manifest["variants"]] == ["int8-weights"]
+    assert [v["name"] for v in manifest["sessions"][0]["variants"]] == ["int8-weights"]
     assert "Variants (accuracy against fp32" in result.stdout
 
 

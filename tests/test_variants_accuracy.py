@@ -48,7 +48,8 @@ def test_too_few_inputs_say_so_in_one_line_and_ship_fp32(mlp, tmp_path, runtime_
     reporter = Warnings()
     manifest = _auto(mlp, tmp_path / "dist", runtime_dist, reporter,
                      calibration=_npz(tmp_path / "c.npz", 40, seed=5))
-    assert [v["name"] for v in manifest["variants"]] == ["fp32"] == [manifest["default_variant"]]
+    session = manifest["sessions"][0]
+    assert [v["name"] for v in session["variants"]] == ["fp32"] == [session["default_variant"]]
     note = manifest["selection"]["note"]
     assert note == (
         "auto: 20 held-out samples (calibration-split) cannot show top1>=0.99: even if all agree,"
@@ -72,7 +73,7 @@ def test_a_few_inputs_cannot_be_split_and_vouch_for_nothing(mlp, tmp_path, runti
     manifest = _auto(mlp, tmp_path / "dist", runtime_dist, reporter,
                      calibration=_npz(tmp_path / "c.npz", 10, seed=5),
                      max_error="cosine>=0.9")
-    assert manifest["default_variant"] == "fp32"
+    assert manifest["sessions"][0]["default_variant"] == "fp32"
     assert manifest["selection"]["note"] == (
         "auto: the 10 calibration samples are too few to hold out a validation part; pass"
         " --validation with real inputs; shipping fp32, which is exact by construction")
@@ -86,7 +87,7 @@ def test_enough_validation_inputs_ship_int8_and_bundle_test_judges_it_again(
     manifest = _auto(mlp, directory, runtime_dist, Warnings(),
                      calibration=_npz(tmp_path / "c.npz", 40, seed=5),
                      validation=_npz(tmp_path / "v.npz", 1000, seed=7), objective="size")
-    (shipped,) = manifest["variants"]
+    (shipped,) = manifest["sessions"][0]["variants"]
     assert shipped["name"] != "fp32" and "note" not in manifest["selection"]
     top1 = shipped["accuracy"]["bounds"]["top1"]
     assert shipped["accuracy"]["data"] == "validation" and top1["n"] == 1000
@@ -105,3 +106,15 @@ def test_enough_validation_inputs_ship_int8_and_bundle_test_judges_it_again(
     assert row[2] == "validation (600)" and row[-1] == "within (cosine>=0.999,top1>=0.99)"
     (few,) = check_held_out(directory, _npz(tmp_path / "few.npz", 50, seed=13), mlp)
     assert few.failures and few.failures[0].startswith("top1 0.9287 (95% lower bound of 50 rows")
+
+
+def test_samples_given_beside_calibration_judge_the_candidates(mlp, tmp_path,
+                                                               runtime_dist) -> None:
+    manifest = _auto(mlp, tmp_path / "dist", runtime_dist, Warnings(),
+                     calibration=_npz(tmp_path / "c.npz", 40, seed=5),
+                     sample=_npz(tmp_path / "s.npz", 1000, seed=7), objective="size")
+    for candidate in manifest["selection"]["candidates"]:
+        accuracy = candidate["accuracy"]
+        assert (accuracy["data"], accuracy["samples"]) == ("sample-held-out", 1000), candidate
+        assert accuracy["bounds"]["top1"]["n"] == 1000
+    assert manifest["sessions"][0]["default_variant"] != "fp32"  # 1,000 held-out vouch

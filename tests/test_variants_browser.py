@@ -59,8 +59,8 @@ def test_auto_ships_the_smallest_variant_within_budget_that_passed_in_the_browse
                                        max_error="cosine>=0.999", objective="size")
     selection = manifest["selection"]
     assert selection["speed"]["not_measured"] == "the objective is size"
-    (shipped,) = manifest["variants"]
-    assert shipped["name"] == selection["chosen"] == manifest["default_variant"]
+    (shipped,) = manifest["sessions"][0]["variants"]
+    assert shipped["name"] == selection["chosen"] == manifest["sessions"][0]["default_variant"]
     fits = [c for c in selection["candidates"] if c["within_budget"] and c["browser_verified"]]
     assert shipped["bytes"] == min(c["bytes"] for c in fits)
     assert shipped["bytes"] < next(c["bytes"] for c in selection["candidates"]
@@ -99,8 +99,9 @@ def test_auto_balanced_times_the_candidates_and_ships_what_the_rule_says(build_b
     # builds; the rule applied to them does not)
     expected = choose([Candidate(c["name"], c["bytes"], Metrics(0.0, 0.0, 1.0, 1.0), True,
                                  c["wasm_ms"]) for c in fits], objective="balanced")
-    (shipped,) = manifest["variants"]
-    assert manifest["default_variant"] == selection["chosen"] == shipped["name"] == expected
+    (shipped,) = manifest["sessions"][0]["variants"]
+    default = manifest["sessions"][0]["default_variant"]
+    assert default == selection["chosen"] == shipped["name"] == expected
     assert [c["name"] for c in selection["candidates"] if c["chosen"]] == [expected]
 
 
@@ -142,7 +143,7 @@ def test_bundle_test_validation_judges_the_shipped_variant_on_the_users_inputs(b
                                        variants=("fp32", "int8-weights", "int8"),
                                        calibration=tmp_path / "c.npz",
                                        validation=tmp_path / "v.npz")
-    shipped = manifest["default_variant"]
+    shipped = manifest["sessions"][0]["default_variant"]
     assert shipped != "fp32"
     result = run_cli("test", directory, "--validation", tmp_path / "later.npz", "--original",
                      model, "--no-fallback")

@@ -90,8 +90,9 @@ def test_a_bundle_built_before_the_record_is_measured_at_its_checks_dims(build_b
     manifest.workload = None
     manifest.verification.dims = {"height": 12, "width": 10}
     known = bundle_known(manifest, {"width": 14})
-    ran = measured(manifest.inputs, {"image": np.zeros((1, 3, 12, 14), np.float32)}, known)
+    specs = manifest.session().inputs
+    ran = measured(specs, {"image": np.zeros((1, 3, 12, 14), np.float32)}, known)
     assert (ran.dims, ran.dims_source, ran.guessed) == ({"height": 12, "width": 14}, "--dim", ())
-    guess = measured(manifest.inputs, {"image": np.zeros((1, 3, 12, 10), np.float32)},
+    guess = measured(specs, {"image": np.zeros((1, 3, 12, 10), np.float32)},
                      bundle_known(manifest))
     assert [g.dim for g in guess.guessed] == ["width"]

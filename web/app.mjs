@@ -126,13 +126,13 @@ function imageControl(spec, dims, container) {
   return () => (pixels ? { type: spec.type, dims, data: pixels } : generated(spec, dims));
 }
 
-function inputControls(manifest) {
+function inputControls(model) {
   const controls = {};
-  for (const spec of manifest.inputs) {
+  for (const spec of model.inputs) {
     const block = element('div', { className: 'input-block' },
       element('strong', {}, element('code', { text: spec.name })), element('br'));
     $('input-controls').append(block);
-    const dims = spec.shape === null ? [] : dimsFor(spec, manifest);
+    const dims = spec.shape === null ? [] : dimsFor(spec, model.manifest);
     if (isDrawable(spec)) controls[spec.name] = drawingControl(spec, dims, block);
     else if (isImage(spec)) controls[spec.name] = imageControl(spec, dims, block);
     else {
@@ -191,7 +191,7 @@ async function main() {
     document.body.dataset.ready = 'true';
     return;
   }
-  const feeds = inputControls(model.manifest);
+  const feeds = inputControls(model);
   const timings = { load: model.loadMs, first: null, median: null };
   const showTimings = () => {
     const ms = (v) => (v === null ? '–' : `${v.toFixed(1)} ms`);

@@ -1,9 +1,10 @@
 // bundle.core.mjs: the pure part of bundle.mjs: its errors and their codes, the checks of options,
-// of bundle.json's schema_version and of feeds, the choice of variant per execution provider, and
+// of bundle.json's schema_version and of feeds, the sessions of a manifest (version 1 or 2) and the
+// choice of session and of variant per execution provider, and
 // the queue that keeps one onnxruntime-web module to one call at a time. No DOM, no fetch, so it
 // is unit-tested under Node (tests/js/).
 
-export const SCHEMA_VERSION = 1; // the newest bundle.json layout this module reads
+export const SCHEMA_VERSION = 2; // the newest bundle.json layout this module reads
 export const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
 
 // Stable codes of BundleError (and of the entries of model.fallbackReasons), each with its meaning:
@@ -58,6 +59,10 @@ export function checkOptions(options) {
     throw new BundleError('bad-option', `executionProviders must be an array of some of ${known};` +
       ` got ${JSON.stringify(eps)}`);
   }
+  if (options.session !== undefined && typeof options.session !== 'string') {
+    throw new BundleError('bad-option', `session must be a session name (a string), got ${
+      JSON.stringify(options.session)}`);
+  }
   if (options.variant !== undefined && typeof options.variant !== 'string') {
     throw new BundleError('bad-option', `variant must be a variant name (a string), got ${
       JSON.stringify(options.variant)}`);
@@ -108,24 +113,48 @@ export function checkSchemaVersion(manifest) {
   return manifest;
 }
 
-// --- which variant on which EP ----------------------------------------------------------------
+// --- which session, which variant on which EP ------------------------------------------------
+
+// The one reading of a manifest's sessions (bundler/bundle/files.py's sessions_of is its twin):
+// schema_version 2 lists them; version 1 had its one model's inputs, outputs, variants and
+// default_variant at the top level, read as one session named after the bundle.
+export function sessionsOf(manifest) {
+  if (manifest.sessions) return manifest.sessions;
+  const { name, inputs, outputs, variants, default_variant } = manifest;
+  return [{ name, inputs, outputs, variants, default_variant }];
+}
+
+// The session `name` of the manifest; without a name, the first (the only one of a bundle of one
+// model, the primary one of a pipeline).
+export function pickSession(manifest, name) {
+  const sessions = sessionsOf(manifest);
+  if (name === undefined) return sessions[0];
+  const session = sessions.find((s) => s.name === name);
+  if (!session) {
+    throw new BundleError('bad-option', `unknown session '${name}'; this bundle has: ${
+      sessions.map((s) => s.name).join(', ')}`);
+  }
+  return session;
+}
 
 // The one default-variant rule, as bundler/variants/default.py's default_variant() says it (the
-// cases of tests/data/default_variant_cases.json hold for both).
-export function pickVariant(manifest, ep, requested) {
-  const defaults = manifest.default_variant;
+// cases of tests/data/default_variant_cases.json hold for both), on a session.
+export function pickVariant(session, ep, requested) {
+  const defaults = session.default_variant;
   const name = requested ?? (typeof defaults === 'string'
     ? defaults
     : defaults[ep] ?? Object.values(defaults)[0]);
-  const variant = manifest.variants.find((v) => v.name === name);
+  const variant = session.variants.find((v) => v.name === name);
   if (!variant) {
-    const known = manifest.variants.map((v) => v.name).join(', ');
+    const known = session.variants.map((v) => v.name).join(', ');
     throw new BundleError('bad-option', `unknown variant '${name}'; this bundle has: ${known}`);
   }
   return variant;
 }
 
-function verificationReason(manifest, variant, ep) {
+// bundle.json's verification is that of the primary session (the one the build checks).
+function verificationReason(manifest, session, variant, ep) {
+  if (session.name !== sessionsOf(manifest)[0].name) return null;
   const result = manifest.verification?.results?.[variant.name]?.[ep];
   if (!result || result.passed !== false) return null;
   // A device that lacked a feature at build time says nothing about this device.
@@ -139,17 +168,19 @@ function verificationReason(manifest, variant, ep) {
     ` this model at build time${worst}; pass ignoreVerification: true to use it anyway` };
 }
 
-// What load() tries, in order: per EP, { ep, variant } or { ep, reason } when the manifest alone
-// rules it out (reason: { ep, code, detail }, an entry of model.fallbackReasons).
-export function planAttempts(manifest, eps, { variant, ignoreVerification } = {}) {
-  if (variant !== undefined) pickVariant(manifest, eps[0], variant); // an unknown name fails first
+// What load() tries, in order, for the session `session` names (default: the first): per EP,
+// { ep, variant } or { ep, reason } when the manifest alone rules it out (reason: { ep, code,
+// detail }, an entry of model.fallbackReasons).
+export function planAttempts(manifest, eps, { session: name, variant, ignoreVerification } = {}) {
+  const session = pickSession(manifest, name); // an unknown session or variant fails first
+  if (variant !== undefined) pickVariant(session, eps[0], variant);
   return eps.map((ep) => {
     if (!manifest.runtime.builds[ep]) {
       return { ep, reason: { ep, code: 'not-bundled',
         detail: `${ep} skipped: this bundle was built without it` } };
     }
-    const chosen = pickVariant(manifest, ep, variant);
-    const reason = ignoreVerification ? null : verificationReason(manifest, chosen, ep);
+    const chosen = pickVariant(session, ep, variant);
+    const reason = ignoreVerification ? null : verificationReason(manifest, session, chosen, ep);
     return reason ? { ep, reason } : { ep, variant: chosen };
   });
 }

@@ -66,10 +66,15 @@ export interface TensorSpec { name: string; type: TensorType; shape: (number | s
 export interface VariantAccuracy {
   max_abs: number | null; mean_rel: number | null; cosine: number | null;
   top1_agreement: number | null; nonfinite?: number; samples: number;
-  data: 'validation' | 'calibration-split' | 'sample-split' | 'calibration' | 'sample'
-    | 'generated';
-  bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel', AccuracyBound>>;
+  data: 'validation' | 'calibration-split' | 'sample-split' | 'sample-held-out' | 'calibration'
+    | 'sample' | 'check-text' | 'generated';
+  bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel' | DecodedKey
+    | `${DecodedKey}_per_sample`, AccuracyBound>>;
 }
+
+/** A task bundle's decoded answers agreeing with fp32's: labels, boxes matched by IoU, speech
+ * frames (each `_per_sample` too, where samples have several: recorded, not judged). */
+export type DecodedKey = 'labels' | 'boxes' | 'frames';
 
 /** A metric over n rows (top1) or samples: its estimate and the bound auto judges it by. */
 export interface AccuracyBound {
@@ -149,6 +154,16 @@ export interface FileEntry extends FilePiece { parts?: FilePiece[]; }
 /** A runtime build: its ES module, and the glue and wasm (fetched as wasmBinary). */
 export interface RuntimeBuild { module: string; mjs: string; wasm: string; }
 
+/** One model of the bundle's pipeline: its inputs, outputs, variants and the default variant
+ *  (a name, or one per EP). */
+export interface Session {
+  name: string;
+  inputs: TensorSpec[];
+  outputs: TensorSpec[];
+  variants: Variant[];
+  default_variant: string | Partial<Record<ExecutionProvider, string>>;
+}
+
 export interface Manifest {
   schema_version?: number;
   name: string;
@@ -160,10 +175,10 @@ export interface Manifest {
   /** Every file a browser may fetch (not bundle.json, bundle.files.mjs or host configs). */
   files?: FileEntry[];
   hosting?: { max_file_size: number; hosts: string[]; coi_worker: boolean };
-  inputs: TensorSpec[];
-  outputs: TensorSpec[];
-  variants: Variant[];
-  default_variant: string | Partial<Record<ExecutionProvider, string>>;
+  /** The pipeline's models (one for a single-model bundle, named after it): load() loads the
+   *  first unless given `session`. A version 1 bundle.json has the one session's keys at the top
+   *  level instead, and bundle.mjs reads it as one session (sessionsOf). */
+  sessions: Session[];
   selection?: { mode: 'auto'; budget: string; chosen: string;
                 candidates: SelectionCandidate[];
                 /** What auto optimised, and how the candidates' speeds were measured. */
@@ -285,8 +300,11 @@ export const SCHEMA_VERSION: number;
 export interface ProgressEvent { stage: 'manifest' | 'runtime' | 'model' | 'session';
                                  loaded: number; total: number; }
 
-export interface LoadOptions<VariantName extends string = string> {
+export interface LoadOptions<VariantName extends string = string,
+                             SessionName extends string = string> {
   executionProviders?: readonly ExecutionProvider[];
+  /** The session of the pipeline to load (default: the first, the only one of most bundles). */
+  session?: SessionName;
   variant?: VariantName;
   onProgress?: (event: ProgressEvent) => void;
   baseUrl?: string | URL;
@@ -297,12 +315,17 @@ export interface LoadOptions<VariantName extends string = string> {
   /** Run the session in a dedicated module worker (on WebGPU or WASM); run() then transfers the
    *  input buffers to it, so they are detached afterwards. */
   worker?: boolean;
+  /** Run the model once at load (default: true for a text-generation bundle, else false), so the
+   *  first generate() does not compile the shaders; loadMs includes it. */
+  warmUp?: boolean;
 }
 
 export interface BundleModel<Inputs, Outputs> {
   readonly ep: ExecutionProvider;
   readonly fallbackReason: string | null;
   readonly fallbackReasons: FallbackReason[];
+  /** The session loaded (its name in manifest.sessions). */
+  readonly session: string;
   readonly variant: string;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
@@ -354,7 +377,11 @@ export interface GenerateOptions {
 export interface Generation {
   text: string;
   tokenIds: number[];
+  /** The prompt's ids as fed: a prompt longer than the model's positions less maxNewTokens
+   *  loses its first ids. */
   promptIds: number[];
+  /** How many of the prompt's first ids were dropped to fit (0 when it fitted). */
+  truncatedTokens: number;
   timings: { firstTokenMs: number | null; prefillTokensPerS: number | null;
              decodeTokensPerS: number | null };
 }
@@ -381,3 +408,5 @@ export interface AudioStream {
 /** Empties the Cache Storage that load() keeps model and .wasm bytes in. */
 export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;
+/** A manifest's sessions, version 1 (its one model, named after the bundle) or 2. */
+export function sessionsOf(manifest: Manifest): Session[];

@@ -16,15 +16,16 @@ import {
   importFailure,
   makeFeeds,
   noExecutionProvider,
+  pickSession,
   planAttempts,
   sessionFailure,
   taskOf,
 } from './bundle.core.mjs';
-import { manifest as MANIFEST, urls as FILE_URLS } from './bundle.files.mjs';
+import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from './bundle.files.mjs';
 import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
-export { BundleError, ERROR_CODES, SCHEMA_VERSION } from './bundle.core.mjs';
+export { BundleError, ERROR_CODES, SCHEMA_VERSION, sessionsOf } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
 
 const MODULE_URL = import.meta.url;
@@ -36,6 +37,12 @@ function importTaskApi(manifest) {
   const imported = import('./tasks/index.mjs');
   imported.catch(() => {}); // awaited once the session is open: a failure surfaces there
   return imported;
+}
+
+// A text-generation bundle's KV cache (present.*): on WebGPU it stays on the GPU between steps.
+function deviceOutputs(manifest) {
+  if (manifest.task?.kind !== 'text-generation') return [];
+  return manifest.outputs.map((spec) => spec.name).filter((name) => name.startsWith('present.'));
 }
 
 function folderUrl(baseUrl) {
@@ -167,12 +174,18 @@ class WorkerSession {
 
   // Input buffers are transferred to the worker (detached here afterwards) and outputs come back
   // the same way: nothing is copied.
-  run(tensors) {
+  run(tensors, { keep = [] } = {}) {
     const plain = {};
     for (const [name, tensor] of Object.entries(tensors)) {
-      plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+      plain[name] = tensor.kept === undefined
+        ? { type: tensor.type, dims: [...tensor.dims], data: tensor.data }
+        : tensor; // a handle of an output the worker kept
     }
-    return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
+    return this._call('run', { feeds: plain, keep }, { transfer: transferables(plain) });
+  }
+
+  drop(ids) {
+    return this._call('drop', { ids });
   }
 
   // A task's image, read and run in the worker (see tasks/index.mjs).
@@ -197,16 +210,17 @@ class WorkerSession {
 
 class Model {
   constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened,
-                taskApi, base }) {
+                taskApi, base, spec }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
       ? fallbackReasons.map((reason) => reason.detail).join('; ')
       : null;
+    this.session = spec.name; // the session of the pipeline this model runs
     this.variant = variant.name;
     this.manifest = manifest;
-    this.inputs = manifest.inputs;
-    this.outputs = manifest.outputs;
+    this.inputs = spec.inputs;
+    this.outputs = spec.outputs;
     this.loadMs = loadMs;
     this.worker = worker;
     this.threads = opened.threads; // wasm threads: more than 1 only when cross-origin isolated
@@ -232,11 +246,40 @@ class Model {
     await session?.release();
   }
 
+  // Internal, for text generation (web/text/generate.mjs): run() where `feeds` may hold handles
+  // of kept outputs ({ kept }) and the outputs named in `keep` stay with the session (on WebGPU,
+  // on the GPU) as such handles, until _drop() disposes them. Not part of the API.
+  async _step(feeds, keep) {
+    if (!this._session) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    const kept = Object.keys(feeds).filter((name) => feeds[name]?.kept !== undefined);
+    const plain = Object.fromEntries(Object.entries(feeds).filter(([n]) => !kept.includes(n)));
+    const tensors = makeFeeds(PlainTensor, this.inputs.filter((s) => !kept.includes(s.name)),
+      plain);
+    for (const name of kept) tensors[name] = feeds[name];
+    return this._session.run(tensors, { keep });
+  }
+
+  async _drop(ids) {
+    if (ids.length) await this._session?.drop(ids);
+  }
+
   _runImage(source, task, transfer) {
     if (!this._session) {
       throw new BundleError('released', 'this model was released; load() it again');
     }
     return this._session.runImage(source, task, transfer);
+  }
+
+  // A text module the bundle carries (web/tasks/text.mjs: text/tokenizer.mjs, text/generate.mjs),
+  // imported through bundle.files.mjs, where an app's bundler sees the import.
+  _textModule(path) {
+    const imported = TEXT_MODULES[path];
+    if (!imported) {
+      return Promise.reject(new BundleError('wrong-task', `this bundle does not carry ${path}`));
+    }
+    return imported();
   }
 
   // A bundle file's bytes (a text task's tokenizer files, web/tasks/text.mjs).
@@ -279,13 +322,19 @@ class Model {
 export async function load(options = {}) {
   const started = performance.now();
   const eps = checkOptions(options);
+  if (options.warmUp !== undefined && typeof options.warmUp !== 'boolean') {
+    throw new BundleError('bad-option', `warmUp must be true or false, got ${
+      JSON.stringify(options.warmUp)}`);
+  }
   const base = options.baseUrl === undefined ? null : folderUrl(options.baseUrl);
   const onProgress = options.onProgress;
   onProgress?.({ stage: 'manifest', loaded: 0, total: 1 });
   const manifest = await loadManifest(base?.href);
   onProgress?.({ stage: 'manifest', loaded: 1, total: 1 });
 
+  const spec = pickSession(manifest, options.session); // an unknown name fails here
   const taskApi = importTaskApi(manifest);
+  const warmUp = options.warmUp ?? manifest.task?.kind === 'text-generation';
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
   const worker = options.worker ? new WorkerSession() : null;
@@ -307,6 +356,7 @@ export async function load(options = {}) {
         cache: options.cache !== false,
         // Internal, for onnx-bundler's harness (web/dev/profile.mjs): not part of the API.
         sessionOptions: options.__sessionOptions,
+        deviceOutputs: deviceOutputs(manifest),
       };
       let session;
       try {
@@ -323,10 +373,13 @@ export async function load(options = {}) {
         else throw error;
         continue;
       }
-      return new Model({
-        session, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
-        opened: session.opened, taskApi: await taskApi, base, loadMs: performance.now() - started,
+      const model = new Model({
+        session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
+        opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
       });
+      if (warmUp) await model._taskApi.warmUp(model, manifest.task);
+      model.loadMs = performance.now() - started; // the warm-up is part of the load
+      return model;
     }
   } catch (error) {
     worker?.terminate();

@@ -1,6 +1,8 @@
 """edge.json: the manifest of a `--target edge` folder (bundler.edge.build builds it), read and
-written only here. It shares bundle.json's records (tool, tensors, variants, source, optimisation);
-each variant adds the check of its .ort file against the model it was converted from.
+written only here. It shares bundle.json's records (tool, sessions, variants, source,
+optimisation); each variant adds the check of its .ort file against the model it was converted
+from. Like bundle.json, schema_version 2 lists `sessions` (one, named after the model, in what
+bundle build --target edge writes) and a version 1 edge.json is read as one session.
 """
 
 from __future__ import annotations
@@ -13,18 +15,21 @@ from bundler.bundle.codec import JSON, versioned_json
 from bundler.bundle.layout import EDGE_MANIFEST
 from bundler.bundle.manifest import (
     Optimization,
+    Pipeline,
+    Session,
     Source,
     Tool,
     Variant,
+    check_sessions,
     check_version,
     decode,
     dumps,
     read_json,
+    upgraded,
 )
-from bundler.bundle.modelio import TensorSpec
 from bundler.errors import ModelError
 
-EDGE_SCHEMA_VERSION = 1
+EDGE_SCHEMA_VERSION = 2
 
 
 @dataclasses.dataclass
@@ -49,6 +54,14 @@ class EdgeVariant(Variant):
 
 
 @dataclasses.dataclass
+class EdgeSession(Session):
+    """A session of an edge folder: its variants are .ort files, one default for every EP."""
+
+    variants: list[EdgeVariant]  # type: ignore[assignment]
+    default_variant: str
+
+
+@dataclasses.dataclass
 class EdgeRuntime:
     package: str  # "onnxruntime"
     converted_with: str  # its version
@@ -64,15 +77,12 @@ class RequiredOperators:
 
 
 @dataclasses.dataclass
-class EdgeManifest:
+class EdgeManifest(Pipeline):
     name: str
     tool: Tool
     target: Literal["edge"]
     runtime: EdgeRuntime
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
-    variants: list[EdgeVariant]
-    default_variant: str
+    sessions: tuple[EdgeSession, ...]  # type: ignore[assignment]
     required_operators: RequiredOperators
     source: Source
     optimization: Optimization
@@ -90,8 +100,10 @@ def load_edge(directory: Path) -> EdgeManifest:
         raise ModelError(f"{directory} has no {EDGE_MANIFEST}; give a folder made by bundle build"
                          " --target edge")
     data = read_json(path)
-    check_version(data, str(path), EDGE_SCHEMA_VERSION)
-    return decode(EdgeManifest, data, str(path))
+    version = check_version(data, str(path), EDGE_SCHEMA_VERSION)
+    manifest: EdgeManifest = decode(EdgeManifest, upgraded(data, version), str(path))
+    check_sessions(manifest, str(path))
+    return manifest
 
 
 def dump_edge(directory: Path, manifest: EdgeManifest) -> None:

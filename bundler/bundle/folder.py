@@ -12,18 +12,20 @@ from bundler.errors import ModelError
 from bundler.variants.default import default_variant
 
 
-def bundled_model(directory: Path, variant: str | None = None
+def bundled_model(directory: Path, variant: str | None = None, session: str | None = None
                   ) -> tuple[Manifest | EdgeManifest, Variant, Path]:
-    """(manifest, variant entry, model path) of `variant` (default: the default variant), from
-    a web bundle's bundle.json or an edge folder's edge.json."""
+    """(manifest, variant entry, model path) of `variant` (default: the default variant) of the
+    session `session` (default: the primary one), from a web bundle's bundle.json or an edge
+    folder's edge.json."""
     manifest: Manifest | EdgeManifest
     if (directory / EDGE_MANIFEST).is_file() and not (directory / MANIFEST_FILE).is_file():
         manifest = load_edge(directory)
     else:
         manifest = manifest_file.load(directory)
+    chosen = manifest.session(session)
     # the default on WASM: native runs on CPU kernels, as the WASM build does
-    name = variant or default_variant(manifest.default_variant, "wasm")
-    entries: dict[str, Variant] = {entry.name: entry for entry in manifest.variants}
+    name = variant or default_variant(chosen.default_variant, "wasm")
+    entries: dict[str, Variant] = {entry.name: entry for entry in chosen.variants}
     if name not in entries:
         raise ModelError(f"{directory} has no variant {name!r} (it has: {', '.join(entries)})")
     path = directory / entries[name].file
@@ -32,12 +34,13 @@ def bundled_model(directory: Path, variant: str | None = None
     return manifest, entries[name], path
 
 
-def model_or_bundle(source: Path, variant: str | None = None
+def model_or_bundle(source: Path, variant: str | None = None, session: str | None = None
                     ) -> tuple[Path, Manifest | EdgeManifest | None, Variant | None]:
     """A model file as given, or the model of a bundle folder: (path, manifest, variant)."""
     if source.is_dir():
-        manifest, entry, path = bundled_model(source, variant)
+        manifest, entry, path = bundled_model(source, variant, session)
         return path, manifest, entry
-    if variant is not None:
-        raise ModelError(f"--variant needs a bundle folder; {source} is a model file")
+    for flag, value in (("--variant", variant), ("--session", session)):
+        if value is not None:
+            raise ModelError(f"{flag} needs a bundle folder; {source} is a model file")
     return source, None, None

@@ -44,6 +44,9 @@ TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
 # chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs.
 GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "sampling.mjs", "chat.mjs",
                                                       "jinja.mjs"))
+# The text modules the task API imports (web/tasks/text.mjs), each where the bundle carries it:
+# bundle.files.mjs imports them by a literal import(), which an app's bundler follows.
+TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0])
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.session.mjs",
              "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",

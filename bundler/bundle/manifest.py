@@ -1,15 +1,15 @@
 """bundle.json: the one reader and writer of the bundle's manifest.
 
 The manifest is a tree of records (bundler.bundle.records); `load` reads and checks a folder's
-bundle.json (naming the key that is wrong), `dump` writes it with bundle.files.mjs. `schema_version`
-starts at 1; bundle.mjs refuses a manifest whose version is newer than the one it knows, and so
-does `load`.
+bundle.json (naming the key that is wrong), `dump` writes it with bundle.files.mjs.
 
-Planned next shape (schema_version 2, for a pipeline of sessions such as an encoder and a decoder
-with a tokenizer): `sessions: [{name, inputs, outputs, variants, default_variant}]` plus
-`tokenizer` and per-file `external_data` parts in `files`; today's top-level inputs, outputs,
-variants and default_variant are then its one session, which is how a reader of version 2 reads
-a version 1 bundle (docs/reference/bundle-json.md).
+schema_version 2 (what a build writes): the bundle is a pipeline of `sessions`, each one ONNX model
+with its inputs, outputs, variants and per-EP default; a single-model bundle is a pipeline of one,
+named after the model. Version 1 had that one session's inputs, outputs, variants and
+default_variant at the top level: `from_json` reads it as one session (`upgraded`), so every
+reader sees sessions. A version this code does not know is refused, naming it, and so does
+bundle.mjs. Code written for one model reads `manifest.session()`, the primary session
+(docs/reference/bundle-json.md).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 from bundler.bundle.codec import JSON, Invalid, versioned_json
 from bundler.bundle.codec import from_json as _decode
-from bundler.bundle.files import files_module
-from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE
+from bundler.bundle.files import SESSION_KEYS, files_module, sessions_of
+from bundler.bundle.layout import FILES_MODULE, MANIFEST_FILE, TEXT_ENTRY_MODULES
 from bundler.bundle.measured import SpeedRecord, Workload
 from bundler.bundle.modelio import TensorSpec
 from bundler.bundle.records import (
@@ -50,23 +50,60 @@ from bundler.bundle.records import (
 from bundler.errors import ModelError
 from bundler.variants.default import default_variant
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TOOL_NAME = "onnx-bundler"
 __all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint",
            "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
-           "RuntimeBuild", "Selection", "SelectionCandidate", "Source", "SpeedRecord", "Task",
-           "Tool", "Variant", "Verification", "Workload"]
+           "RuntimeBuild", "Selection", "SelectionCandidate", "Session", "Source", "SpeedRecord",
+           "Task", "Tool", "Variant", "Verification", "Workload"]
 
 
 @dataclasses.dataclass
-class Manifest:
+class Session:
+    """One ONNX model of the bundle's pipeline (an encoder, a decoder, or the only model): its
+    inputs and outputs, the variants it ships (each one `file`, an entry of the bundle's `files`)
+    and the variant loaded by default (a name, or a map from EP to name)."""
+
     name: str
-    tool: Tool
-    runtime: Runtime
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     variants: list[Variant]
     default_variant: str | dict[str, str]
+
+    def variant(self, name: str) -> Variant:
+        return next(variant for variant in self.variants if variant.name == name)
+
+    def default_for(self, ep: str) -> Variant:
+        """The variant load() picks on `ep` by default."""
+        return self.variant(default_variant(self.default_variant, ep))
+
+
+class Pipeline:
+    """What bundle.json and edge.json share: the bundle's `name` and its `sessions`, found by
+    name."""
+
+    name: str
+    sessions: tuple[Session, ...]
+
+    def session(self, name: str | None = None) -> Session:
+        """The session `name`; without one, the primary session (the only one, or the first):
+        the one model that code written for single-model bundles reads. ModelError naming the
+        sessions there are when none is named `name`."""
+        if name is None:
+            return self.sessions[0]
+        found = next((session for session in self.sessions if session.name == name), None)
+        if found is None:
+            raise ModelError(f"{self.name} has no session {name!r} (it has: "
+                             f"{', '.join(session.name for session in self.sessions)})")
+        return found
+
+
+@dataclasses.dataclass
+class Manifest(Pipeline):
+    name: str
+    tool: Tool
+    runtime: Runtime
+    sessions: tuple[Session, ...]
     source: Source
     optimization: Optimization
     notes: list[str]
@@ -78,13 +115,6 @@ class Manifest:
     # the input sizes accuracy and auto's timing ran at, and bench runs at (bundler.verify.workload)
     workload: Workload | None = None
     schema_version: int = SCHEMA_VERSION
-
-    def variant(self, name: str) -> Variant:
-        return next(variant for variant in self.variants if variant.name == name)
-
-    def default_for(self, ep: str) -> Variant:
-        """The variant load() picks on `ep` by default."""
-        return self.variant(default_variant(self.default_variant, ep))
 
     def to_json(self) -> JSON:
         return versioned_json(self)
@@ -98,14 +128,41 @@ def read_json(path: Path) -> Any:
         raise ModelError(f"{path} is not valid JSON ({error}); rebuild the bundle") from None
 
 
-def check_version(data: Any, source: str, known: int) -> None:
-    """ModelError unless `data` is an object of a schema_version this code reads (none: 1)."""
+def check_version(data: Any, source: str, known: int) -> int:
+    """The schema_version of `data` (none: 1); ModelError naming it unless it is an object of a
+    version this code reads (1 to `known`)."""
     if not isinstance(data, dict):
         raise ModelError(f"{source} is not a JSON object; rebuild the bundle")
     version = data.get("schema_version", 1)
-    if not isinstance(version, int) or version > known:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ModelError(f"{source} has schema_version {version!r}, not a version of this layout"
+                         f" (1 to {known}); rebuild the bundle")
+    if version > known:
         raise ModelError(f"{source} has schema_version {version!r}, newer than the {known}"
                          f" this onnx-bundler reads; upgrade onnx-bundler or rebuild the bundle")
+    return version
+
+
+def upgraded(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """A parsed manifest in the layout of schema_version 2: a version 1 one's top-level inputs,
+    outputs, variants and default_variant become its one session, named after the model (a key
+    it lacks stays missing, so decoding names it). Its schema_version goes: the record's is the
+    layout it now has, which is what a rewrite of the file writes."""
+    if version >= 2:
+        return data
+    rest = {key: value for key, value in data.items()
+            if key not in (*SESSION_KEYS, "schema_version")}
+    return {**rest, "sessions": sessions_of(data)}
+
+
+def check_sessions(pipeline: Pipeline, source: str) -> None:
+    """ModelError unless the pipeline has sessions, each named once."""
+    names = [session.name for session in pipeline.sessions]
+    if not names:
+        raise ModelError(f"{source}: sessions is empty; rebuild the bundle with bundle build")
+    if len(set(names)) < len(names):
+        raise ModelError(f"{source}: sessions names a session twice ({', '.join(names)});"
+                         " rebuild the bundle with bundle build")
 
 
 def decode(kind: type, data: Any, source: str) -> Any:
@@ -118,8 +175,10 @@ def decode(kind: type, data: Any, source: str) -> Any:
 
 def from_json(data: Any, source: str = MANIFEST_FILE) -> Manifest:
     """Check and convert a parsed bundle.json; ModelError naming the key when it is wrong."""
-    check_version(data, source, SCHEMA_VERSION)
-    return decode(Manifest, data, source)
+    version = check_version(data, source, SCHEMA_VERSION)
+    manifest: Manifest = decode(Manifest, upgraded(data, version), source)
+    check_sessions(manifest, source)
+    return manifest
 
 
 def load(directory: Path) -> Manifest:
@@ -146,7 +205,9 @@ def dump(directory: Path, manifest: Manifest) -> None:
 def dump_module(directory: Path, manifest: Manifest) -> None:
     """Write bundle.files.mjs, the form bundle.mjs reads: the same content and the URLs of the
     model and runtime files (alone: what a browser check of a staged build needs)."""
-    (directory / FILES_MODULE).write_text(files_module(manifest.to_json()), encoding="utf-8")
+    modules = [path for path in TEXT_ENTRY_MODULES if (directory / path).is_file()]
+    (directory / FILES_MODULE).write_text(files_module(manifest.to_json(), modules),
+                                          encoding="utf-8")
 
 
 def made_by_us(directory: Path, name: str = MANIFEST_FILE) -> bool:

@@ -87,8 +87,10 @@ class Bound:
 @dataclasses.dataclass(kw_only=True)
 class Accuracy:
     """A variant measured natively against fp32 on `samples` inputs from `data`: "validation",
-    "calibration-split" or "sample-split" (held out by auto: these vouch for a quantized variant),
-    "calibration" or "sample" (the inputs themselves) or "generated" (bundler.variants.budget). A
+    "calibration-split" or "sample-split" (held out by auto), "sample-held-out" (--sample beside
+    --calibration; these, like "validation", vouch for a quantized variant),
+    "calibration" or "sample" (the inputs themselves), "check-text" (a text bundle's built-in
+    sentences) or "generated" (bundler.variants.budget). A
     metric the model has no value for is null (top1_agreement of a detector, any metric over
     non-finite outputs). `bounds`: what auto judges, per budget key (absent in older builds)."""
 
@@ -100,6 +102,10 @@ class Accuracy:
     samples: int
     data: str
     bounds: dict[str, Bound] | None = None
+    # a text-generation variant (absent otherwise): greedy-token agreement with fp32 over the
+    # check prompts and its perplexity over fp32's on the check text (bundler.text.quality)
+    tokens_agreement: float | None = None
+    perplexity_ratio: float | None = None
 
 
 @dataclasses.dataclass
@@ -195,12 +201,18 @@ class Int8StaticSettings(_Settings):
 
 @_settings
 class Int4Settings(_Settings):
-    op: str  # "com.microsoft.MatMulNBits"
+    op: str  # "com.microsoft.MatMulNBits", or "DequantizeLinear" (format qdq)
     bits: int
     block_size: int
     symmetric: bool
     matmuls_int4: int
     matmuls_float32: int
+    # --int4 (absent in older builds): MatMulNBits' accuracy_level (0: the EP's default), the
+    # LM head in 4 bits, how many embedding tables are (GatherBlockQuantized)
+    accuracy_level: int = 0
+    lm_head: bool = True
+    embeddings: int = 0
+    format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21)
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.

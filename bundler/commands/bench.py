@@ -96,7 +96,7 @@ class BenchReport:
             "directory": str(self.directory),
             "model": manifest.name,
             "variants": [{"name": v.name, "kind": v.kind, "bytes": v.bytes}
-                         for v in manifest.variants],
+                         for v in manifest.session().variants],
             "runtime": {"package": manifest.runtime.package, "version": manifest.runtime.version},
             "native_runtime": {"package": "onnxruntime", "version": ort.__version__},
             "machine": {"cpu_count": all_cores(), "platform": platform.platform(),
@@ -107,7 +107,7 @@ class BenchReport:
             "runs": {"steady": self.steady_runs, "total": total_runs(self.steady_runs),
                      "warmup_mean_of_first": WARMUP_RUNS, "steady_after": SETTLE_RUNS},
             "results": [{**result.to_json(), "dims_source": self.workload.dims_source,
-                         "bytes": manifest.variant(result.variant).bytes,
+                         "bytes": manifest.session().variant(result.variant).bytes,
                          "browser_vs_native": self.browser_vs_native(result)}
                         for result in self.results],
             "native": {name: figures.to_json() for name, figures in self.native.items()},
@@ -117,7 +117,7 @@ class BenchReport:
     def rows(self) -> list[list[str]]:
         rows = []
         for result in self.results:
-            bytes_ = str(self.manifest.variant(result.variant).bytes)
+            bytes_ = str(self.manifest.session().variant(result.variant).bytes)
             inputs = (f"{inputs_label(result.inputs or self.workload.inputs)}"
                       f" ({self.workload.dims_source})")
             if result.error or result.cold is None or result.latency is None:
@@ -164,7 +164,7 @@ def _chosen(manifest: Manifest, execution_providers: Sequence[str],
     if missing:
         raise ConfigError(f"--ep {missing[0]}: this bundle has no runtime for it (it has"
                           f" {', '.join(manifest.runtime.builds)})")
-    names = [variant.name for variant in manifest.variants]
+    names = [variant.name for variant in manifest.session().variants]
     unknown = [name for name in variants or () if name not in names]
     if unknown:
         raise ConfigError(f"--variant: this bundle has no variant {unknown[0]!r} (it has"
@@ -199,16 +199,16 @@ def bench(
     manifest = load_manifest(directory)
     eps, names = _chosen(manifest, execution_providers or list(manifest.runtime.builds),
                          variants)
-    check_dims(manifest.inputs, dims or {})
+    check_dims(manifest.session().inputs, dims or {})
     known = bundle_known(manifest, dims)
     reporter = reporter or Reporter()
     settings = settings or load_settings()
     chromium_executable(settings)  # a Chromium named but missing: before any work
     with contextlib.ExitStack() as stack:
         models = {name: stack.enter_context(assembled(directory, manifest,
-                                                      manifest.variant(name).file))
+                                                      manifest.session().variant(name).file))
                   for name in names}
-        problems = integrity_problems(manifest, {manifest.variant(n).file: p
+        problems = integrity_problems(manifest, {manifest.session().variant(n).file: p
                                                   for n, p in models.items()})
         if problems:
             raise BundlerError(problems[0])
@@ -235,7 +235,7 @@ def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: 
                 feeds: Mapping[str, Any], settings: BrowserSettings, reporter: Reporter,
                 profile: bool) -> None:
     manifest = report.manifest
-    encoded = encode_feeds(feeds, manifest.inputs)
+    encoded = encode_feeds(feeds, manifest.session().inputs)
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
     count = total_runs(report.steady_runs)
     with serve_directory(report.directory) as base_url, playwright_session() as playwright, \
@@ -288,7 +288,7 @@ def _finish(report: BenchReport, reporter: Reporter, json_path: Path | None,
             (r.ep, r.variant, r.latency and r.latency.steady_median_ms,
              r.latency and r.latency.steady_p90_ms,
              report.native[r.variant].one_thread.steady_median_ms,
-             report.manifest.variant(r.variant).bytes) for r in report.results])
+             report.manifest.session().variant(r.variant).bytes) for r in report.results])
     failed = [r for r in report.results if r.error]
     if failed and len(failed) == len(report.results):
         raise BundlerError(f"no EP and variant ran in the browser: {failed[0].ep}"

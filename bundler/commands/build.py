@@ -111,9 +111,9 @@ def _link_or_copy(source: str, target: str) -> None:
 def summary(manifest: Manifest) -> str:
     """One line about a build: what ships and what the model takes and gives."""
     variants = ", ".join(f"{variant.name} {human_bytes(variant.bytes)}"
-                         for variant in manifest.variants)
-    inputs = ", ".join(spec.name for spec in manifest.inputs)
-    outputs = ", ".join(spec.name for spec in manifest.outputs)
+                         for variant in manifest.session().variants)
+    inputs = ", ".join(spec.name for spec in manifest.session().inputs)
+    outputs = ", ".join(spec.name for spec in manifest.session().outputs)
     return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from bundler.bundle.files import sessions_of
 from bundler.bundle.layout import COI_WORKER
 from bundler.console import Reporter
 from bundler.errors import BundlerError
@@ -63,4 +64,5 @@ def doctor(url: str, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
     problems += [missing_file] if missing_file else []
     for problem in problems:
         problem.fix = fix_for(problem.kind, host)
-    return DoctorReport(base, host, rows, problems)
+    return DoctorReport(base, host, rows, problems,
+                        [str(session.get("name")) for session in sessions_of(manifest)])

@@ -64,10 +64,16 @@ def _netron() -> Any:
 
 
 def inspect(source: Path, *, as_json: bool = False, html: Path | None = None,
-            netron: bool = False, reporter: Reporter | None = None) -> Analysis:
+            netron: bool = False, session: str | None = None,
+            reporter: Reporter | None = None) -> Analysis:
     reporter = reporter or Reporter()
     viewer = _netron() if netron else None  # before any output: a missing viewer is an error
-    model, _, _ = model_or_bundle(source)
+    model, manifest, variant = model_or_bundle(source, session=session)
+    if manifest is not None and variant is not None and not as_json:
+        inspected = manifest.session(session).name
+        click.echo("sessions: " + ", ".join(
+            f"{s.name} (inspected: {variant.name})" if s.name == inspected else s.name
+            for s in manifest.sessions))
     if model.suffix == ".ort":
         raise ModelError(f"{model} is in ORT format, which bundle inspect does not read; inspect"
                          " the .onnx it was made from")

@@ -182,7 +182,7 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
     session = Session(model, eps, whole_graph=whole_graph)
-    specs = list(manifest.inputs) if manifest else _specs_of(session)
+    specs = list(manifest.session().inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
                          source, texts)

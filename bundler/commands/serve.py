@@ -1,6 +1,8 @@
 """`bundle serve`: the dev server. Builds the model, serves the build and, when the model,
 bundle.toml, the template folder or the sample data change, rebuilds and reloads the open pages.
-Given a built folder instead of a model, it serves that folder and reloads when it changes.
+Given a built folder instead of a model, it serves that folder and reloads when it changes; given
+an export folder (optimum's, with config.json), it builds it like a model and rebuilds when any
+file in it changes.
 
 Each build goes into its own folder under a temporary one and the server is pointed at it only when
 it is complete, so a page never loads a half-written build; a failed rebuild leaves the last good
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bundler.bundle import manifest as manifest_file
+from bundler.bundle.layout import MANIFEST_FILE
 from bundler.bundle.manifest import Manifest
 from bundler.bundle.modelio import model_files
 from bundler.bundle.options import CONFIG_FILE_NAME, BuildOptions, load_options
@@ -165,7 +168,8 @@ class _Builds:
             manifest = build(options=dataclasses.replace(options, output=output, verify=False,
                                                          target="web"),
                              force=True, reporter=reporter)
-            self.model_and_data_files = model_files(self.model)
+            # An export folder is watched whole (its own entry in watched()).
+            self.model_and_data_files = [] if self.model.is_dir() else model_files(self.model)
             self.model_dirty = False
         self.outputs.append(output)
         for old in self.outputs[:-2]:  # the one before stays for requests still in flight
@@ -206,12 +210,18 @@ class _BuildReporter(Reporter):
             self.reporter.table(title, columns, rows)
 
 
+def _is_export_folder(folder: Path) -> bool:
+    """An optimum / transformers.js export folder, which serve builds, rather than a built one."""
+    return (folder / "config.json").is_file() and not (folder / MANIFEST_FILE).exists()
+
+
 def _check_bundle_folder(folder: Path) -> None:
     try:
         manifest_file.load(folder)
     except BundlerError:
-        raise ConfigError(f"{folder} is not a built bundle (no valid bundle.json); build it first"
-                          " with bundle build MODEL -o FOLDER, or pass the model file") from None
+        raise ConfigError(f"{folder} is not a built bundle (no valid bundle.json) nor an export"
+                          " folder (no config.json); build it first with bundle build MODEL -o"
+                          " FOLDER, or pass the model file or export folder") from None
 
 
 def serve(
@@ -228,7 +238,8 @@ def serve(
     interrupted. `flags` are build options as `load_options` takes them."""
     reporter = reporter or Reporter()
     flags = dict(flags or {})
-    serving_folder = source is not None and Path(source).is_dir()
+    serving_folder = (source is not None and Path(source).is_dir()
+                      and not _is_export_folder(Path(source)))
     if serving_folder:
         _check_bundle_folder(Path(source))
         given = sorted(key for key, value in flags.items() if value is not None)

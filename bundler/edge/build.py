@@ -32,6 +32,7 @@ from bundler import __version__
 from bundler.bundle.edge import (
     EdgeManifest,
     EdgeRuntime,
+    EdgeSession,
     EdgeVariant,
     OrtCheck,
     RequiredOperators,
@@ -197,18 +198,16 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
                               f" ({', '.join(names)}); --target edge takes one name")
         operators = _required_operators(
             [staging / file for file in sorted(v.file for v in variants)], staging)
+        name = options.name or source.stem
         manifest = EdgeManifest(
-            name=options.name or source.stem,
+            name=name,
             tool=Tool(TOOL_NAME, __version__),
             target="edge",
             runtime=EdgeRuntime(package="onnxruntime", converted_with=ort.__version__,
                                 format="ort", optimization_level="extended",
                                 load_with=f"onnxruntime >= {ort.__version__} (full, mobile or a"
                                           f" minimal build with {EDGE_OPERATORS_CONFIG})"),
-            inputs=list(inputs),
-            outputs=list(outputs),
-            variants=variants,
-            default_variant=default,
+            sessions=(EdgeSession(name, list(inputs), list(outputs), variants, default),),
             required_operators=RequiredOperators(EDGE_OPERATORS_CONFIG, operators),
             source=Source(source.name, source_bytes),
             optimization=optimization,
@@ -218,6 +217,6 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
         shutil.rmtree(work)
         move_into_place(staging, output)
     reporter.info(f"Built {output}/ for native onnxruntime: "
-                  + ", ".join(f"{v.name} {v.bytes} B" for v in manifest.variants)
+                  + ", ".join(f"{v.name} {v.bytes} B" for v in manifest.session().variants)
                   + f"; default {default}; reduced-build config {EDGE_OPERATORS_CONFIG}")
     return manifest

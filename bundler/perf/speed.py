@@ -44,7 +44,7 @@ def _measurement_key(manifest: Manifest, names: Sequence[str], encoded: Any,
                      settings: BrowserSettings) -> str:
     """What the timings depend on: the candidates' bytes, the runtime, the inputs, the browser
     settings and this protocol."""
-    files = {variant.name: variant.sha256 for variant in manifest.variants
+    files = {variant.name: variant.sha256 for variant in manifest.session().variants
              if variant.name in names}
     text = json.dumps([files, manifest.runtime.version, encoded, dataclasses.asdict(settings),
                        WARMUP_RUNS, SPEED_ROUNDS, SPEED_EP], sort_keys=True, default=str)
@@ -62,7 +62,7 @@ def browser_speeds(directory: Path, manifest: Manifest, names: Sequence[str], fe
     the user cache and reused (delete ~/.cache/onnx-bundler/speeds/ to measure again)."""
     settings = settings or load_settings()
     cached = cache_root() / "speeds" / (
-        _measurement_key(manifest, names, encode_feeds(feeds, manifest.inputs), settings)
+        _measurement_key(manifest, names, encode_feeds(feeds, manifest.session().inputs), settings)
         + ".json")
     if cached.is_file():
         with contextlib.suppress(ValueError, KeyError):
@@ -82,7 +82,7 @@ def _measure(directory: Path, manifest: Manifest, names: Sequence[str], feeds: F
              reporter: Reporter, settings: BrowserSettings
              ) -> tuple[dict[str, dict[str, float]], SpeedRecord]:
     timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"]
-    encoded = encode_feeds(feeds, manifest.inputs)
+    encoded = encode_feeds(feeds, manifest.session().inputs)
     with serve_directory(directory) as base_url, playwright_session() as playwright, \
             launch(playwright, settings, webgpu=False) as browser, \
             reporter.step(f"auto: timing {', '.join(names)} on {SPEED_EP} in Chromium"):

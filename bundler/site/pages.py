@@ -19,7 +19,7 @@ import jinja2
 from bundler.bundle.layout import PACKAGE_JSON, RESERVED, TASKS_DIR, WEB_FILES
 from bundler.bundle.manifest import Manifest
 from bundler.errors import ConfigError
-from bundler.bundle.files import package_json
+from bundler.bundle.files import package_json, sessions_of
 from bundler.resources import resource
 from bundler.tasks.kinds.registry import KINDS
 
@@ -73,7 +73,9 @@ def _environment(templates: Path | None) -> jinja2.Environment:
 def _render(environment: jinja2.Environment, name: str, manifest: dict[str, Any],
             templates: Path | None) -> str:
     try:
-        return environment.get_template(name).render(manifest=manifest)
+        # `session`: the primary session's inputs, outputs and variants (the one the page runs)
+        return environment.get_template(name).render(manifest=manifest,
+                                                     session=sessions_of(manifest)[0])
     except jinja2.TemplateSyntaxError as error:
         raise ConfigError(f"template {error.filename or name}:{error.lineno}: {error.message}"
                           ) from None

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bundler import __version__
-from bundler.bundle.manifest import TOOL_NAME, FileEntry, Manifest, Source, Tool, Verification
+from bundler.bundle.manifest import (
+    TOOL_NAME,
+    FileEntry,
+    Manifest,
+    Session,
+    Source,
+    Tool,
+    Verification,
+)
 from bundler.bundle.modelio import model_bytes
 from bundler.hosting.publish import HostingOptions
 from bundler.stages.choose import Chosen
@@ -24,10 +32,9 @@ def assemble(checked: Checked, prepared: Prepared, made: Made, hosting: HostingO
         name=checked.name,
         tool=Tool(TOOL_NAME, __version__),
         runtime=prepared.runtime,
-        inputs=list(made.inputs),
-        outputs=list(made.outputs),
-        variants=list(chosen.variants),
-        default_variant=chosen.default,
+        # a single-model build is a pipeline of one session, named after the model
+        sessions=(Session(checked.name, list(made.inputs), list(made.outputs),
+                          list(chosen.variants), chosen.default),),
         source=Source(checked.source.name, model_bytes(checked.source)),
         optimization=made.optimization,
         notes=list(prepared.notes),

@@ -14,6 +14,7 @@ from bundler.console import Reporter
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
 from bundler.stages.variants import Made
 from bundler.stages.verify import verify
+from bundler.variants.budget import default_budget
 from bundler.variants.default import default_to_ship
 from bundler.variants.select import fitting_names, select
 from bundler.verify.user_inputs import UserInputs
@@ -39,7 +40,11 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
     """auto's choice among the `candidates` (the manifest in progress that ships them all)."""
     report = verify(staging, candidates, options, reporter,
                     "Browser check of the candidates", answers=False).report
-    fitting = fitting_names(made.variants, report, options.max_error)
+    model = candidates.session()
+    # without --max-error, a task bundle is judged by its answers (labels, boxes, frames)
+    max_error = options.max_error or str(default_budget(
+        candidates.task.kind if candidates.task else None))
+    fitting = fitting_names(made.variants, report, max_error)
     speeds: dict[str, dict[str, float]] = {}
     if options.objective == "size" or report is None or len(fitting) < 2 \
             or "wasm" not in options.execution_providers:
@@ -48,18 +53,18 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
                "one candidate or none fits" if len(fitting) < 2 else "no WASM runtime shipped")
         record = speed_record(None, why)
     else:  # at the sizes accuracy was measured at (the build's record, as bench reads it)
-        reference, timed = measured_reference(staging / candidates.variant(fitting[0]).file,
+        reference, timed = measured_reference(staging / model.variant(fitting[0]).file,
                                               candidates, bundle_known(candidates), user)
         speeds, record = browser_speeds(staging, candidates, fitting, reference.feeds, reporter)
         record = record.at(timed)
-    choice = select(made.variants, report, options.max_error, options.objective, speeds,
+    choice = select(made.variants, report, max_error, options.objective, speeds,
                     options.execution_providers, record)
     for name in choice.dropped:
-        (staging / candidates.variant(name).file).unlink()
+        (staging / model.variant(name).file).unlink()
     reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
                    speed_rows(choice.selection.candidates, record))
     if choice.selection.note:  # the inputs cannot show the budget: fp32 ships
         reporter.warn(choice.selection.note)
     reporter.info(f"auto: shipping {choice.chosen}")
-    return Chosen(tuple(v for v in candidates.variants if v.name not in choice.dropped),
+    return Chosen(tuple(v for v in model.variants if v.name not in choice.dropped),
                   choice.chosen, choice.selection)

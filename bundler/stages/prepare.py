@@ -31,6 +31,7 @@ from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
 from bundler.tasks.resolve import resolve_task
 from bundler.text.build import complete_text_task, text_source
 from bundler.text.folder import ExportFolder
+from bundler.text.validation import check_text_task, is_text_file, read_texts
 from bundler.verify.browser import chromium_executable, load_settings
 from bundler.verify.reference import Feeds, check_dims
 from bundler.verify.samples import load_samples
@@ -82,6 +83,10 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
     shipped = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
     user = load_user_inputs(options.sample, options.inputs, shipped)
     _check_inputs(source, input_specs(header), shipped, options)
+    if is_text_file(options.validation):  # real texts, for a text bundle's tokenizer
+        assert options.validation is not None
+        check_text_task(options.validation, task)
+        read_texts(options.validation)
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
         if warning.code not in FITTED_BY_PREPARE:
             reporter.warn(warning.text())
@@ -100,8 +105,8 @@ def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...],
     check_dims(inputs, options.dims)
     for key, path in (("--calibration", options.calibration),
                       ("--validation", options.validation)):
-        if path is not None:
-            load_samples(path, shipped, key)
+        if path is not None and not (key == "--validation" and is_text_file(path)):
+            load_samples(path, shipped, key)  # texts are read once the task is known
     if options.verify and options.target != "edge":  # a Chromium named but missing is a mistake
         chromium_executable(load_settings())
 

@@ -37,6 +37,7 @@ def make(checked: Checked, prepared: Prepared, staging: Path, options: BuildOpti
         prepared.model, staging / WORK_DIR, staging / MODELS_DIR, options,
         source_bytes=model_bytes(checked.source), is_example=checked.is_example,
         reporter=reporter, user=checked.user, task=checked.task,
+        text_folder=checked.text.folder if checked.text else None,
     )
     hashed = tuple(
         dataclasses.replace(variant, entry=dataclasses.replace(

@@ -16,36 +16,48 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from bundler.bundle.manifest import Optimization, OptimizationStep, Task, Variant
+import numpy as np
+
+from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
 from bundler.bundle.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
+from bundler.text.tokenizer import TextTokenizer
+from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
+from bundler.variants.budget import DECODED_TERMS
+from bundler.variants.decoded import decoder
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
-from bundler.verify.reference import Feeds, NotRunnable, fingerprint
+from bundler.verify.reference import Feeds, NotRunnable, fingerprint, resolve_shapes
 from bundler.verify.samples import generated_samples, load_samples, split_samples
 from bundler.verify.user_inputs import UserInputs, reference_for
 from bundler.verify.workload import Workload, known_dims, measured
 
+HELD_OUT_SAMPLE = "sample-held-out"  # --sample beside --calibration: not calibrated on
 GENERATED_NOTE = (
     "accuracy unknown: measured on generated inputs, not real data; pass --calibration"
     " (or --validation) with real samples"
 )
+CHECK_TEXT = "check-text"  # a text bundle given no data: the built-in check sentences
+CHECK_TEXT_NOTE = ("measured on the built-in check sentences; pass --validation texts.txt (one"
+                   " text a line) with real texts of your own")
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
                    "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
-                   "native ms (1 thread)", "notes")
+                   "task answers (95% lower)", "tokens", "perplexity x", "native ms (1 thread)",
+                   "notes")
 
 
 @dataclasses.dataclass
 class Samples:
     calibration: list[Feeds] | None
     validation: list[Feeds] | None
-    source: str  # "calibration", "validation", "generated" or "none"
+    source: str  # bundle.json's accuracy.data ("validation", "sample-held-out", …) or "none"
     note: str | None = None
     workload: Workload | None = None  # what the validation samples are (bundler.verify.workload)
 
@@ -65,18 +77,28 @@ ORT_QDQ_WARNING = ("--format ort: onnxruntime-web ran int8-static about 2.4x slo
 
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
              is_example: bool, reporter: Reporter, user: UserInputs,
-             task: Task | None) -> Samples:
+             task: Task | None, text_folder: Path | None = None, on_text: bool = False
+             ) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
-    model is used at (bundler.verify.workload). For `auto` without --validation, the inputs given
-    are split: int8-static is calibrated on one part and every candidate judged on the other."""
+    model is used at (bundler.verify.workload). --validation judges every candidate; else
+    --sample given beside --calibration does (int8-static is calibrated on the calibration data
+    alone); else, for `auto`, the inputs given are split: int8-static is calibrated on one part
+    and every candidate judged on the other."""
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
-    validation = (load_samples(options.validation, inputs, "--validation")
-                  if options.validation else None)
+    validation = (None if not options.validation else
+                  text_feeds(options.validation, task, TextTokenizer.from_folder(text_folder),
+                             [spec.name for spec in inputs])
+                  if is_text_file(options.validation) and text_folder is not None else
+                  load_samples(options.validation, inputs, "--validation"))
     given = calibration or list(user.samples)
     source = "calibration" if calibration else "sample"
-    if options.plan.auto and not validation and given:
+    if validation:
+        source = "validation"
+    elif calibration and user.samples:  # the user's own held-out inputs: judge on them
+        validation, source = list(user.samples), HELD_OUT_SAMPLE
+    elif options.plan.auto and given:
         parts = split_samples(given)
         if parts is not None:
             calibration, validation = parts
@@ -85,23 +107,41 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     known = known_dims(inputs, task=task, given=options.dims,
                        sample=measured_on[0] if measured_on else user.fixed)
     if measured_on:
-        if options.validation:
-            source = "validation"
-        elif not source.endswith("-split"):
-            source = "sample" if user.samples else "calibration"
+        workload = (_one_text(inputs, task, options, user) if is_text_file(options.validation)
+                    else measured(inputs, measured_on[0], known))
         return Samples(calibration or list(user.samples) or None, measured_on, source,
-                       workload=measured(inputs, measured_on[0], known))
+                       workload=workload)
     if not _any_quantized(options.kinds) and not options.verify:
         return Samples(None, None, "none")  # --no-verify runs nothing natively it need not
+    names = [spec.name for spec in inputs]
+    if (texts := check_text_feeds(task, text_folder, names)) is not None:
+        generated = None  # int8-static is calibrated on generated ids, judged on the text
+        with contextlib.suppress(NotRunnable):
+            generated = generated_samples(source_model, inputs, known.dims, user.fixed)
+        return Samples(generated, texts, CHECK_TEXT, CHECK_TEXT_NOTE,
+                       _one_text(inputs, task, options, user))
     try:
         generated = generated_samples(source_model, inputs, known.dims, user.fixed)
     except NotRunnable as error:
         return Samples(None, None, "none", f"no accuracy measured: {error.reason}; pass"
                        f" {error.hint} or --calibration")
+    if on_text:  # accuracy is measured on the check text (bundler.text.quality)
+        return Samples(generated, generated, "generated", None,
+                       measured(inputs, generated[0], known))
     if _any_quantized(options.kinds):
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE,
                    measured(inputs, generated[0], known))
+
+
+def _one_text(inputs: Sequence[TensorSpec], task: Task | None, options: BuildOptions,
+              user: UserInputs) -> Workload:
+    """A text bundle's workload: one text of the task's length (bundler.verify.workload), which
+    auto times and bench runs at; its texts are measured each at its own length, as embed() and
+    classify() run one text."""
+    known = known_dims(inputs, task=task, given=options.dims, sample=user.fixed)
+    shapes = resolve_shapes(inputs, known.dims)
+    return measured(inputs, {name: np.zeros(shape) for name, shape in shapes.items()}, known)
 
 
 def _any_quantized(kinds: Sequence[str]) -> bool:
@@ -151,8 +191,18 @@ def _row(variant: MadeVariant, workload: Workload | None) -> list[str]:
     return [entry.name, inputs, measured_on, kind_spec(entry.kind).keeps_float, str(entry.bytes),
             f"{entry.ratio:.3f}", number("max_abs"), number("mean_rel", "mean_rel"),
             number("cosine", "cosine"), number("top1_agreement", "top1"),
+            answers(accuracy and accuracy.bounds),
+            number("tokens_agreement"), number("perplexity_ratio"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
             "; ".join(entry.notes)]
+
+
+def answers(bounds: dict[str, Bound] | None) -> str:
+    """A task bundle's decoded agreement (bundler.variants.decoded), e.g. "boxes 0.98 (0.95)"."""
+    bounds = bounds or {}
+    return "; ".join(f"{key} {bounds[key].estimate:.4g} ({bounds[key].bound:.4g})"
+                     for key in DECODED_TERMS if key in bounds
+                     and bounds[key].estimate is not None and bounds[key].bound is not None) or "-"
 
 
 def make_variants(
@@ -166,12 +216,15 @@ def make_variants(
     reporter: Reporter,
     user: UserInputs | None = None,
     task: Task | None = None,
+    text_folder: Path | None = None,
 ) -> tuple[list[MadeVariant], Optimization, tuple[TensorSpec, ...], tuple[TensorSpec, ...],
            Workload | None]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
+    `text_folder`: a text bundle's export folder (its tokenizer reads --validation texts).
     Returns the variants, the optimisation record, the shipped inputs and outputs, and the
-    input sizes the accuracy was measured at (None when it was not).
+    input sizes the accuracy was measured at (None when it was not). A text-generation model
+    with its export `text_folder` is measured on generation instead (bundler.text.quality).
     """
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
@@ -179,10 +232,17 @@ def make_variants(
     info = signature(read_model(optimized))
     plan = options.plan
     user = user or UserInputs()
-    samples = _samples(options, source, info.inputs, is_example, reporter, user, task)
+    check = None
+    if text_folder is not None and task is not None and task.kind == TEXT_GENERATION:
+        from bundler.text.quality import reference
+
+        with reporter.step("Running fp32 on the check prompts and text"):
+            check = reference(source, text_folder)
+    samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
+                       text_folder, on_text=check is not None)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
         reporter.warn(warning)
-    if samples.validation is None and _any_quantized(plan.kinds):
+    if samples.validation is None and check is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
@@ -191,7 +251,8 @@ def make_variants(
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
-                                      calibration_method=options.calibration_method)
+                                      calibration_method=options.calibration_method,
+                                      int4=options.int4)
             except QuantizeError as error:
                 if not plan.auto:
                     raise
@@ -207,11 +268,21 @@ def make_variants(
         else:
             shutil.copyfile(result.path, shipped)
         metrics = latency = None
-        if samples.validation:
+        measured_on = len(samples.validation or []), samples.source
+        if check is not None:
+            from bundler.text.quality import MEASURED_ON, measure_generation
+
+            with reporter.step(f"Generating with {kind} against fp32"):
+                metrics = measure_generation(check, result.path)
+            measured_on = len(check.texts), MEASURED_ON
+        elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
-                metrics = dataclasses.replace(measure(source, result.path, samples.validation),
+                decode = decoder(task, generated=samples.source == "generated")
+                metrics = dataclasses.replace(measure(source, result.path, samples.validation,
+                                                      decode),
                                               measured_on=samples.source)
-                latency = native_latency_ms(result.path, samples.validation, threads=1)
+        if samples.validation:
+            latency = native_latency_ms(result.path, samples.validation, threads=1)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
@@ -224,7 +295,7 @@ def make_variants(
             sha256=sha256_of(shipped),
             ratio=round(shipped.stat().st_size / source_bytes, 4),
             accuracy=None if metrics is None else metrics.accuracy(
-                samples=len(samples.validation or []), data=samples.source),
+                samples=measured_on[0], data=measured_on[1]),
             settings=result.settings,
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,

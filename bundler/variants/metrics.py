@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import onnxruntime as ort
 from bundler.bundle.modelio import cpu_session
 from bundler.bundle.records import Accuracy, Bound
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.confidence import (
     COSINE_QUANTILE,
     ERROR_QUANTILE,
@@ -27,12 +29,28 @@ from bundler.variants.confidence import (
 )
 
 Feeds = list[dict[str, np.ndarray]]
+# The runs of a decoder (bundler.variants.decoded): output names, then per feed the reference's
+# and the candidate's outputs in that order.
+Decode = Callable[[list[str], list[list[np.ndarray]], list[list[np.ndarray]]],
+                  tuple["Agreement", ...]]
 
 
 def _rounded(value: float | None) -> float | None:
     if value is None or not np.isfinite(value):
         return None
     return float(f"{value:.6g}")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A task's decoded answers agreeing with fp32's (bundler.variants.decoded): `agreeing` of
+    `n` labels, boxes or frames (the budget key `key`), judged by their Wilson lower bound;
+    `per_sample` each sample's share, where it has any (boxes: each image's)."""
+
+    key: str  # "labels", "boxes" or "frames"
+    agreeing: int
+    n: int
+    per_sample: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,7 +61,9 @@ class Metrics:
     reference; the other fields are computed where both are finite. `rows` is how many rows (and
     integer values) top1_agreement is a share of, `per_sample` each feed's (cosine, mean_rel),
     worst over outputs, and `measured_on` which inputs the feeds were (bundle.json's `data`);
-    Metrics made by hand without them are judged by their point estimates.
+    Metrics made by hand without them are judged by their point estimates. A text-generation
+    model's variant also has `tokens` (greedy-token agreement with fp32) and `perplexity` (its
+    perplexity over fp32's on the check text), bundler.text.quality.
     """
 
     max_abs: float
@@ -54,12 +74,39 @@ class Metrics:
     rows: int = 0
     per_sample: tuple[tuple[float, float], ...] = ()
     measured_on: str | None = None
+    decoded: tuple[Agreement, ...] = ()  # a task bundle's answers (bundler.variants.decoded)
+    tokens: float | None = None
+    perplexity: float | None = None
+    steps: int = 0  # greedy steps `tokens` is a share of
+
+    def agreement(self, key: str) -> Agreement | None:
+        return next((found for found in self.decoded if found.key == key), None)
+
+    def _share(self, key: str) -> float | None:
+        found = self.agreement(key)
+        return found.agreeing / found.n if found is not None and found.n else None
+
+    @property
+    def label_agreement(self) -> float | None:
+        return self._share("labels")
+
+    @property
+    def box_agreement(self) -> float | None:
+        return self._share("boxes")
+
+    @property
+    def frame_agreement(self) -> float | None:
+        return self._share("frames")
 
     def judged(self, key: str) -> tuple[int, float | None, float | None]:
         """(n, point estimate, the value the budget judges) of a budget key: top1 by its 95 %
         Wilson lower bound over `rows`; cosine and mean_rel by a quantile over the samples
         (bundler.variants.confidence); max_abs is a worst case already."""
         samples = len(self.per_sample)
+        if (found := self.agreement(key)) is not None:  # none to agree on vouches for nothing
+            return found.n, self._share(key), wilson_lower(found.agreeing, found.n)
+        if key in DECODED_TERMS:  # not a task with such answers: n/a, as top1 without classes
+            return 0, None, None
         if key == "top1":
             value = self.top1_agreement
             if value is None or not self.rows:
@@ -71,15 +118,24 @@ class Metrics:
         if key == "mean_rel":
             return samples, self.mean_rel, upper_quantile(
                 [s[1] for s in self.per_sample], ERROR_QUANTILE) if samples else self.mean_rel
+        if key in ("tokens", "perplexity"):  # counted exactly, on fixed check text: as measured
+            value = getattr(self, key)
+            return (self.steps if key == "tokens" else samples), value, value
         return samples, self.max_abs, self.max_abs
 
     def bounds(self) -> dict[str, Bound]:
         """bundle.json's `accuracy.bounds`: n, estimate and bound of each judged metric."""
         keys = (["top1"] if self.top1_agreement is not None else []) + ["cosine", "mean_rel"]
         record = {}
-        for key in keys:
+        for key in keys + [found.key for found in self.decoded]:
             n, estimate, bound = self.judged(key)
-            record[key] = Bound(n, _rounded(estimate), _rounded(bound), _METHODS[key])
+            record[key] = Bound(n, _rounded(estimate), _rounded(bound),
+                                _METHODS.get(key, _METHODS["top1"]))
+        for found in self.decoded:  # recorded, not judged: how the shares spread over samples
+            if found.per_sample:
+                record[f"{found.key}_per_sample"] = Bound(
+                    len(found.per_sample), _rounded(float(np.mean(found.per_sample))),
+                    _rounded(lower_quantile(found.per_sample, COSINE_QUANTILE)), _METHODS["cosine"])
         return record
 
     def accuracy(self, *, samples: int, data: str) -> Accuracy:
@@ -88,7 +144,9 @@ class Metrics:
                         cosine=_rounded(self.cosine),
                         top1_agreement=_rounded(self.top1_agreement), nonfinite=self.nonfinite,
                         samples=samples, data=data,
-                        bounds=self.bounds() if self.per_sample else None)
+                        bounds=self.bounds() if self.per_sample else None,
+                        tokens_agreement=_rounded(self.tokens),
+                        perplexity_ratio=_rounded(self.perplexity))
 
 
 _METHODS = {"top1": "wilson-95-lower", "cosine": f"p{round(COSINE_QUANTILE * 100)}",
@@ -129,7 +187,8 @@ def _compare(refs: list[np.ndarray], cands: list[np.ndarray]) -> tuple[float, fl
     return float(error.max()), float(error.mean()) / spread, cosine, nonfinite
 
 
-def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
+def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | None = None
+            ) -> Metrics:
     """Compare `candidate` with `reference` (CPU EP) on every feed, over all float outputs.
 
     max_abs: worst |a - b|. mean_rel: mean |a - b| relative to the output's range in the
@@ -137,7 +196,8 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
     outputs. top1_agreement: share of rows with the same argmax over the last axis, over the
     outputs that look like class scores (float, rank 2, last dim >= 2), together with the share of
     integer output values that are equal (labels, indices); None if there are neither. The same
-    cosine and mean_rel of each feed alone go to `per_sample`.
+    cosine and mean_rel of each feed alone go to `per_sample`; `decode` (a task bundle's,
+    bundler.variants.decoded) compares the answers the outputs decode to.
     """
     if not feeds:
         raise QuantizeError("measure needs at least one feed")
@@ -147,6 +207,13 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         raise QuantizeError(
             f"{candidate.name} has outputs {cand_names}, but {reference.name} has {names}"
         )
+    return compare_runs(names, ref_runs, cand_runs, candidate.name)
+
+
+def compare_runs(names: list[str], ref_runs: list[list[np.ndarray]],
+                 cand_runs: list[list[np.ndarray]], candidate: str) -> Metrics:
+    """The Metrics of `measure` from the outputs `names` of each run (one run per sample)."""
+    feeds = ref_runs
     max_abs, mean_rel, cosine = 0.0, 0.0, 1.0
     nonfinite, rows, agreeing = 0, 0, 0
     per_sample = [(1.0, 0.0)] * len(feeds)
@@ -161,7 +228,7 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         for a, b in zip(refs, cands, strict=True):
             if a.shape != b.shape:
                 raise QuantizeError(
-                    f"output {name!r} of {candidate.name} has shape {b.shape}, not {a.shape}"
+                    f"output {name!r} of {candidate} has shape {b.shape}, not {a.shape}"
                 )
         worst, rel, cos, bad = _compare(refs, cands)
         max_abs, mean_rel, cosine = max(max_abs, worst), max(mean_rel, rel), min(cosine, cos)
@@ -181,6 +248,7 @@ def measure(reference: Path, candidate: Path, feeds: Feeds) -> Metrics:
         nonfinite=nonfinite,
         rows=rows,
         per_sample=tuple(per_sample),
+        decoded=decode(names, ref_runs, cand_runs) if decode is not None else (),
     )
 
 

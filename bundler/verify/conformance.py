@@ -132,7 +132,7 @@ class ConformanceReport:
 def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[str]:
     """What is wrong with the given variants' files (file name -> path) against `bundle.json`."""
     problems = []
-    for variant in manifest.variants:
+    for variant in manifest.session().variants:
         if variant.file not in models:
             continue
         path = models[variant.file]
@@ -303,11 +303,11 @@ def check_bundle(
     `manifest`: the folder's, when the caller has it (a build being staged), else its
     bundle.json."""
     manifest = manifest or load_manifest(directory)
-    check_dims(manifest.inputs, dims or {})
-    user = load_user_inputs(sample, inputs or {}, manifest.inputs)
+    check_dims(manifest.session().inputs, dims or {})
+    user = load_user_inputs(sample, inputs or {}, manifest.session().inputs)
     with contextlib.ExitStack() as stack:
         models = {variant.file: stack.enter_context(assembled(directory, manifest, variant.file))
-                  for variant in manifest.variants}
+                  for variant in manifest.session().variants}
         return _check_bundle(directory, manifest, models, user, execution_providers, dims,
                              check_fallback, settings or load_settings(), reporter or Reporter())
 
@@ -323,7 +323,7 @@ def _check_bundle(
     settings: BrowserSettings,
     reporter: Reporter,
 ) -> ConformanceReport:
-    specs, outputs = manifest.inputs, manifest.outputs
+    specs, outputs = manifest.session().inputs, manifest.session().outputs
     report = ConformanceReport(directory=directory)
     report.problems = integrity_problems(manifest, models)
     if report.problems:
@@ -335,7 +335,7 @@ def _check_bundle(
     ]
     references: dict[str, Reference] = {}
     with reporter.step("Running the model natively (onnxruntime CPU) for reference outputs"):
-        for variant in manifest.variants:
+        for variant in manifest.session().variants:
             recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
@@ -362,7 +362,7 @@ def _check_bundle(
                 session = _Session(browser, base_url, settings, report)
                 results = manifest.verification.results or {}
                 for ep in shipped:
-                    for variant in manifest.variants:
+                    for variant in manifest.session().variants:
                         check = _check(session, ep, variant, [ep], ep,
                                        references[variant.name], specs, outputs)
                         entry = results.get(variant.name, {}).get(ep)
@@ -373,7 +373,7 @@ def _check_bundle(
             with reporter.step("Checking the fallback to WASM in Chromium without WebGPU"), \
                     launch(playwright, settings, webgpu=False) as browser:
                 session = _Session(browser, base_url, settings, report)
-                variant = manifest.default_for("wasm")
+                variant = manifest.session().default_for("wasm")
                 fallback = _check(session, "fallback", variant, None, "wasm",
                                   references[variant.name], specs, outputs)
                 if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:

@@ -140,7 +140,7 @@ def recorded_known(manifest: Manifest) -> Known:
     if manifest.workload is not None:
         return manifest.workload.known()
     dims = manifest.verification.dims or {}
-    reference = next((v.reference for v in manifest.variants if v.reference), None)
+    reference = next((v.reference for v in manifest.session().variants if v.reference), None)
     requested = reference.requested_dims if reference else {}
     rest: DimsSource = "sample" if reference and reference.inputs else "guess"
     return Known(dict(dims), {key: "--dim" if key in requested else rest for key in dims})
@@ -149,7 +149,7 @@ def recorded_known(manifest: Manifest) -> Known:
 def bundle_known(manifest: Manifest, given: Mapping[str, int] | None = None) -> Known:
     """The dims a built bundle is measured at (bench, auto's timing): the task's, `given`
     (--dim), then the build's record."""
-    return known_dims(manifest.inputs, task=manifest.task, given=given,
+    return known_dims(manifest.session().inputs, task=manifest.task, given=given,
                       recorded=recorded_known(manifest))
 
 
@@ -158,5 +158,5 @@ def measured_reference(model: Path, manifest: Manifest, known: Known,
     """The inputs `model` of `manifest` is measured on (the user's samples, else generated at
     the `known` dims, the rest found by bundler.verify.reference's search) and what they are.
     NotRunnable when it runs at no size."""
-    reference = reference_for(model, manifest.inputs, known.dims, user)
-    return reference, measured(manifest.inputs, reference.feeds, known)
+    reference = reference_for(model, manifest.session().inputs, known.dims, user)
+    return reference, measured(manifest.session().inputs, reference.feeds, known)

@@ -15,11 +15,13 @@ import {
   checkSchemaVersion,
   makeFeeds,
   noExecutionProvider,
+  pickSession,
   pickVariant,
   planAttempts,
   runtimeDidNotStart,
   serialised,
   sessionFailure,
+  sessionsOf,
   taskOf,
 } from '../../web/bundle.core.mjs';
 
@@ -58,16 +60,17 @@ describe('load() options', () => {
 });
 
 describe('schema_version', () => {
-  test('a missing schema_version is version 1; 1 is read', () => {
-    assert.equal(SCHEMA_VERSION, 1);
+  test('a missing schema_version is version 1; 1 and 2 are read', () => {
+    assert.equal(SCHEMA_VERSION, 2);
     const manifest = { name: 'm' };
     assert.equal(checkSchemaVersion(manifest), manifest);
     checkSchemaVersion({ schema_version: 1 });
+    checkSchemaVersion({ schema_version: 2 });
   });
 
   test('a newer version is refused, naming both versions', () => {
-    rejects(() => checkSchemaVersion({ schema_version: 2 }), 'schema-version',
-      /schema_version 2.*schema_version 1 at most/);
+    rejects(() => checkSchemaVersion({ schema_version: 3 }), 'schema-version',
+      /schema_version 3.*schema_version 2 at most/);
   });
 
   test('a version that is not a positive integer is refused', () => {
@@ -138,6 +141,50 @@ describe('variant choice', () => {
     assert.match(runtime.reason.detail, /cannot run this model \(No Op registered\)/);
     const [device] = planAttempts(manifest, ['webgpu'], { variant: 'int8' });
     assert.equal(device.variant.name, 'int8');
+  });
+});
+
+describe('sessions', () => {
+  const session = (name, variants, defaults) => ({
+    name, inputs: [{ name: `${name}_in`, type: 'float32', shape: [1] }], outputs: [],
+    variants: variants.map(variant), default_variant: defaults });
+  const pipeline = (extra = {}) => ({ schema_version: 2, name: 'whisper', runtime: { builds },
+    sessions: [session('encoder', ['fp32'], 'fp32'),
+               session('decoder', ['fp32', 'int8'], { wasm: 'int8', webgpu: 'fp32' })],
+    ...extra });
+
+  test('a version 1 manifest is one session named after the bundle, of its top-level keys', () => {
+    const old = bundle({ name: 'digits', inputs: [], outputs: [] });
+    const [only] = sessionsOf(old);
+    assert.deepEqual(Object.keys(only), ['name', 'inputs', 'outputs', 'variants',
+      'default_variant']);
+    assert.equal(only.name, 'digits');
+    assert.equal(only.variants, old.variants);
+    assert.equal(pickSession(old).name, 'digits');
+    assert.deepEqual(pickSession(old, 'digits'), pickSession(old));
+  });
+
+  test('a pipeline\'s sessions are picked by name; the first by default', () => {
+    const manifest = pipeline();
+    assert.deepEqual(sessionsOf(manifest).map((s) => s.name), ['encoder', 'decoder']);
+    assert.equal(pickSession(manifest).name, 'encoder');
+    assert.equal(pickSession(manifest, 'decoder').inputs[0].name, 'decoder_in');
+    assert.deepEqual(planAttempts(manifest, ['webgpu', 'wasm'], { session: 'decoder' })
+      .map((a) => a.variant.name), ['fp32', 'int8']);
+    assert.throws(() => planAttempts(manifest, ['wasm'], { session: 'joiner' }),
+      (error) => error.code === 'bad-option' &&
+        /unknown session 'joiner'; this bundle has: encoder, decoder/.test(error.message));
+    assert.throws(() => planAttempts(manifest, ['wasm'], { variant: 'int8' }),
+      (error) => error.code === 'bad-option' && /unknown variant 'int8'/.test(error.message));
+    rejects(() => checkOptions({ session: 1 }), 'bad-option', /session must be a session name/);
+  });
+
+  test('verification results are the primary session\'s', () => {
+    const failed = { results: { fp32: { wasm: { passed: false, max_abs_error: 1 } } } };
+    const manifest = pipeline({ verification: failed });
+    assert.equal(planAttempts(manifest, ['wasm'])[0].reason.code, 'verification-failed');
+    assert.equal(planAttempts(manifest, ['wasm'], { session: 'decoder', variant: 'fp32' })[0]
+      .variant.name, 'fp32');
   });
 });
 

@@ -7,15 +7,10 @@
 import { topClasses } from './classify.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
-// Only text bundles carry text/: the import is by a URL made at run time, which an app's bundler
-// (Vite, webpack) leaves alone, so the other bundles' builds do not look for the file.
-const TOKENIZER_MODULE = '../text/tokenizer.mjs';
-const GENERATE_MODULE = '../text/generate.mjs'; // only text-generation bundles carry it
-
-function importText(module) {
-  const url = new URL(/* webpackIgnore: true */ module, import.meta.url).href;
-  return import(/* webpackIgnore: true */ /* @vite-ignore */ url);
-}
+// Only text bundles carry text/, so its modules come through the model (bundle.files.mjs lists
+// those the bundle has): the other bundles' app builds never look for them.
+const TOKENIZER_MODULE = 'text/tokenizer.mjs';
+const GENERATE_MODULE = 'text/generate.mjs'; // only text-generation bundles carry it
 
 export async function readJson(model, task, name) {
   const path = task.files?.[name];
@@ -26,7 +21,7 @@ export async function readJson(model, task, name) {
 export function tokenizerOf(model, task) {
   if (!tokenizers.has(model)) {
     const made = (async () => {
-      const { loadTokenizer } = await importText(TOKENIZER_MODULE);
+      const { loadTokenizer } = await model._textModule(TOKENIZER_MODULE);
       const [json, config, special] = await Promise.all(['tokenizer.json',
         'tokenizer_config.json', 'special_tokens_map.json'].map((name) => readJson(model, task,
         name)));
@@ -111,16 +106,37 @@ export async function classify(model, task, texts, { topK } = {}) {
   return typeof texts === 'string' ? answers[0] : answers;
 }
 
-// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
-// only by such a bundle, which ships it).
-export async function generate(model, task, input, options) {
-  const [tokenizer, module, config, generationConfig, tokenizerConfig] = await Promise.all([
-    tokenizerOf(model, task), importText(GENERATE_MODULE),
+// What web/text/generate.mjs runs on: the model's steps with its cache kept by the session (on
+// WebGPU on the GPU; Model._step), and the bundle's config files.
+async function decoderOf(model, task) {
+  const [module, config, generationConfig, tokenizerConfig] = await Promise.all([
+    model._textModule(GENERATE_MODULE),
     ...['config.json', 'generation_config.json', 'tokenizer_config.json'].map(
       (name) => readJson(model, task, name)),
   ]);
-  return module.generate({
-    run: (feeds) => model.run(feeds), inputs: model.inputs, tokenizer,
-    files: { config, generationConfig, tokenizerConfig },
-  }, input, options);
+  const decoder = {
+    step: (feeds, keep) => model._step(feeds, keep), drop: (ids) => model._drop(ids),
+    inputs: model.inputs, files: { config, generationConfig, tokenizerConfig },
+  };
+  return { module, decoder };
+}
+
+// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
+// only by such a bundle, which ships it).
+export async function generate(model, task, input, options) {
+  const [tokenizer, { module, decoder }] = await Promise.all([
+    tokenizerOf(model, task), decoderOf(model, task)]);
+  return module.generate({ ...decoder, tokenizer }, input, options);
+}
+
+export async function warmUp(model, task) {
+  const [, { module, decoder }] = await Promise.all([
+    tokenizerOf(model, task), decoderOf(model, task)]);
+  await module.warmUp(decoder);
+}
+
+// Internal, for the build's check (web/dev/conformance.mjs): generate.mjs's teacherForced().
+export async function teacherForced(model, task, { ids, prompt, at }) {
+  const { module, decoder } = await decoderOf(model, task);
+  return module.teacherForced(decoder, ids, prompt, at);
 }

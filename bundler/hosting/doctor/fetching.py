@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from bundler.bundle.files import fetched_path
+from bundler.bundle.files import fetched_path, sessions_of
 from bundler.errors import ConfigError
 from bundler.site.runtime import BUILDS
 
@@ -91,7 +91,8 @@ def expected_files(manifest: dict[str, Any]) -> list[Expected]:
                                                      gzip_sibling=True))
         return found
     runtime = manifest["runtime"]
-    paths = ["index.html", "bundle.mjs", *(variant["file"] for variant in manifest["variants"])]
+    paths = ["index.html", "bundle.mjs", *(variant["file"] for session in sessions_of(manifest)
+                                           for variant in session["variants"])]
     for build in runtime["builds"].values():
         if "wasm" in build:  # {module, mjs, wasm}, hashed names
             paths += build.values()

@@ -25,6 +25,7 @@ class DoctorReport:
     host: str
     rows: list[list[str]]
     problems: list[Problem]
+    sessions: list[str] = dataclasses.field(default_factory=list)  # bundle.json's, by name
 
     @property
     def ok(self) -> bool:
@@ -46,7 +47,7 @@ class DoctorReport:
 
     def to_json(self) -> dict[str, Any]:
         columns = [column.lower().replace(" ", "_") for column in COLUMNS]
-        return {"url": self.url, "host": self.host, "ok": self.ok,
+        return {"url": self.url, "host": self.host, "ok": self.ok, "sessions": self.sessions,
                 "files": [dict(zip(columns, row, strict=True)) for row in self.rows],
                 "problems": [dataclasses.asdict(problem) for problem in self.problems]}
 
