@@ -25,11 +25,11 @@ from bundler.console import Reporter
 from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
-from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant

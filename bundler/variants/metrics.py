@@ -207,11 +207,12 @@ def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | Non
         raise QuantizeError(
             f"{candidate.name} has outputs {cand_names}, but {reference.name} has {names}"
         )
-    return compare_runs(names, ref_runs, cand_runs, candidate.name)
+    return compare_runs(names, ref_runs, cand_runs, candidate.name, decode)
 
 
 def compare_runs(names: list[str], ref_runs: list[list[np.ndarray]],
-                 cand_runs: list[list[np.ndarray]], candidate: str) -> Metrics:
+                 cand_runs: list[list[np.ndarray]], candidate: str,
+                 decode: Decode | None = None) -> Metrics:
     """The Metrics of `measure` from the outputs `names` of each run (one run per sample)."""
     feeds = ref_runs
     max_abs, mean_rel, cosine = 0.0, 0.0, 1.0
