@@ -12,8 +12,10 @@ import onnx
 import onnxruntime
 import pytest
 
+from bundler.bundle.manifest import load
 from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
+from bundler.hosting.publish import assembled
 from tests import models
 from tests.hostsim import TEST_PAGE, Host, hosting
 from tests.test_hosting_browser import LIMIT, LOAD, _check_progress, _heavy, _matches_native
@@ -53,6 +55,10 @@ def test_split_data_file_loads_on_a_static_host_with_progress_and_the_cache(
     entries = {entry["path"]: entry for entry in manifest["files"]}
     graph, [data] = entries[variant["file"]], [entries[path] for path in variant["data"]]
     assert len(data["parts"]) == 2  # 5 MB of weights past the 4 MiB limit
+    # bundle test and bench run the shipped files natively: the graph and its data put together
+    with assembled(root, load(root), variant["file"]) as shipped:
+        native = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(native, expected)
     host = Host(root, isolation=False)
     with hosting(host) as url:
         context = plain_browser.new_context()
