@@ -232,7 +232,7 @@ def make_variants(
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter)
-    info = signature(read_model(optimized))
+    info = signature(read_model(optimized, load_weights=False))  # the graph is all it needs
     plan = options.plan
     user = user or UserInputs()
     samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
