@@ -93,7 +93,7 @@ export interface Variant {
   name: string; kind?: string; file: string; bytes: number; sha256: string; ratio?: number;
   accuracy?: VariantAccuracy | null; settings?: VariantSettings; notes?: string[];
   reference?: VariantReference | null;
-  /** The external data files `file` keeps its weights in (each an entry of `files`); absent when
+  /** The external data files `file` keeps its weights in (each an entry of `files`), absent when
    * the weights are inline. bundle.mjs passes each to onnxruntime-web as `externalData`. */
   data?: string[];
 }
@@ -303,7 +303,7 @@ export const SCHEMA_VERSION: number;
 export interface ProgressEvent { stage: 'manifest' | 'runtime' | 'model' | 'session';
                                  loaded: number; total: number;
                                  /** Stage 'model': the file (the graph, or one of its external
-                                  * data files) whose bytes moved; loaded/total are then summed
+                                  * data files) whose bytes moved, loaded/total being summed
                                   * over all of them. */
                                  file?: { path: string; loaded: number; total: number }; }
 
