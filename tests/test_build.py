@@ -11,11 +11,13 @@ from pathlib import Path
 import onnx
 import pytest
 
+from bundler.bundle.manifest import load
 from bundler.bundle.modelio import native_load_error
 from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.errors import ConfigError
 from bundler.resources import example_model
+from bundler.verify.conformance import integrity_problems
 from tests import models
 from tests.conftest import ROOT
 
@@ -108,6 +110,15 @@ def test_external_data_stays_external_in_the_shipped_model(build_bundle, tmp_pat
     assert variant["bytes"] == sum(sizes) and sizes[1] > 2048  # the weights are in the data
     # native onnxruntime opens the shipped graph with its data as it is in the bundle
     assert native_load_error(directory / variant["file"]) is None
+    # bundle test notices a data file changed after the build
+    loaded = load(directory)
+    graph = {variant["file"]: directory / variant["file"]}
+    assert integrity_problems(loaded, graph) == []
+    with (directory / variant["data"][0]).open("r+b") as stream:
+        stream.write(b"\x00\x01\x02\x03")
+    assert integrity_problems(loaded, graph) == [
+        f"variant fp32: {variant['data'][0]} does not match the sha256 in bundle.json (the file"
+        " was changed after the build)"]
 
 
 def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):
