@@ -105,8 +105,11 @@ def test_external_data_stays_external_in_the_shipped_model(build_bundle, tmp_pat
     assert sorted(locations) == sorted(path.split("/")[-1] for path in variant["data"])
     assert shipped_names(directory / "models") == ["fp32.data", "fp32.onnx"]
     listed = {entry["path"]: entry for entry in manifest["files"]}
-    sizes = [(directory / path).stat().st_size for path in [variant["file"], *variant["data"]]]
+    shipped = [directory / path for path in [variant["file"], *variant["data"]]]
+    sizes = [path.stat().st_size for path in shipped]
     assert all(path in listed for path in variant["data"])
+    # readable by the web server, as every other file
+    assert {path.stat().st_mode & 0o777 for path in shipped} == {0o644}
     assert variant["bytes"] == sum(sizes) and sizes[1] > 2048  # the weights are in the data
     # native onnxruntime opens the shipped graph with its data as it is in the bundle
     assert native_load_error(directory / variant["file"]) is None

@@ -61,4 +61,6 @@ def ship_external(src: Path, dst: Path) -> list[Path]:
         data.append(target)
     _set_locations(model, renamed)
     onnx.save_model(model, dst)  # the graph alone: its tensors point at the data files
+    for file in data:  # onnx creates data files private (0600): a web server must read them
+        file.chmod(dst.stat().st_mode & 0o777)
     return data
