@@ -77,5 +77,6 @@ def test_split_data_file_loads_on_a_static_host_with_progress_and_the_cache(
         second = page.evaluate(LOAD, {"options": {}})
         _matches_native(second, expected)
         assert _heavy(host.sent) == {}, host.sent  # the graph and its data from Cache Storage
+        _matches_native(page.evaluate(LOAD, {"options": {"worker": True}}), expected)
         context.close()
 
