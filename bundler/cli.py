@@ -117,6 +117,12 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
 @click.option("--text-file", "texts", multiple=True, type=click.Path(path_type=Path),
               help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
                    " strings, or one text a line; repeat; default: built-in sentences).")
+@click.option("--prompt", "prompts", multiple=True,
+              help="A text-generation bundle: continue this prompt (repeat; default: the"
+                   " built-in check prompts).")
+@click.option("--steps", type=click.IntRange(1, 4096), default=None,
+              help="A text-generation bundle: tokens compared per prompt (greedy ids, and"
+                   " teacher-forced logits within tolerance; default 32).")
 @click.option("--validation", type=click.Path(path_type=Path), default=None,
               help=".npz of real inputs (one array per input), or for a text bundle a .txt or"
                    " .jsonl of texts (one a line): report the shipped variant's agreement with"
@@ -127,7 +133,8 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
 def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str, ...],
          report: Path | None, fallback: bool, sample: str | None,
          inputs: tuple[str, ...], images: tuple[Path, ...], sounds: tuple[Path, ...],
-         texts: tuple[Path, ...], validation: Path | None, original: Path | None) -> None:
+         texts: tuple[Path, ...], prompts: tuple[str, ...], steps: int | None,
+         validation: Path | None, original: Path | None) -> None:
     """Prove in headless Chromium that DIRECTORY's model computes what native onnxruntime does."""
     from bundler.bundle.options import flag_of, validate
     from bundler.commands.test import check
@@ -139,7 +146,8 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
     check(directory, execution_providers=given.get("execution_providers", EXECUTION_PROVIDERS),
           dims=given.get("dims"), report=report, check_fallback=fallback, reporter=_reporter(),
           sample=given.get("sample"), inputs=given.get("inputs"),
-          task_files=(*images, *sounds, *texts), validation=validation, original=original)
+          task_files=(*images, *sounds, *texts), prompts=prompts, steps=steps,
+          validation=validation, original=original)
 
 
 @main.command()

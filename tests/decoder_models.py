@@ -36,14 +36,14 @@ def _export(model: Any, directory: Path) -> Export:
     return Export(folder, model.eval())
 
 
-def _gpt2(vocab: int = VOCAB, eos: int = VOCAB - 1) -> Any:
-    """GPT-2, 2 layers x 64, 4 heads. Weights 10x transformers' init spread, so that logits are
-    far apart and greedy choices are not decided by float noise."""
+def _gpt2(vocab: int = VOCAB, eos: int = VOCAB - 1, positions: int = 128) -> Any:
+    """GPT-2, 2 layers x 64, 4 heads, `positions` long at most. Weights 10x transformers' init
+    spread, so that logits are far apart and greedy choices are not decided by float noise."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=vocab, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+    config = GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=64, n_layer=2, n_head=4,
                         initializer_range=0.2, eos_token_id=eos, bos_token_id=eos)
     return GPT2LMHeadModel(config)
 
@@ -58,10 +58,11 @@ def gpt2_merged(directory: Path) -> Export:
     return _merge(_export(_gpt2(), directory), directory)
 
 
-def _merge(export: Export, directory: Path) -> Export:
+def _no_past(export: Export, directory: Path) -> Path:
+    """The same model exported without past inputs (present outputs only): optimum's
+    decoder_model.onnx, in directory/first."""
     from optimum.exporters.onnx import main_export
     from optimum.exporters.onnx.model_configs import GPT2OnnxConfig
-    from optimum.onnx.graph_transformations import merge_decoders
 
     saved, first = directory / "saved", directory / "first"
     export.model.save_pretrained(saved)
@@ -70,9 +71,26 @@ def _merge(export: Export, directory: Path) -> Export:
     main_export(str(saved), first, task="text-generation-with-past", opset=OPSET,
                 custom_onnx_configs={"model": no_past}, local_files_only=True,
                 do_validation=False)
-    merge_decoders(first / "model.onnx", export.onnx, save_path=export.onnx)
     shutil.rmtree(saved)
-    shutil.rmtree(first)
+    return first / "model.onnx"
+
+
+def _merge(export: Export, directory: Path) -> Export:
+    from optimum.onnx.graph_transformations import merge_decoders
+
+    first = _no_past(export, directory)
+    merge_decoders(first, export.onnx, save_path=export.onnx)
+    shutil.rmtree(first.parent)
+    return export
+
+
+def _two_files(export: Export, directory: Path) -> Export:
+    """The folder as optimum leaves it unmerged: decoder_model.onnx (no past) and
+    decoder_with_past_model.onnx, no model.onnx."""
+    first = _no_past(export, directory)
+    shutil.move(first, export.folder / "decoder_model.onnx")
+    shutil.rmtree(first.parent)
+    export.onnx.rename(export.folder / "decoder_with_past_model.onnx")
     return export
 
 
@@ -99,11 +117,13 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2") -> Export:
+def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2",
+                positions: int = 128, two_files: bool = False) -> Export:
     """An export folder as users have it: the GPT-2 (or `family` "llama": the Llama) above at the
     vocabulary of a GPT-2-style byte-level tokenizer trained here (tests/text_tokenizers.py), its
     files beside model.onnx, a chat template in tokenizer_config.json; `merged`: as one merged
-    decoder (GPT-2)."""
+    decoder (GPT-2); `two_files`: as decoder_model.onnx + decoder_with_past_model.onnx (GPT-2);
+    `positions`: the GPT-2's maximum length."""
     import json
 
     from tests import text_tokenizers
@@ -113,10 +133,12 @@ def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2") -> 
     size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab["added_tokens"]
                                                if t["id"] >= len(vocab["model"]["vocab"]))
     eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
-    model = _llama(size, [eos]) if family == "llama" else _gpt2(size, eos)
+    model = _llama(size, [eos]) if family == "llama" else _gpt2(size, eos, positions)
     export = _export(model, directory)
     if merged:
         export = _merge(export, directory)
+    elif two_files:
+        export = _two_files(export, directory)
     config = json.loads((tokens / "tokenizer_config.json").read_text(encoding="utf-8"))
     config["chat_template"] = CHAT_TEMPLATE
     (tokens / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")

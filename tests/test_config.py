@@ -99,3 +99,20 @@ def test_options_made_in_python_are_checked_like_flags(tmp_path):
 
 def test_dims_by_name_and_by_input_axis():
     assert parse_dims(["batch=2", "image:3=224"]) == {"batch": 2, "image:3": 224}
+
+
+def test_int4_settings_merge_key_by_key_and_are_checked(tmp_path):
+    config = tmp_path / "bundle.toml"
+    config.write_text("[int4]\nblock_size = 64\naccuracy_level = 4\n", encoding="utf-8")
+    options = load_options(config, {"int4": ("symmetric=false", "lm_head=false")})
+    assert (options.int4.block_size, options.int4.accuracy_level) == (64, 4)
+    assert (options.int4.symmetric, options.int4.lm_head, options.int4.embeddings) == (
+        False, False, False)
+    assert merge({}, {}).int4 == BuildOptions().int4  # the defaults: block 32, symmetric
+    for flag, message in (("block_size=20", "--int4: int4 block_size: expected one of 16"),
+                          ("accuracy_level=5", "int4 accuracy_level: expected one of 0"),
+                          ("symmetric=maybe", "int4 symmetric: expected true or false"),
+                          ("format=gguf", "int4 format: expected one of nbits, qdq"),
+                          ("bits=8", "unknown int4 setting 'bits'"), ("64", "KEY=VALUE")):
+        with pytest.raises(ConfigError, match=message):
+            merge({}, {"int4": (flag,)})

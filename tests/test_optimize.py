@@ -41,6 +41,7 @@ def test_optimize_keeps_symbolic_dims_and_outputs(tmp_path: Path) -> None:
         "fix-dims": "skipped",
         "onnxslim": "ok",
         "onnxruntime-basic": "ok",
+        "tied-weights": "skipped",
         "validate": "ok",
     }
     assert input_dims(dst) == [["batch", "seq", 128]]

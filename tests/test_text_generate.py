@@ -108,3 +108,31 @@ def test_a_config_that_contradicts_the_model_is_refused(export: decoder_models.E
     with pytest.raises(ModelError, match="config.json gives 8 KV heads"):
         cache_layout(session, {**read_config(export.folder), "num_key_value_heads": 8,
                                "n_head": 8})
+
+
+def test_a_long_prompt_loses_its_first_ids() -> None:
+    from bundler.text.generate import fit_prompt
+
+    ids = list(range(100))
+    assert fit_prompt(ids, {"n_positions": 128}, 28) == (ids, 0)
+    assert fit_prompt(ids, {"n_positions": 128}, 32) == (ids[4:], 4)
+    assert fit_prompt(ids, {"max_position_embeddings": 64, "n_positions": 1}, 4) == (ids[40:], 40)
+    assert fit_prompt(ids, {}, 1000) == (ids, 0)  # no limit stated: nothing cut
+    with pytest.raises(ModelError, match="leave no room for a prompt in the model's 64"):
+        fit_prompt(ids, {"max_position_embeddings": 64}, 64)
+
+
+def test_a_cut_prompt_generates_as_transformers_does_on_its_end(export) -> None:
+    from bundler.text.generate import fit_prompt
+
+    config = read_config(export.folder)
+    long = [(7 * i) % 300 + 3 for i in range(126)]
+    ids, dropped = fit_prompt(long, config, 8)
+    assert dropped == 6 and len(ids) + 8 == 128
+    eos = eos_ids(config, read_config(export.folder, "generation_config.json"))
+    ours = generate(_decoder(export), ids, 8, eos=eos).ids
+    with torch.no_grad():
+        theirs = export.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=8,
+                                       min_new_tokens=0, pad_token_id=0,
+                                       attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+    assert ours == theirs[0, len(ids):].tolist()

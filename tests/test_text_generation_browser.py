@@ -28,11 +28,13 @@ SAMPLING = {"temperature": 0.9, "topK": 40, "topP": 0.95, "repetitionPenalty": 1
 
 
 def _build(root: Path, runtime_dist: Path, merged: bool, *flags: str,
-           family: str = "gpt2") -> dict[str, Path]:
-    folder = decoder_models.gpt2_folder(root / "model", merged, family).folder
+           family: str = "gpt2", two_files: bool = False, variants: str = "fp32"
+           ) -> dict[str, Path]:
+    folder = decoder_models.gpt2_folder(root / "model", merged, family,
+                                        two_files=two_files).folder
     output = root / "bundle"
     result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
-                     "--variants", "fp32", *flags)
+                     "--variants", variants, *flags)
     assert result.returncode == 0, result.stderr
     return {"bundle": output, "folder": folder}
 
@@ -51,16 +53,39 @@ def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict
 
 
 @pytest.fixture(scope="module")
+def int4(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 with its int4 variant (MatMulNBits) the default beside fp32, checked on both EPs
+    (each variant against its own native run)."""
+    return _build(tmp_path_factory.mktemp("int4"), runtime_dist, False, "--quantize", "int4")
+
+
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
     """A Llama with grouped-query attention (2 KV heads for 4), WASM only."""
     return _build(tmp_path_factory.mktemp("llama"), runtime_dist, False, "--ep", "wasm",
                   family="llama")
 
 
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 as optimum leaves it unmerged (decoder_model.onnx, decoder_with_past_model.onnx),
+    WASM only."""
+    return _build(tmp_path_factory.mktemp("two-files"), runtime_dist, False, "--ep", "wasm",
+                  two_files=True)
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2 with an int8 variant beside fp32, WASM only: the check runs each variant
+    against its own native run (tokens and teacher-forced logits)."""
+    return _build(tmp_path_factory.mktemp("int8"), runtime_dist, False, "--ep", "wasm",
+                  variants="fp32,int8")
+
+
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
-            sampling: SamplingOptions | None = None) -> list[list[int]]:
+            sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
-    session = cpu_session(built["bundle"] / manifest.session().variant("fp32").file)
+    session = cpu_session(built["bundle"] / manifest.session().variant(variant).file)
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -75,7 +100,7 @@ GENERATE = """async ({ url, options, prompts, settings }) => {
     runs.push({ ...run, pieces });
   }
   await model.release();
-  return { ep: model.ep, runs };
+  return { ep: model.ep, variant: model.variant, runs };
 }"""
 
 
@@ -86,7 +111,8 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
         "options": options or {"executionProviders": ["wasm"]}})
 
 
-@pytest.mark.parametrize("name", ["built", "merged", "llama"])
+@pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized",
+                                  "int4"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
@@ -102,19 +128,25 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["wasm"]},
     {"executionProviders": ["wasm"], "worker": True},
     {"executionProviders": ["webgpu"]},
+    {"executionProviders": ["webgpu"], "worker": True},
     {"executionProviders": ["wasm"], "fixture": "merged"},
     {"executionProviders": ["wasm"], "fixture": "llama"},
-], ids=["wasm", "worker", "webgpu", "merged-decoder", "llama-gqa"])
+    {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4"},
+    {"executionProviders": ["webgpu"], "fixture": "int4", "variant": "int4"},
+], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
+        "int4-webgpu"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
+    """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))
     browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
         "executionProviders"] else "plain_browser")
-    native = _native(built, PROMPTS)
+    native = _native(built, PROMPTS, variant=options.get("variant", "fp32"))
     assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
     tokenizer = TextTokenizer.from_folder(built["folder"])
     with open_bundle(browser, built["bundle"]) as page:
         got = _generate(page, PROMPTS, options, maxNewTokens=32)
     assert got["ep"] == options["executionProviders"][0]
+    assert got["variant"] == options.get("variant", "fp32")
     for run, want, prompt in zip(got["runs"], native, PROMPTS, strict=True):
         assert run["tokenIds"] == want
         assert run["promptIds"] == tokenizer.encode([prompt]).input_ids[0].tolist()
@@ -218,3 +250,106 @@ def test_bundle_test_catches_a_drifted_loop(built, tmp_path):
         compressed.unlink()
     result = run_cli("test", drifted, *args)
     assert result.returncode != 0 and "part from native's at step" in result.stdout + result.stderr
+
+
+def test_bundle_test_takes_prompts_and_steps_and_compares_the_logits(built, tmp_path):
+    args = ("--ep", "wasm", "--no-fallback", "--prompt", PROMPTS[1], "--prompt", "Hello",
+            "--steps", "12")
+    report = tmp_path / "report.json"
+    result = run_cli("test", built["bundle"], *args, "--report", report)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = json.loads(report.read_text(encoding="utf-8"))["task"]
+    assert [(e["file"], e["native_count"], e["passed"]) for e in entries] == [
+        ("--prompt", 2, True)]
+    # logits off by 1% with the tokens unchanged: the teacher-forced comparison catches it
+    drifted = tmp_path / "drifted"
+    shutil.copytree(built["bundle"], drifted)
+    module = drifted / "text" / "generate.mjs"
+    source = module.read_text(encoding="utf-8")
+    wrong = source.replace("logits.data[last + id])", "logits.data[last + id] * 1.01)")
+    assert wrong != source
+    module.write_text(wrong, encoding="utf-8")
+    for compressed in (drifted / "text").glob("generate.mjs.*"):
+        compressed.unlink()
+    result = run_cli("test", drifted, *args)
+    assert result.returncode != 0
+    assert "teacher-forced logits differ at step" in result.stdout + result.stderr
+
+
+def test_prompt_and_steps_need_a_generation_bundle(build_bundle):
+    import bundler.example
+
+    bundle, _ = build_bundle(Path(bundler.example.__file__).parent / "digits.onnx")
+    result = run_cli("test", bundle, "--prompt", "Hi")
+    assert result.returncode != 0
+    assert "not a text-generation bundle; --prompt and --steps need one" in result.stderr
+
+
+def _two_file_greedy(folder: Path, ids: list[int], steps: int) -> list[int]:
+    """Greedy ids as the unmerged export runs: decoder_model.onnx on the prompt, then
+    decoder_with_past_model.onnx on each new id with the cache (no EOS stop)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    def session(name: str) -> Any:
+        return ort.InferenceSession(str(folder / name), providers=["CPUExecutionProvider"])
+
+    first, later = session("decoder_model.onnx"), session("decoder_with_past_model.onnx")
+    outputs = [o.name for o in first.get_outputs()]
+    new: list[int] = []
+    feed = {"input_ids": np.array([ids], np.int64)}
+    model, past = first, {}
+    while len(new) < steps:
+        length = len(ids) + len(new)
+        count = feed["input_ids"].shape[1]
+        feed.update(attention_mask=np.ones((1, length), np.int64),
+                    position_ids=np.arange(length - count, length, dtype=np.int64)[None], **past)
+        names = {i.name for i in model.get_inputs()}
+        values = dict(zip(outputs, model.run(outputs, {k: v for k, v in feed.items()
+                                                       if k in names}), strict=True))
+        new.append(int(np.argmax(values["logits"][0, -1])))
+        past = {name.replace("present", "past_key_values"): value
+                for name, value in values.items() if name.startswith("present.")}
+        feed, model = {"input_ids": np.array([[new[-1]]], np.int64)}, later
+    return new
+
+
+def test_a_two_file_export_ships_one_merged_decoder(two_files, plain_browser, open_bundle):
+    import onnx
+
+    bundle = json.loads((two_files["bundle"] / "bundle.json").read_text(encoding="utf-8"))
+    assert len(bundle["sessions"][0]["variants"]) == 1
+    names = [i["name"] for i in bundle["sessions"][0]["inputs"]]
+    assert "use_cache_branch" in names  # one merged decoder: one set of weights
+    tokenizer = TextTokenizer.from_folder(two_files["folder"])
+    want = [_two_file_greedy(two_files["folder"], tokenizer.encode([p]).input_ids[0].tolist(), 32)
+            for p in PROMPTS]
+    with open_bundle(plain_browser, two_files["bundle"]) as page:
+        got = _generate(page, PROMPTS, maxNewTokens=32)
+    eos = json.loads((two_files["folder"] / "config.json").read_text())["eos_token_id"]
+    for run, ids in zip(got["runs"], want, strict=True):
+        cut = ids[:ids.index(eos) + 1] if eos in ids else ids
+        assert run["tokenIds"] == cut
+    sizes = [onnx.load(two_files["folder"] / name, load_external_data=False).ByteSize()
+             for name in ("decoder_model.onnx", "decoder_with_past_model.onnx")]
+    assert bundle["sessions"][0]["variants"][0]["bytes"] < 0.75 * sum(sizes)  # weights once
+
+
+def test_a_long_prompt_is_cut_from_the_left_as_in_python(built, plain_browser, open_bundle):
+    from bundler.text.generate import fit_prompt, read_config
+
+    tokenizer = TextTokenizer.from_folder(built["folder"])
+    prompt = " ".join(f"word{i}" for i in range(150))  # past the GPT-2's 128 positions
+    ids = tokenizer.encode([prompt]).input_ids[0].tolist()
+    kept, dropped = fit_prompt(ids, read_config(built["folder"]), 8)
+    assert dropped > 0 and len(kept) == 120
+    native = _native(built, [prompt], 8)[0]
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = _generate(page, [prompt], maxNewTokens=8)["runs"][0]
+    assert got["promptIds"] == kept and got["truncatedTokens"] == dropped
+    assert got["tokenIds"] == native
+    result = run_cli("run", built["bundle"], "--text", prompt, "--json")  # 32 tokens
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["truncated"] == [fit_prompt(ids, read_config(built["folder"]), 32)[1]]
+    assert answer["tokens"] == _native(built, [prompt])

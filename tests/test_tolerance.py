@@ -27,6 +27,9 @@ def test_only_fp32_is_not_quantized() -> None:
     ("ort-edge", "int8-static", "cpu", Tolerance(atol=1e-4, rtol=1e-4)),
     ("task-scores", "fp32", "webgpu", Tolerance(atol=1e-3)),
     ("task-scores", "int4", "wasm", Tolerance(atol=2e-2)),
+    ("generation-logits", "fp32", "cpu", Tolerance(range_fraction=1e-4)),  # WASM: CPU kernels
+    ("generation-logits", "fp32", "webgpu", Tolerance(range_fraction=1e-3)),
+    ("generation-logits", "int8", "cpu", Tolerance(range_fraction=1e-2)),
 ])
 def test_native_comparisons(comparison, kind, ep, bound) -> None:
     assert tolerance_for(comparison, kind, ep) == bound

@@ -184,3 +184,17 @@ def test_accuracy_is_measured_at_the_dims_the_model_is_used_at(tmp_path, runtime
     assert workloads["data"]["dims_source"] == "sample"
     assert rows["data"]["inputs (dims from)"] == "image 1x3x20x24 (sample)"
     assert guesses["dim"] == guesses["data"] == []
+
+
+def test_int8_quantizes_inside_a_merged_decoders_branches(build_bundle, tmp_path):
+    from tests import decoder_models
+
+    export = decoder_models.gpt2_merged(tmp_path / "merged")
+    directory, manifest = build_bundle(export.onnx, variants=("int8",))
+    model = onnx.load(str(directory / manifest["sessions"][0]["variants"][0]["file"]))
+    (branch_node,) = [n for n in model.graph.node if n.op_type == "If"]
+    for branch in branch_node.attribute:
+        assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in branch.g.node}
+    # the export stores the tied embedding twice; shipped once, it stays float32 (shared by the
+    # LM head through a Transpose, bundler/model/tied.py): the rest is int8
+    assert manifest["sessions"][0]["variants"][0]["bytes"] < 0.6 * export.onnx.stat().st_size

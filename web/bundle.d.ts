@@ -322,6 +322,9 @@ export interface LoadOptions<VariantName extends string = string,
   /** Run the session in a dedicated module worker (on WebGPU or WASM); run() then transfers the
    *  input buffers to it, so they are detached afterwards. */
   worker?: boolean;
+  /** Run the model once at load (default: true for a text-generation bundle, else false), so the
+   *  first generate() does not compile the shaders; loadMs includes it. */
+  warmUp?: boolean;
 }
 
 export interface BundleModel<Inputs, Outputs> {
@@ -381,7 +384,11 @@ export interface GenerateOptions {
 export interface Generation {
   text: string;
   tokenIds: number[];
+  /** The prompt's ids as fed: a prompt longer than the model's positions less maxNewTokens
+   *  loses its first ids. */
   promptIds: number[];
+  /** How many of the prompt's first ids were dropped to fit (0 when it fitted). */
+  truncatedTokens: number;
   timings: { firstTokenMs: number | null; prefillTokensPerS: number | null;
              decodeTokensPerS: number | null };
 }

@@ -39,6 +39,12 @@ function importTaskApi(manifest) {
   return imported;
 }
 
+// A text-generation bundle's KV cache (present.*): on WebGPU it stays on the GPU between steps.
+function deviceOutputs(manifest) {
+  if (manifest.task?.kind !== 'text-generation') return [];
+  return manifest.outputs.map((spec) => spec.name).filter((name) => name.startsWith('present.'));
+}
+
 function folderUrl(baseUrl) {
   const base = new URL(baseUrl, globalThis.location?.href ?? MODULE_URL);
   if (!base.pathname.endsWith('/')) base.pathname += '/';
@@ -168,12 +174,18 @@ class WorkerSession {
 
   // Input buffers are transferred to the worker (detached here afterwards) and outputs come back
   // the same way: nothing is copied.
-  run(tensors) {
+  run(tensors, { keep = [] } = {}) {
     const plain = {};
     for (const [name, tensor] of Object.entries(tensors)) {
-      plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+      plain[name] = tensor.kept === undefined
+        ? { type: tensor.type, dims: [...tensor.dims], data: tensor.data }
+        : tensor; // a handle of an output the worker kept
     }
-    return this._call('run', { feeds: plain }, { transfer: transferables(plain) });
+    return this._call('run', { feeds: plain, keep }, { transfer: transferables(plain) });
+  }
+
+  drop(ids) {
+    return this._call('drop', { ids });
   }
 
   // A task's image, read and run in the worker (see tasks/index.mjs).
@@ -234,6 +246,25 @@ class Model {
     await session?.release();
   }
 
+  // Internal, for text generation (web/text/generate.mjs): run() where `feeds` may hold handles
+  // of kept outputs ({ kept }) and the outputs named in `keep` stay with the session (on WebGPU,
+  // on the GPU) as such handles, until _drop() disposes them. Not part of the API.
+  async _step(feeds, keep) {
+    if (!this._session) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    const kept = Object.keys(feeds).filter((name) => feeds[name]?.kept !== undefined);
+    const plain = Object.fromEntries(Object.entries(feeds).filter(([n]) => !kept.includes(n)));
+    const tensors = makeFeeds(PlainTensor, this.inputs.filter((s) => !kept.includes(s.name)),
+      plain);
+    for (const name of kept) tensors[name] = feeds[name];
+    return this._session.run(tensors, { keep });
+  }
+
+  async _drop(ids) {
+    if (ids.length) await this._session?.drop(ids);
+  }
+
   _runImage(source, task, transfer) {
     if (!this._session) {
       throw new BundleError('released', 'this model was released; load() it again');
@@ -291,6 +322,10 @@ class Model {
 export async function load(options = {}) {
   const started = performance.now();
   const eps = checkOptions(options);
+  if (options.warmUp !== undefined && typeof options.warmUp !== 'boolean') {
+    throw new BundleError('bad-option', `warmUp must be true or false, got ${
+      JSON.stringify(options.warmUp)}`);
+  }
   const base = options.baseUrl === undefined ? null : folderUrl(options.baseUrl);
   const onProgress = options.onProgress;
   onProgress?.({ stage: 'manifest', loaded: 0, total: 1 });
@@ -299,6 +334,7 @@ export async function load(options = {}) {
 
   const spec = pickSession(manifest, options.session); // an unknown name fails here
   const taskApi = importTaskApi(manifest);
+  const warmUp = options.warmUp ?? manifest.task?.kind === 'text-generation';
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
   const worker = options.worker ? new WorkerSession() : null;
@@ -321,6 +357,7 @@ export async function load(options = {}) {
         cache: options.cache !== false,
         // Internal, for onnx-bundler's harness (web/dev/profile.mjs): not part of the API.
         sessionOptions: options.__sessionOptions,
+        deviceOutputs: deviceOutputs(manifest),
       };
       let session;
       try {
@@ -337,10 +374,13 @@ export async function load(options = {}) {
         else throw error;
         continue;
       }
-      return new Model({
+      const model = new Model({
         session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
-        opened: session.opened, taskApi: await taskApi, base, loadMs: performance.now() - started,
+        opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
       });
+      if (warmUp) await model._taskApi.warmUp(model, manifest.task);
+      model.loadMs = performance.now() - started; // the warm-up is part of the load
+      return model;
     }
   } catch (error) {
     worker?.terminate();

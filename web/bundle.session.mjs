@@ -78,19 +78,33 @@ export async function fetchJson(url) {
 // A session of one model on one EP. run() takes tensors as plain { type, dims, data } (or an
 // ort.Tensor) and gives plain { type, dims, data } with typed-array data. Calls go through the
 // runtime module's queue (see serialised in bundle.core.mjs).
+//
+// Kept outputs (text generation's KV cache): run(feeds, { keep }) holds the outputs named in
+// `keep` here, as ort tensors (on WebGPU in GPU buffers: the session was created with
+// preferredOutputLocation 'gpu-buffer' for them), and answers a handle { type, dims, kept: id }
+// for each; a later run takes such a handle as a feed, so the tensor goes back in where it lies,
+// never through JavaScript arrays (nor through the worker's messages). drop(ids) disposes them:
+// a GPU buffer is given back to onnxruntime's pool then, not when the garbage collector runs.
 class Session {
   constructor(ort, session, profiling) {
     this._ort = ort;
     this._session = session;
     this._profiling = profiling;
+    this._kept = new Map(); // id -> ort.Tensor
+    this._nextKept = 0;
     this.opened = { threads: ort.env.wasm.numThreads,
                     crossOriginIsolated: globalThis.crossOriginIsolated === true };
   }
 
-  run(feeds) {
+  run(feeds, { keep = [] } = {}) {
     const { Tensor } = this._ort;
     const tensors = {};
     for (const [name, value] of Object.entries(feeds)) {
+      if (value?.kept !== undefined) {
+        tensors[name] = this._kept.get(value.kept);
+        if (!tensors[name]) throw new Error(`input '${name}': its kept tensor was dropped`);
+        continue;
+      }
       tensors[name] = value instanceof Tensor
         ? value
         : new Tensor(value.type, value.data, value.dims);
@@ -100,21 +114,45 @@ class Session {
       const outputs = await session.run(tensors);
       const plain = {};
       for (const [name, tensor] of Object.entries(outputs)) {
-        plain[name] = { type: tensor.type, dims: [...tensor.dims], data: tensor.data };
+        if (keep.includes(name)) {
+          const id = this._nextKept++;
+          this._kept.set(id, tensor);
+          plain[name] = { type: tensor.type, dims: [...tensor.dims], kept: id };
+        } else {
+          // an output left on the GPU (the cache, run() without keep) is read back here
+          const onCpu = tensor.location === 'cpu' || tensor.location === 'cpu-pinned';
+          const data = onCpu ? tensor.data : await tensor.getData(true);
+          plain[name] = { type: tensor.type, dims: [...tensor.dims], data };
+        }
       }
       return plain;
     });
+  }
+
+  drop(ids) {
+    for (const id of ids) {
+      this._kept.get(id)?.dispose();
+      this._kept.delete(id);
+    }
   }
 
   async release() {
     const session = this._session;
     this._session = null;
     if (!session) return;
+    this.drop([...this._kept.keys()]);
     await serialised(this._ort, async () => {
       if (this._profiling) session.endProfiling(); // onnxruntime-web logs the trace
       await session.release();
     });
   }
+}
+
+// WASM's outputs are in its own memory and copied out whatever the option says: only WebGPU's
+// can stay where they were computed.
+function onDevice(ep, names) {
+  if (ep !== 'webgpu' || names.length === 0) return {};
+  return { preferredOutputLocation: Object.fromEntries(names.map((name) => [name, 'gpu-buffer'])) };
 }
 
 function atStage(stage, error) {
@@ -127,9 +165,10 @@ function atStage(stage, error) {
 // tries.
 // sessionOptions: internal, for onnx-bundler's own harness (web/dev/, tests/js/ops_page.mjs):
 // more InferenceSession options (enableProfiling: release() then ends the profile first; a
-// graphOptimizationLevel; `extra`). Not part of the API.
+// graphOptimizationLevel; `extra`). Not part of the API. deviceOutputs: the outputs that stay on
+// the device on WebGPU (run()'s `keep`; text generation's present.*).
 export async function openSession({ runtime, model, data = [], ep, numThreads, cache, onProgress,
-                                    models, sessionOptions = {} }) {
+                                    models, sessionOptions = {}, deviceOutputs = [] }) {
   // The model is fetched while the runtime is fetched and compiled, not after it; its graph and
   // data files all at once, with one progress over their bytes.
   const path = model.entry.path;
@@ -153,8 +192,8 @@ export async function openSession({ runtime, model, data = [], ep, numThreads, c
   try {
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
     const session = await serialised(ort, () => ort.InferenceSession.create(bytes, {
-      graphOptimizationLevel: 'all', ...sessionOptions, executionProviders: [ep],
-      ...(externalData.length ? { externalData } : {}) }));
+      graphOptimizationLevel: 'all', ...sessionOptions, ...onDevice(ep, deviceOutputs),
+      executionProviders: [ep], ...(externalData.length ? { externalData } : {}) }));
     await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session, sessionOptions.enableProfiling === true);

@@ -1,7 +1,9 @@
 // bundle.worker.mjs: the dedicated module worker behind load({ worker: true }). It holds one
 // session (on WebGPU too: a worker has navigator.gpu) and answers bundle.mjs's messages:
 //   { id, type: 'open', options }  -> { id, result: null } (progress as { id, progress })
-//   { id, type: 'run', feeds }     -> { id, result: outputs } (output buffers transferred)
+//   { id, type: 'run', feeds, keep } -> { id, result: outputs } (output buffers transferred;
+//                                     the outputs named in keep stay here, as handles)
+//   { id, type: 'drop', ids }      -> { id, result: null } (kept outputs disposed)
 //   { id, type: 'image', source, task } -> { id, result: { output, place, width, height } }
 //                                     (a task's image read, fitted and run here; tasks/image.mjs)
 //   { id, type: 'release' }        -> { id, result: null }
@@ -31,9 +33,13 @@ const handlers = {
     models.clear(); // the session holds the model now
     return session.opened;
   },
-  async run(id, { feeds }) {
+  async run(id, { feeds, keep }) {
     if (!session) throw new BundleError('released', 'this model was released; load() it again');
-    return session.run(feeds);
+    return session.run(feeds, { keep });
+  },
+  async drop(id, { ids }) {
+    session?.drop(ids);
+    return null;
   },
   async image(id, { source, task }) {
     if (!session) throw new BundleError('released', 'this model was released; load() it again');

@@ -28,6 +28,7 @@ from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE, parse_size
 from bundler.tasks.kinds.registry import GENERIC, TASK_KINDS
 from bundler.tasks.spec import TaskSpec, parse_task
 from bundler.variants.budget import parse_budget
+from bundler.variants.int4_options import Int4Options, parse_int4
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
     OBJECTIVES,
@@ -272,9 +273,15 @@ class BuildOptions:
                                      " auto's candidates by (default: --sample beside"
                                      " --calibration, else for auto a held-out part of the"
                                      " calibration data; else that data).")
+    int4: Int4Options = option(parse_int4, "How int4 quantizes, as KEY=VALUE (repeat):"
+                               " block_size (16-256), symmetric, accuracy_level (0-4; 4: int8"
+                               " compute), lm_head, embeddings (quantize the LM head / the"
+                               " token embedding), format (nbits or qdq).",
+                               default=Int4Options(), repeatable=True)
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"
-                                   " its answers: labels, boxes or frames>=0.99).")
+                                   " its answers: labels, boxes or frames>=0.99; a"
+                                   " text-generation bundle's tokens>=0.9,perplexity<=1.05).")
     objective: Objective = option(_one_of(OBJECTIVES), "What auto ships: balanced (default: the"
                                   " fastest in the browser within --max-error, unless another is"
                                   " 30% smaller and at most 10% slower), speed or size.",
@@ -402,8 +409,9 @@ def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None 
     for key in ("dims", "fix_dims", "inputs"):
         if key in config and key in given:
             values[key] = {**config[key], **given[key]}
-    if "task" in config and "task" in given:
-        values["task"] = config["task"].merged(given["task"])
+    for key in ("task", "int4"):  # setting by setting
+        if key in config and key in given:
+            values[key] = config[key].merged(given[key])
     try:
         return BuildOptions(**values)
     except ConfigError as error:

@@ -102,6 +102,10 @@ class Accuracy:
     samples: int
     data: str
     bounds: dict[str, Bound] | None = None
+    # a text-generation variant (absent otherwise): greedy-token agreement with fp32 over the
+    # check prompts and its perplexity over fp32's on the check text (bundler.text.quality)
+    tokens_agreement: float | None = None
+    perplexity_ratio: float | None = None
 
 
 @dataclasses.dataclass
@@ -197,12 +201,18 @@ class Int8StaticSettings(_Settings):
 
 @_settings
 class Int4Settings(_Settings):
-    op: str  # "com.microsoft.MatMulNBits"
+    op: str  # "com.microsoft.MatMulNBits", or "DequantizeLinear" (format qdq)
     bits: int
     block_size: int
     symmetric: bool
     matmuls_int4: int
     matmuls_float32: int
+    # --int4 (absent in older builds): MatMulNBits' accuracy_level (0: the EP's default), the
+    # LM head in 4 bits, how many embedding tables are (GatherBlockQuantized)
+    accuracy_level: int = 0
+    lm_head: bool = True
+    embeddings: int = 0
+    format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21)
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.

@@ -13,11 +13,14 @@ from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.codec import to_json
+from bundler.bundle.manifest import Manifest
 from bundler.bundle.options import EXECUTION_PROVIDERS
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.tasks.check import COLUMNS as TASK_COLUMNS
 from bundler.tasks.check import TaskComparison, TaskInput, check_task
+from bundler.tasks.kinds.text_generation import CHECK_STEPS
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.variants.holdout import COLUMNS as HELD_OUT_COLUMNS
 from bundler.variants.holdout import check_held_out
 from bundler.verify.browser import load_settings
@@ -37,11 +40,14 @@ def check(
     sample: Path | None = None,
     inputs: Mapping[str, InputValue] | None = None,
     task_files: Sequence[Path] = (),
+    prompts: Sequence[str] = (),
+    steps: int | None = None,
     validation: Path | None = None,
     original: Path | None = None,
 ) -> ConformanceReport:
     """Run the check (on the user's `sample` and `inputs` where given), and on a task bundle the
-    task check (on `task_files`, else inputs made in code); with `validation`, the default
+    task check (on `task_files`, else inputs made in code; a text-generation bundle on `prompts`
+    for `steps` tokens where given); with `validation`, the default
     variant's agreement with fp32 (the bundle's, else `original`) on it, judged by the budget;
     raise BundlerError (one line) unless all passed."""
     if report is not None and not report.parent.is_dir():
@@ -49,12 +55,13 @@ def check(
     for path in task_files:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file (--image/--audio)")
+    manifest, task_inputs = _task_inputs(directory, task_files, prompts, steps)
     reporter = reporter or Reporter()
     held_out = [] if validation is None else check_held_out(directory, validation, original)
     result = check_bundle(directory, execution_providers=execution_providers, dims=dims,
                           check_fallback=check_fallback, reporter=reporter, sample=sample,
                           inputs=inputs)
-    task = _task_check(directory, execution_providers, task_files, reporter)
+    task = _task_check(directory, manifest, task_inputs, execution_providers, reporter, steps)
     outcome = verdict(result, task or None)  # no task answers: not a task bundle
     if report is not None:
         report.write_text(json.dumps({**result.to_json(), "task": [
@@ -101,16 +108,32 @@ def _why_not(result: ConformanceReport, outcome: Verdict) -> str:
             f" ({failed.file}: {failed.error})")
 
 
-def _task_check(directory: Path, execution_providers: Sequence[str], files: Sequence[Path],
-                reporter: Reporter) -> list[TaskComparison]:
+def _task_inputs(directory: Path, files: Sequence[Path], prompts: Sequence[str],
+                 steps: int | None) -> tuple[Manifest, list[TaskInput]]:
+    """The bundle's manifest and what its task check runs on; ConfigError for inputs its task
+    does not take."""
     manifest = manifest_file.load(directory)
+    generation = manifest.task is not None and manifest.task.kind == TEXT_GENERATION
+    if (prompts or steps is not None) and not generation:
+        raise ConfigError(f"{directory} is not a text-generation bundle; --prompt and --steps"
+                          " need one")
     if manifest.task is None:
         if files:
             raise ConfigError(f"{directory} was built without --task; --image/--audio/"
                               "--text-file need a task bundle")
+        return manifest, []
+    inputs = [TaskInput(path.name, path.read_bytes()) for path in files]
+    if prompts:
+        inputs.append(TaskInput("--prompt", json.dumps(list(prompts), ensure_ascii=False)
+                                .encode("utf-8")))
+    return manifest, inputs or [TaskInput.made(manifest.task)]
+
+
+def _task_check(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
+                execution_providers: Sequence[str], reporter: Reporter, steps: int | None
+                ) -> list[TaskComparison]:
+    if manifest.task is None:
         return []
-    inputs = ([TaskInput(path.name, path.read_bytes()) for path in files] if files
-              else [TaskInput.made(manifest.task)])
     with tempfile.TemporaryDirectory(prefix="bundle-task-") as scratch:
         return check_task(directory, manifest, inputs, execution_providers, load_settings(),
-                          reporter, Path(scratch))
+                          reporter, Path(scratch), steps=steps or CHECK_STEPS)

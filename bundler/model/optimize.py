@@ -2,7 +2,9 @@
 
 onnxslim (constant folding, dead-node and identity removal, its standard-op fusions), then
 onnxruntime's offline optimiser at ORT_ENABLE_BASIC only: the extended and layout levels emit
-com.microsoft CPU-only ops and NCHWc, which the browser EPs cannot run. Each step that fails or
+com.microsoft CPU-only ops and NCHWc, which the browser EPs cannot run. Last, a weight that is
+another's transpose (a tied LM head folded into its own copy) is shared again
+(bundler.model.tied). Each step that fails or
 breaks the model falls back to the model before it, and the report says which and why.
 """
 
@@ -31,6 +33,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
+from bundler.model.tied import share_transposed_copies
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.
@@ -158,6 +161,27 @@ def _ort_basic(model: onnx.ModelProto, workdir: Path) -> onnx.ModelProto:
     return result
 
 
+def _share_tied(model: onnx.ModelProto, step: Callable[..., onnx.ModelProto],
+                steps: list[StepResult]) -> onnx.ModelProto:
+    """The tied-weights step (bundler.model.tied), its detail naming what it kept shared."""
+    shared: list[tuple[str, str, int]] = []
+
+    def run(current: onnx.ModelProto) -> onnx.ModelProto:
+        result = copy.deepcopy(current)
+        shared.extend(share_transposed_copies(result))
+        return result
+
+    result = step("tied-weights", model, run)
+    if steps[-1].status != "ok":
+        return result
+    if not shared:
+        steps[-1] = StepResult("tied-weights", "skipped", "no weight is another's transpose")
+        return model
+    steps[-1].detail = "; ".join(f"{copy} is {original} transposed: shared ({saved} bytes less)"
+                                 for copy, original, saved in shared)
+    return result
+
+
 def optimize(
     src: Path,
     dst: Path,
@@ -218,6 +242,7 @@ def optimize(
             steps.append(StepResult("fix-dims", "skipped", "no fix_dims given"))
         model = step("onnxslim", model, _slim)
         model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
+        model = _share_tied(model, step, steps)
 
         save_model(model, dst)
         try:

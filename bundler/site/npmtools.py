@@ -21,12 +21,16 @@ from bundler.site.runtime import cache_root, node_and_npm, run_npm
 MARKER = "installed.json"
 
 
-def npm_tool(packages: Mapping[str, str]) -> Path:
-    """The folder whose node_modules holds `packages` (name -> exact version)."""
+def npm_tool(packages: Mapping[str, str], scripts: bool = True) -> Path:
+    """The folder whose node_modules holds `packages` (name -> exact version). `scripts=False`:
+    without running the packages' install scripts (`--ignore-scripts`), for a package whose
+    dependencies download native binaries from outside the registry (onnxruntime-node's does,
+    through @huggingface/transformers) that the caller does not use."""
     if not packages:
         raise ValueError("npm_tool needs at least one package")
     specs = sorted(f"{name}@{version}" for name, version in packages.items())
-    key = hashlib.sha256("\n".join(specs).encode()).hexdigest()[:16]
+    flags = [] if scripts else ["--ignore-scripts"]
+    key = hashlib.sha256("\n".join([*specs, *flags]).encode()).hexdigest()[:16]
     target = cache_root() / "npm-tools" / f"{specs[0].replace('/', '+')}-{key}"
     if (target / MARKER).is_file():
         return target
@@ -36,7 +40,7 @@ def npm_tool(packages: Mapping[str, str]) -> Path:
         node, npm = node_and_npm()
         env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         run_npm([*npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
-                 "--prefix", str(staging), *specs], env, f"npm install {' '.join(specs)}")
+                 *flags, "--prefix", str(staging), *specs], env, f"npm install {' '.join(specs)}")
         (staging / MARKER).write_text(json.dumps(specs) + "\n")  # last: a complete install
         try:
             staging.rename(target)

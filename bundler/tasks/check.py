@@ -31,7 +31,7 @@ from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
-from bundler.text.generate import prompt_generations
+from bundler.text.agreement import native_generations
 from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
@@ -94,7 +94,8 @@ def texts_of(item: TaskInput) -> list[str]:
 
 
 def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
-                    folder: Path, directory: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+                    folder: Path, directory: Path, steps: int
+                    ) -> tuple[list[Any], list[dict[str, Any]]]:
     """(the native answers, what the page is given) for each input."""
     task = manifest.task
     assert task is not None
@@ -106,12 +107,12 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     for item in inputs:
         path = folder / item.name
         path.write_bytes(item.data)
-        if kind.name == TEXT_GENERATION:  # greedy tokens of the reference loop
+        if kind.name == TEXT_GENERATION:  # greedy tokens, teacher-forced logits
             tokenizer = bundle_tokenizer(directory, task, folder)
-            texts = texts_of(item)
-            found.append(prompt_generations(session, folder / "tokenizer", tokenizer, texts,
-                                            CHECK_STEPS))
-            items.append({"texts": texts, "steps": CHECK_STEPS})
+            answers, item_sent = native_generations(session, folder / "tokenizer", tokenizer,
+                                                    texts_of(item), steps)
+            found.append(answers)
+            items.append(item_sent)
         elif kind.media == "text":
             tokenizer = bundle_tokenizer(directory, task, folder)
             texts = texts_of(item)
@@ -129,12 +130,23 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     return found, items
 
 
+def _tolerance(task: str, variant_kind: str, ep: str) -> float:
+    """The compare's bound: scores' atol, or a generation's teacher-forced logits' fraction of
+    the logit range (WebGPU on its accelerator row)."""
+    if task == TEXT_GENERATION:
+        bound = tolerance_for("generation-logits", variant_kind,
+                              "webgpu" if ep == "webgpu" else "cpu").range_fraction
+        assert bound is not None
+        return bound
+    return tolerance_for("task-scores", variant_kind).atol
+
+
 def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                execution_providers: Sequence[str], settings: BrowserSettings,
-               reporter: Reporter, scratch: Path, every_variant: bool = False
-               ) -> list[TaskComparison]:
+               reporter: Reporter, scratch: Path, every_variant: bool = False,
+               steps: int = CHECK_STEPS) -> list[TaskComparison]:
     """Each EP's default variant (or every variant), in Chromium and natively (the same
-    variant's file), on every input."""
+    variant's file), on every input; a text-generation bundle for `steps` tokens."""
     task = manifest.task
     if task is None:
         raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
@@ -152,7 +164,8 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
         for ep, variant in runs:
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):
-                native, items = _native_answers(model, manifest, inputs, scratch, directory)
+                native, items = _native_answers(model, manifest, inputs, scratch, directory,
+                                                steps)
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:
@@ -163,7 +176,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                                     "ignoreVerification": True}})
                 finally:
                     page.close()
-            tolerance = tolerance_for("task-scores", variant.kind).atol
+            tolerance = _tolerance(kind.name, variant.kind, ep)
             for item, want, index in zip(inputs, native, range(len(inputs)), strict=True):
                 result = TaskComparison(ep, variant.name, item.name)
                 if "error" in got:

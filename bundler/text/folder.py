@@ -2,7 +2,10 @@
 config.json and the tokenizer files read from the folder, the task told from config.json and the
 model's outputs where `--task` does not say it, and the text files shipped beside the model.
 
-    model.onnx or onnx/model.onnx     the fp32 export (a quantized sibling is not the source)
+    model.onnx or onnx/model.onnx     the fp32 export (a quantized sibling is not the source);
+                                      a decoder: decoder_model_merged.onnx, or the two files
+                                      decoder_model.onnx + decoder_with_past_model.onnx, merged
+                                      into one at build time (bundler/text/merge.py)
     config.json                       architectures, id2label, problem_type, max_position_embeddings
     tokenizer.json                    the tokenizer (`tokenizers`, @huggingface/tokenizers)
     tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length, the chat
@@ -20,10 +23,12 @@ from typing import Any
 
 from bundler.bundle.layout import TEXT_DIR  # the text files, content-hashed, beside the modules
 from bundler.errors import ConfigError
+from bundler.text.merge import decoder_pair, merged_decoder
 
 # The model file, in the order looked for: optimum writes model.onnx, transformers.js repos keep
 # onnx/model.onnx beside onnx/model_quantized.onnx and friends (the fp32 one is the source).
-MODEL_FILES = ("model.onnx", "onnx/model.onnx")
+MODEL_FILES = ("model.onnx", "onnx/model.onnx", "decoder_model_merged.onnx",
+               "onnx/decoder_model_merged.onnx")
 REQUIRED_FILES = ("config.json", "tokenizer.json")
 OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
@@ -98,10 +103,13 @@ def read_folder(folder: Path) -> ExportFolder:
     """The export folder's model, config and tokenizer files; ConfigError naming the first file
     missing."""
     model = next((folder / name for name in MODEL_FILES if (folder / name).is_file()), None)
+    if model is None and (pair := decoder_pair(folder)) is not None:
+        model = merged_decoder(*pair)
     if model is None:
-        raise ConfigError(f"{folder} has no model.onnx (nor onnx/model.onnx): bundle build takes"
-                          " a .onnx file or an optimum export folder (model.onnx, config.json,"
-                          " tokenizer.json)")
+        raise ConfigError(f"{folder} has no model.onnx (nor onnx/model.onnx, nor a decoder's"
+                          " decoder_model.onnx + decoder_with_past_model.onnx): bundle build"
+                          " takes a .onnx file or an optimum export folder (model.onnx,"
+                          " config.json, tokenizer.json)")
     for name in REQUIRED_FILES:
         if not (folder / name).is_file():
             raise ConfigError(f"{folder} has no {name}: an export folder needs model.onnx,"

@@ -113,6 +113,28 @@ def eos_ids(config: dict[str, Any], generation_config: dict[str, Any]) -> tuple[
     return tuple(value) if isinstance(value, list) else (int(value),)
 
 
+def max_positions(config: dict[str, Any]) -> int | None:
+    """The positions the model has (max_position_embeddings; GPT-2: n_positions); None when
+    config.json does not say."""
+    value = config.get("max_position_embeddings", config.get("n_positions"))
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def fit_prompt(ids: Sequence[int], config: dict[str, Any], max_new_tokens: int
+               ) -> tuple[list[int], int]:
+    """(the prompt's ids that leave room for `max_new_tokens` in the model's positions, how many
+    were dropped): a longer prompt loses its first ids (the end of a prompt is what the next
+    token follows). web/text/generate.mjs's fitPrompt is the twin."""
+    limit = max_positions(config)
+    if limit is None or len(ids) + max_new_tokens <= limit:
+        return list(ids), 0
+    room = limit - max_new_tokens
+    if room < 1:
+        raise ModelError(f"{max_new_tokens} new tokens leave no room for a prompt in the model's"
+                         f" {limit} positions")
+    return list(ids[len(ids) - room:]), len(ids) - room
+
+
 def position_ids(mask: np.ndarray, length: int) -> np.ndarray:
     """transformers' positions: the mask's running count less one (1 where masked), last
     `length` columns."""
@@ -198,17 +220,25 @@ def teacher_forced_logits(decoder: Decoder, ids: Sequence[int]) -> np.ndarray:
     return logits
 
 
+def prompt_ids(tokenizer: Any, prompt: str, config: dict[str, Any], max_new_tokens: int
+               ) -> tuple[list[int], int]:
+    """A prompt's ids as model.generate() feeds them (tokenized by `tokenizer`, a TextTokenizer,
+    and cut by fit_prompt) and how many of its first ids were dropped."""
+    return fit_prompt([int(i) for i in tokenizer.encode([prompt]).input_ids[0]], config,
+                      max_new_tokens)
+
+
 def prompt_generations(session: Any, folder: Path, tokenizer: Any, prompts: Sequence[str],
                        max_new_tokens: int, sampling: SamplingOptions | None = None
                        ) -> list[list[int]]:
     """The new token ids of each prompt, tokenized by `tokenizer` (a TextTokenizer) as
-    model.generate() tokenizes a prompt, with `folder`'s config.json and generation_config.json
-    (EOS): what the build's check and `bundle test` compare the browser's tokens with."""
+    model.generate() tokenizes a prompt (and cuts it, fit_prompt), with `folder`'s config.json
+    and generation_config.json (EOS): what the browser's tokens are compared with."""
     config = read_config(folder)
     decoder = Decoder(session, config)
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
     runs = []
     for prompt in prompts:
-        ids = [int(i) for i in tokenizer.encode([prompt]).input_ids[0]]
+        ids, _ = prompt_ids(tokenizer, prompt, config, max_new_tokens)
         runs.append(generate(decoder, ids, max_new_tokens, sampling, eos).ids)
     return runs

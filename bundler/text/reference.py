@@ -73,16 +73,20 @@ def bundle_tokenizer(directory: Path, task: Task, scratch: Path) -> TextTokenize
 
 def run_generation(session: Any, directory: Path, task: Task, prompts: Sequence[str],
                    max_new_tokens: int) -> dict[str, Any]:
-    """{"texts", "tokens": the new ids per prompt, "generated": their text}: a text-generation
-    bundle's greedy continuation by the native reference loop (bundler.text.generate), with the
-    bundle's own tokenizer and config files; `session` an onnxruntime InferenceSession."""
+    """{"texts", "tokens": the new ids per prompt, "generated": their text, "truncated": the
+    prompt's first ids dropped to fit the model}: a text-generation bundle's greedy continuation
+    by the native reference loop (bundler.text.generate), with the bundle's own tokenizer and
+    config files; `session` an onnxruntime InferenceSession."""
     import tempfile
 
-    from bundler.text.generate import prompt_generations
+    from bundler.text.generate import prompt_generations, prompt_ids, read_config
 
     with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
+        folder = Path(scratch) / "tokenizer"
         tokenizer = bundle_tokenizer(directory, task, Path(scratch))
-        tokens = prompt_generations(session, Path(scratch) / "tokenizer", tokenizer, prompts,
-                                    max_new_tokens)
+        tokens = prompt_generations(session, folder, tokenizer, prompts, max_new_tokens)
+        config = read_config(folder)
+        truncated = [prompt_ids(tokenizer, prompt, config, max_new_tokens)[1]
+                     for prompt in prompts]
     return {"texts": list(prompts), "tokens": tokens,
-            "generated": [tokenizer.decode(ids) for ids in tokens]}
+            "generated": [tokenizer.decode(ids) for ids in tokens], "truncated": truncated}

@@ -7,6 +7,11 @@ by its 95th; and only on inputs that can vouch for it: generated inputs never sh
 inputs a variant was calibrated on show nothing. fp32 is exact by construction (the optimised
 graph, float rounding apart), so it is judged by its point estimates.
 
+A text-generation bundle's variants are also measured on generation (bundler.text.quality):
+`tokens` (greedy-token agreement with fp32, >=) and `perplexity` (the variant's over fp32's on
+the check text, <=), counted on fixed check text and judged as measured. Its default budget is
+DEFAULT_GENERATION_BUDGET; these keys on a bundle of another task fail the budget.
+
 Pure Python: parsing a budget (options, TOML validation) imports neither numpy nor onnxruntime.
 """
 
@@ -29,6 +34,8 @@ _TERMS = {
     "top1": (">=", "top1_agreement"),
     "max_abs": ("<=", "max_abs"),
     "mean_rel": ("<=", "mean_rel"),
+    "tokens": (">=", "tokens"),
+    "perplexity": ("<=", "perplexity"),
 }
 # A task bundle's decoded answers agreeing with fp32's (bundler.variants.decoded): the share of
 # labels, of boxes matched by IoU, of speech/non-speech frames; each judged like top1.
@@ -40,7 +47,8 @@ DECODED_TERMS = {
 _TERMS.update(DECODED_TERMS)
 WILSON_KEYS = ("top1", *DECODED_TERMS)  # shares of rows: judged by the Wilson lower bound
 _COUNTED = {"top1": "rows", "labels": "labels", "boxes": "boxes", "frames": "frames"}
-_LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0),
+GENERATION_KEYS = ("tokens", "perplexity")
+_LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0), "tokens": (0.0, 1.0),
            **{key: (0.0, 1.0) for key in DECODED_TERMS}}
 _ACCEPTED = ", ".join(f"{key}{op}" for key, (op, _) in _TERMS.items())
 _TERM = re.compile(r"^\s*([A-Za-z_0-9]+)\s*(>=|<=|=>|=<|>|<|==|=)\s*(\S+)\s*$")
@@ -79,6 +87,8 @@ class Budget:
             else:
                 n, value, judged = metrics.judged(key)
             if judged is None:
+                if key in GENERATION_KEYS:
+                    failed.append(f"{key} is measured on text-generation bundles only")
                 continue
             if key in WILSON_KEYS and not exact and metrics.measured_on == "generated":
                 failed.append(f"{key} cannot be shown on generated inputs")
@@ -140,12 +150,15 @@ def _too_few(key: str, bound: float, rows: int, metrics: Metrics) -> str | None:
 
 
 DEFAULT_BUDGET = Budget((("cosine", 0.999), ("top1", 0.99)))
-# The default budget of a task bundle judges what its users see: labels, boxes, speech frames.
+# The default budget of a task bundle judges what its users see: labels, boxes, speech frames;
+# a generation bundle's, the first 90 % of fp32's greedy tokens kept (over the check prompts)
+# and perplexity at most 5 % above fp32's.
 TASK_BUDGETS = {
     "image-classification": "cosine>=0.999,labels>=0.99",
     "text-classification": "cosine>=0.999,labels>=0.99",
     "object-detection": "cosine>=0.999,boxes>=0.99",
     "audio-stream": "cosine>=0.999,frames>=0.99",
+    "text-generation": "tokens>=0.9,perplexity<=1.05",
 }
 
 
@@ -155,8 +168,17 @@ def default_budget(task_kind: str | None = None) -> Budget:
     return parse_budget(text) if text else DEFAULT_BUDGET
 
 
+def budget_for(max_error: str | None, generation: bool) -> Budget:
+    """The budget given, else the default of the bundle's kind (`generation`: measured on
+    generation, bundler.text.quality)."""
+    if max_error:
+        return parse_budget(max_error)
+    return default_budget("text-generation" if generation else None)
+
+
 def parse_budget(text: str) -> Budget:
-    """Parse e.g. "cosine>=0.999,top1>=0.99,max_abs<=0.01,mean_rel<=0.01"."""
+    """Parse e.g. "cosine>=0.999,top1>=0.99,max_abs<=0.01,mean_rel<=0.01" or
+    "tokens>=0.9,perplexity<=1.05"."""
     if not text.strip():
         raise ConfigError(f"the error budget is empty; give terms like {_EXAMPLE} ({_ACCEPTED})")
     terms: dict[str, float] = {}

@@ -1,63 +1,172 @@
 """int4: weight-only 4-bit blocks for MatMul weights (onnxruntime's contrib op MatMulNBits, which
-both its WASM and WebGPU EPs implement)."""
+both its WASM and WebGPU EPs implement), and by option the token embedding's Gather
+(GatherBlockQuantized). Block size, symmetry, accuracy level and whether the LM head and the
+embedding are quantized come from `--int4` (bundler/variants/int4_options.py)."""
 
 from __future__ import annotations
 
-from onnx import TensorProto
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from bundler.bundle.modelio import read_model, save_model
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError
+from bundler.model.tied import share_transposed_copies
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import name_nodes, quiet
+from bundler.variants.tools import fresh_name, name_nodes, quiet
 
-_BLOCK = 32
+
+def _token_embedding(model: ModelProto) -> tuple[list[str], list[str], int | None]:
+    """The Gather nodes of the token embedding (the largest constant float [V, H] table that a
+    Gather reads rows of; position tables are smaller), those of other tables, and V, the
+    vocabulary."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    tables: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        table = weights.get(node.input[0]) if node.op_type == "Gather" else None
+        if table is not None and table.data_type == TensorProto.FLOAT and len(table.dims) == 2:
+            tables.setdefault(table.name, []).append(node.name)
+    if not tables:
+        return [], [], None
+    largest = max(tables, key=lambda name: weights[name].dims[0])
+    others = [node for name, nodes in tables.items() if name != largest for node in nodes]
+    return tables[largest], others, int(weights[largest].dims[0])
+
+
+def _attribute(node: NodeProto, name: str, default: float) -> float:
+    found = next((a for a in node.attribute if a.name == name), None)
+    return default if found is None else helper.get_attribute_value(found)
+
+
+def gemms_as_matmuls(model: ModelProto) -> int:
+    """Rewrite each Gemm of a constant float32 weight (GPT-2's Conv1D, Linear layers exported
+    as Gemm) as MatMul + Add, the form MatMulNBits replaces; a transB weight is stored
+    transposed. Returns how many were rewritten."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    taken = {node.name for node in model.graph.node}
+    nodes, rewritten = [], 0
+    for node in model.graph.node:
+        weight = weights.get(node.input[1]) if node.op_type == "Gemm" else None
+        if (weight is None or weight.data_type != TensorProto.FLOAT or len(weight.dims) != 2
+                or _attribute(node, "transA", 0) or _attribute(node, "alpha", 1.0) != 1.0
+                or _attribute(node, "beta", 1.0) != 1.0):
+            nodes.append(node)
+            continue
+        name = weight.name
+        if _attribute(node, "transB", 0):
+            name = fresh_name(f"{weight.name}_transposed", set(weights))
+            transposed = numpy_helper.from_array(
+                numpy_helper.to_array(weight).T.copy(), name)
+            model.graph.initializer.append(transposed)
+            weights[name] = transposed
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        product = f"{node.output[0]}_matmul" if bias else node.output[0]
+        nodes.append(helper.make_node("MatMul", [node.input[0], name], [product],
+                                      name=fresh_name(f"{node.name}_MatMul", taken)))
+        if bias:
+            nodes.append(helper.make_node("Add", [product, bias], [node.output[0]],
+                                          name=fresh_name(f"{node.name}_Add", taken)))
+        rewritten += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return rewritten
+
+
+def transposed_weights_as_constants(model: ModelProto) -> None:
+    """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
+    kept shared, bundler.model.tied) a constant of its own, which MatMulNBits can take; a copy
+    left float is shared again after quantizing."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    transposes = {node.output[0]: node for node in model.graph.node
+                  if node.op_type == "Transpose" and node.input[0] in weights
+                  and len(weights[node.input[0]].dims) == 2
+                  and weights[node.input[0]].data_type == TensorProto.FLOAT}
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and node.input[1] in transposes:
+            source = weights[transposes[node.input[1]].input[0]]
+            name = fresh_name(f"{source.name}_transposed", set(weights))
+            weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(), name)
+            model.graph.initializer.append(weights[name])
+            node.input[1] = name
+    read = {name for node in model.graph.node for name in node.input}
+    read |= {value.name for value in model.graph.output}
+    live = [node for node in model.graph.node
+            if node.output[0] not in transposes or node.output[0] in read]
+    del model.graph.node[:]
+    model.graph.node.extend(live)
 
 
 def make(job: Job) -> None:
+    options = job.int4
+    block = options.block_size
     model = read_model(job.src)
     name_nodes(model)
+    transposed_weights_as_constants(model)
+    gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    eligible, skipped = [], []
+    gathers, other_gathers, vocabulary = _token_embedding(model)
+    outputs = {value.name for value in model.graph.output}
+    eligible, skipped, heads = [], [], []
     for node in model.graph.node:
         if node.op_type != "MatMul":
             continue
         weight = weights.get(node.input[1])
         if (
-            weight is not None
-            and weight.data_type == TensorProto.FLOAT
-            and len(weight.dims) == 2
-            and weight.dims[0] % _BLOCK == 0
+            weight is None
+            or weight.data_type != TensorProto.FLOAT
+            or len(weight.dims) != 2
+            or weight.dims[0] % block != 0
         ):
-            eligible.append(node.name)
-        else:
             skipped.append(node.name)
+        elif outputs & set(node.output) or weight.dims[1] == vocabulary:  # the LM head
+            heads.append(node.name)
+            (eligible if options.lm_head else skipped).append(node.name)
+        else:
+            eligible.append(node.name)
     if not eligible:
         raise QuantizeError(
-            f"int4 is not applicable to {job.src.name}: it has no MatMul with a constant float32"
-            f" [K, N] weight whose K is a multiple of {_BLOCK}; use int8-weights instead"
+            f"int4 is not applicable to {job.src.name}: it has no MatMul or Gemm with a constant"
+            f" float32 [K, N] weight whose K is a multiple of {block}"
+            + (" (the LM head is kept float: --int4 lm_head=false)" if heads else "")
+            + "; use int8-weights instead"
         )
+    gathers = gathers if options.embeddings else []
+    # the quantizer takes every Gather of a constant table unless excluded by name
     quantizer = MatMulNBitsQuantizer(
         model,
         bits=4,
-        block_size=_BLOCK,
-        is_symmetric=True,
-        nodes_to_exclude=skipped,
-        op_types_to_quantize=("MatMul",),
+        block_size=block,
+        is_symmetric=options.symmetric,
+        accuracy_level=options.accuracy_level or None,
+        nodes_to_exclude=skipped + other_gathers,
+        op_types_to_quantize=("MatMul", "Gather") if gathers else ("MatMul",),
+        quant_axes=(("MatMul", 0), ("Gather", 1)),
+        quant_format=QuantFormat.QDQ if options.format == "qdq" else QuantFormat.QOperator,
     )
     with quiet():
         quantizer.process()
-    save_model(quantizer.model.model, job.dst)
+    quantized = quantizer.model.model
+    share_transposed_copies(quantized)  # a head left float reads the embedding again
+    save_model(quantized, job.dst)
     job.result.settings = Int4Settings(
-        op="com.microsoft.MatMulNBits",
+        op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,
-        block_size=_BLOCK,
-        symmetric=True,
+        block_size=block,
+        symmetric=options.symmetric,
         matmuls_int4=len(eligible),
         matmuls_float32=len(skipped),
+        accuracy_level=options.accuracy_level,
+        lm_head=options.lm_head and bool(heads),
+        embeddings=len(gathers),
+        format=options.format,
     )
-    job.note(f"{len(eligible)} MatMul weights as 4-bit blocks; {len(skipped)} MatMuls stay float32")
+    head = ("the LM head in 4 bits" if heads and options.lm_head
+            else "the LM head kept float32" if heads else "no LM head found")
+    if gemms:
+        job.note(f"{gemms} Gemm nodes rewritten as MatMul + Add for MatMulNBits")
+    job.note(f"{len(eligible)} MatMul weights as 4-bit blocks of {block}; {len(skipped)} MatMuls"
+             f" stay float32; {head}; token embedding {'in 4 bits' if gathers else 'kept float32'}")
 
 
 KIND = KindSpec(

@@ -33,6 +33,9 @@ def make(job: Job) -> None:
                 weight_type=weight_type,
                 op_types_to_quantize=list(_OP_TYPES),
                 use_external_data_format=is_large(job.src),
+                # a merged decoder's layers are inside an If's branches (use_cache_branch):
+                # without this, its int8 file was its fp32 one
+                extra_options={"EnableSubgraph": True},
             )
 
     per_channel = True

@@ -33,6 +33,7 @@ from bundler.console import Reporter
 from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
@@ -56,7 +57,8 @@ CHECK_TEXT_NOTE = ("measured on the built-in check sentences; pass --validation 
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
                    "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
-                   "task answers (95% lower)", "native ms (1 thread)", "notes")
+                   "task answers (95% lower)", "tokens", "perplexity x", "native ms (1 thread)",
+                   "notes")
 
 
 @dataclasses.dataclass
@@ -83,7 +85,8 @@ ORT_QDQ_WARNING = ("--format ort: onnxruntime-web ran int8-static about 2.4x slo
 
 def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorSpec],
              is_example: bool, reporter: Reporter, user: UserInputs,
-             task: Task | None, text_folder: Path | None = None) -> Samples:
+             task: Task | None, text_folder: Path | None = None, on_text: bool = False
+             ) -> Samples:
     """The samples accuracy is measured on: the user's data, else generated ones at the dims the
     model is used at (bundler.verify.workload). --validation judges every candidate; else
     --sample given beside --calibration does (int8-static is calibrated on the calibration data
@@ -130,6 +133,9 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     except NotRunnable as error:
         return Samples(None, None, "none", f"no accuracy measured: {error.reason}; pass"
                        f" {error.hint} or --calibration")
+    if on_text:  # accuracy is measured on the check text (bundler.text.quality)
+        return Samples(generated, generated, "generated", None,
+                       measured(inputs, generated[0], known))
     if _any_quantized(options.kinds):
         reporter.warn(GENERATED_NOTE)
     return Samples(generated, generated, "generated", GENERATED_NOTE,
@@ -194,6 +200,7 @@ def _row(variant: MadeVariant, workload: Workload | None) -> list[str]:
             f"{entry.ratio:.3f}", number("max_abs"), number("mean_rel", "mean_rel"),
             number("cosine", "cosine"), number("top1_agreement", "top1"),
             answers(accuracy and accuracy.bounds),
+            number("tokens_agreement"), number("perplexity_ratio"),
             "-" if variant.latency_ms is None else f"{variant.latency_ms:.2f}",
             "; ".join(entry.notes)]
 
@@ -227,7 +234,8 @@ def make_variants(
     `external`: ship every variant's weights in external data files (bundler.bundle.external), as
     the given model kept them; a variant past protobuf's 2 GB ships them so anyway.
     Returns the variants, the optimisation record, the shipped inputs and outputs, and the
-    input sizes the accuracy was measured at (None when it was not).
+    input sizes the accuracy was measured at (None when it was not). A text-generation model
+    with its export `text_folder` is measured on generation instead (bundler.text.quality).
     """
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
@@ -235,11 +243,17 @@ def make_variants(
     info = signature(read_model(optimized, load_weights=False))  # the graph is all it needs
     plan = options.plan
     user = user or UserInputs()
+    check = None
+    if text_folder is not None and task is not None and task.kind == TEXT_GENERATION:
+        from bundler.text.quality import reference
+
+        with reporter.step("Running fp32 on the check prompts and text"):
+            check = reference(source, text_folder)
     samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
-                       text_folder)
+                       text_folder, on_text=check is not None)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
         reporter.warn(warning)
-    if samples.validation is None and _any_quantized(plan.kinds):
+    if samples.validation is None and check is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
@@ -248,7 +262,8 @@ def make_variants(
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
-                                      calibration_method=options.calibration_method)
+                                      calibration_method=options.calibration_method,
+                                      int4=options.int4)
             except QuantizeError as error:
                 if not plan.auto:
                     raise
@@ -267,13 +282,21 @@ def make_variants(
         else:
             shutil.copyfile(result.path, shipped)
         metrics = latency = None
-        if samples.validation:
+        measured_on = len(samples.validation or []), samples.source
+        if check is not None:
+            from bundler.text.quality import MEASURED_ON, measure_generation
+
+            with reporter.step(f"Generating with {kind} against fp32"):
+                metrics = measure_generation(check, result.path)
+            measured_on = len(check.texts), MEASURED_ON
+        elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
                 decode = decoder(task, generated=samples.source == "generated")
                 metrics = dataclasses.replace(measure(source, result.path, samples.validation,
                                                       decode),
                                               measured_on=samples.source)
-                latency = native_latency_ms(result.path, samples.validation, threads=1)
+        if samples.validation:
+            latency = native_latency_ms(result.path, samples.validation, threads=1)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
@@ -287,7 +310,7 @@ def make_variants(
             sha256=sha256_of(shipped),
             ratio=round(shipped_bytes / source_bytes, 4),
             accuracy=None if metrics is None else metrics.accuracy(
-                samples=len(samples.validation or []), data=samples.source),
+                samples=measured_on[0], data=measured_on[1]),
             settings=result.settings,
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,

@@ -61,7 +61,9 @@ class Metrics:
     reference; the other fields are computed where both are finite. `rows` is how many rows (and
     integer values) top1_agreement is a share of, `per_sample` each feed's (cosine, mean_rel),
     worst over outputs, and `measured_on` which inputs the feeds were (bundle.json's `data`);
-    Metrics made by hand without them are judged by their point estimates.
+    Metrics made by hand without them are judged by their point estimates. A text-generation
+    model's variant also has `tokens` (greedy-token agreement with fp32) and `perplexity` (its
+    perplexity over fp32's on the check text), bundler.text.quality.
     """
 
     max_abs: float
@@ -73,6 +75,9 @@ class Metrics:
     per_sample: tuple[tuple[float, float], ...] = ()
     measured_on: str | None = None
     decoded: tuple[Agreement, ...] = ()  # a task bundle's answers (bundler.variants.decoded)
+    tokens: float | None = None
+    perplexity: float | None = None
+    steps: int = 0  # greedy steps `tokens` is a share of
 
     def agreement(self, key: str) -> Agreement | None:
         return next((found for found in self.decoded if found.key == key), None)
@@ -113,6 +118,9 @@ class Metrics:
         if key == "mean_rel":
             return samples, self.mean_rel, upper_quantile(
                 [s[1] for s in self.per_sample], ERROR_QUANTILE) if samples else self.mean_rel
+        if key in ("tokens", "perplexity"):  # counted exactly, on fixed check text: as measured
+            value = getattr(self, key)
+            return (self.steps if key == "tokens" else samples), value, value
         return samples, self.max_abs, self.max_abs
 
     def bounds(self) -> dict[str, Bound]:
@@ -136,7 +144,9 @@ class Metrics:
                         cosine=_rounded(self.cosine),
                         top1_agreement=_rounded(self.top1_agreement), nonfinite=self.nonfinite,
                         samples=samples, data=data,
-                        bounds=self.bounds() if self.per_sample else None)
+                        bounds=self.bounds() if self.per_sample else None,
+                        tokens_agreement=_rounded(self.tokens),
+                        perplexity_ratio=_rounded(self.perplexity))
 
 
 _METHODS = {"top1": "wilson-95-lower", "cosine": f"p{round(COSINE_QUANTILE * 100)}",
@@ -197,6 +207,14 @@ def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | Non
         raise QuantizeError(
             f"{candidate.name} has outputs {cand_names}, but {reference.name} has {names}"
         )
+    return compare_runs(names, ref_runs, cand_runs, candidate.name, decode)
+
+
+def compare_runs(names: list[str], ref_runs: list[list[np.ndarray]],
+                 cand_runs: list[list[np.ndarray]], candidate: str,
+                 decode: Decode | None = None) -> Metrics:
+    """The Metrics of `measure` from the outputs `names` of each run (one run per sample)."""
+    feeds = ref_runs
     max_abs, mean_rel, cosine = 0.0, 0.0, 1.0
     nonfinite, rows, agreeing = 0, 0, 0
     per_sample = [(1.0, 0.0)] * len(feeds)
@@ -211,7 +229,7 @@ def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | Non
         for a, b in zip(refs, cands, strict=True):
             if a.shape != b.shape:
                 raise QuantizeError(
-                    f"output {name!r} of {candidate.name} has shape {b.shape}, not {a.shape}"
+                    f"output {name!r} of {candidate} has shape {b.shape}, not {a.shape}"
                 )
         worst, rel, cos, bad = _compare(refs, cands)
         max_abs, mean_rel, cosine = max(max_abs, worst), max(mean_rel, rel), min(cosine, cos)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bundler.bundle.modelio import cpu_session
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
+from bundler.variants.int4_options import Int4Options
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
     VARIANT_KINDS,
@@ -44,11 +45,13 @@ def make_variant(
     calibration: Feeds | None = None,
     calibration_method: CalibrationMethod = "minmax",
     log: Callable[[str], None] = lambda s: None,
+    int4: Int4Options | None = None,
 ) -> VariantResult:
     """Write the `kind` variant of the (already optimised, fp32) model `src` to `dst`.
 
     `calibration` feeds drive int8-static's calibration, int8's per-channel choice and fp16's
-    NaN/Inf check; they are used in the order given, so the result is deterministic.
+    NaN/Inf check; they are used in the order given, so the result is deterministic. `int4`:
+    the int4 kind's settings (default: Int4Options()).
     """
     spec = kind_spec(kind)
     if calibration_method not in CALIBRATION_METHODS:
@@ -61,7 +64,8 @@ def make_variant(
             f"{kind} needs calibration inputs for {src.name}: pass calibration feeds,"
             f" or {spec.advice}"
         )
-    job = Job(src, dst, calibration, calibration_method, log, VariantResult(spec.name, dst))
+    job = Job(src, dst, calibration, calibration_method, log, VariantResult(spec.name, dst),
+              int4 or Int4Options())
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         spec.make(job)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate, SpeedRecord
 from bundler.errors import QuantizeError
-from bundler.variants.budget import DEFAULT_BUDGET, Budget, parse_budget
+from bundler.variants.budget import DEFAULT_BUDGET, Budget, budget_for
 from bundler.variants.default import default_variant
 from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
 from bundler.variants.make import MadeVariant
@@ -119,11 +119,16 @@ def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> di
 def fitting_names(variants: Sequence[MadeVariant], report: ConformanceReport | None,
                   max_error: str | None) -> list[str]:
     """The candidates auto may ship (within budget, passed): the ones worth timing."""
-    budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
+    budget = budget_for(max_error, _generation(variants))
     names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
     return [v.entry.name for v in variants if v.metrics is not None and passed[v.entry.name]
             and budget.accepts(v.metrics, v.entry.name == "fp32")]
+
+
+def _generation(variants: Sequence[MadeVariant]) -> bool:
+    """Measured on generation (a text-generation bundle): judged by its default budget."""
+    return any(v.metrics is not None and v.metrics.tokens is not None for v in variants)
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,7 @@ def select(
     """`--quantize auto`, once the candidates are measured and checked in the browser.
     `speeds`: per measured EP, variant -> steady-state ms; an EP that was not measured gets the
     choice of the first one that was (the sizes otherwise)."""
-    budget = parse_budget(max_error) if max_error else DEFAULT_BUDGET
+    budget = budget_for(max_error, _generation(variants))
     names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
     speeds = speeds or {}

@@ -14,6 +14,7 @@ from typing import Any
 
 from bundler.bundle.codec import to_json
 from bundler.bundle.records import VariantSettings
+from bundler.variants.int4_options import Int4Options
 from bundler.variants.kinds import CalibrationMethod, VariantKind
 from bundler.variants.metrics import Feeds
 
@@ -45,6 +46,7 @@ class Job:
     method: CalibrationMethod
     log: Callable[[str], None]
     result: VariantResult
+    int4: Int4Options = field(default_factory=Int4Options)  # --int4
 
     def note(self, text: str) -> None:
         # Library errors quote the temporary paths they were given; bundle.json must not.

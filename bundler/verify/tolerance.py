@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from bundler.verify.browser import BrowserSettings
 
 Comparison = Literal["browser", "fingerprint", "conversion", "ort-web", "ort-edge", "task-scores",
-                     "task-embeddings"]
+                     "task-embeddings", "generation-logits"]
 Precision = Literal["exact", "accelerator", "quantized"]
 
 
@@ -52,6 +52,13 @@ TOLERANCES: dict[Comparison, dict[Precision, Tolerance]] = {
     # A text embedding in the browser against the same variant's native one: its scale is the
     # model's own, so its direction is compared: atol bounds 1 - cosine similarity, per row.
     "task-embeddings": {"exact": Tolerance(atol=1e-4)},
+    # A text-generation bundle's teacher-forced logits in the browser against the same variant's
+    # native ones (bundler/text/agreement.py): relative to each step's logit range. WASM and
+    # native CPU run the same kernels in other orders; WebGPU computes in its own; a quantized
+    # variant's integer kernels differ between WASM and native.
+    "generation-logits": {"exact": Tolerance(range_fraction=1e-4),
+                          "accelerator": Tolerance(range_fraction=1e-3),
+                          "quantized": Tolerance(range_fraction=1e-2)},
 }
 
 

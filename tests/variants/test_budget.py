@@ -9,7 +9,12 @@ import sys
 import pytest
 
 from bundler.errors import ConfigError
-from bundler.variants.budget import DEFAULT_BUDGET, parse_budget
+from bundler.variants.budget import (
+    DEFAULT_BUDGET,
+    budget_for,
+    default_budget,
+    parse_budget,
+)
 from bundler.variants.metrics import Metrics
 
 
@@ -100,3 +105,24 @@ def test_decoded_keys_are_judged_by_their_wilson_bound() -> None:
     assert parse_budget("labels>=0.99,frames>=0.98,boxes>=0.9")  # every decoded key parses
     with pytest.raises(ConfigError, match="labels must be between 0 and 1"):
         parse_budget("labels>=2")
+
+
+def test_generation_terms_judge_tokens_and_perplexity() -> None:
+    budget = parse_budget("tokens>=0.9, perplexity<=1.05")
+    assert str(budget) == "tokens>=0.9,perplexity<=1.05"
+    logits = {"max_abs": 0.1, "mean_rel": 0.01, "cosine": 0.99, "top1_agreement": 0.9}
+    kept = Metrics(**logits, tokens=0.95, perplexity=1.01, steps=128)
+    drifted = Metrics(**logits, tokens=0.5, perplexity=1.2, steps=128)
+    assert budget.accepts(kept)
+    assert budget.explain(drifted) == "tokens 0.5 is not >= 0.9; perplexity 1.2 is not <= 1.05"
+    # a bundle of another task has no generation to judge: never vacuously within
+    assert budget.failures(Metrics(**logits)) == [
+        "tokens is measured on text-generation bundles only",
+        "perplexity is measured on text-generation bundles only"]
+    assert budget_for(None, generation=True) == default_budget("text-generation")
+    assert budget_for(None, generation=False) == DEFAULT_BUDGET
+    assert budget_for("tokens>=1", generation=False) == parse_budget("tokens>=1")
+    with pytest.raises(ConfigError, match="tokens must be between 0 and 1"):
+        parse_budget("tokens>=2")
+    with pytest.raises(ConfigError, match="perplexity takes <="):
+        parse_budget("perplexity>=1")

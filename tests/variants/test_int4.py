@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from bundler.errors import QuantizeError
+from bundler.variants.int4_options import Int4Options
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
 from tests import models
@@ -38,7 +39,83 @@ def test_int4_names_unnamed_matmuls(tmp_path: Path) -> None:
     assert ops(dst) == Counter({"MatMulNBits": 1})
 
 
-@pytest.mark.parametrize("name", ["odd_k", "cnn"])
-def test_int4_with_no_eligible_matmul(optimized: dict[str, Path], tmp_path: Path, name) -> None:
-    with pytest.raises(QuantizeError, match="no MatMul with a constant .* multiple of 32"):
-        make_variant("int4", optimized[name], tmp_path / "int4.onnx")
+def test_int4_with_no_eligible_matmul(optimized: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(QuantizeError, match="no MatMul or Gemm with a constant .* multiple of 32"):
+        make_variant("int4", optimized["odd_k"], tmp_path / "int4.onnx")
+
+
+def test_int4_quantizes_a_gemm_head_and_leaves_convolutions(optimized: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", optimized["cnn"], dst)
+    assert ops(dst)["MatMulNBits"] == 1 and ops(dst)["Gemm"] == 0
+    assert ops(dst)["Conv"] == ops(optimized["cnn"])["Conv"]
+    assert result.notes[0] == "1 Gemm nodes rewritten as MatMul + Add for MatMulNBits"
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny GPT-2 with past as optimum exports it (Conv1D layers as Gemm), optimised."""
+    from bundler.model.optimize import optimize
+    from tests import decoder_models
+
+    directory = tmp_path_factory.mktemp("decoder")
+    optimize(decoder_models.gpt2(directory).onnx, directory / "optimized.onnx")
+    return directory / "optimized.onnx"
+
+
+def test_int4_settings_reach_the_graph_and_the_record(decoder: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    options = Int4Options(block_size=64, symmetric=False, accuracy_level=4, embeddings=True)
+    result = make_variant("int4", decoder, dst, int4=options)
+    graph = onnx.load(dst).graph
+    nbits = [node for node in graph.node if node.op_type == "MatMulNBits"]
+    # GPT-2's 8 Conv1D Gemms (rewritten as MatMul + Add) and the LM head; q @ k^T, p @ v stay
+    assert len(nbits) == 9 and ops(dst)["Gemm"] == 0 and ops(dst)["MatMul"] == 4
+    for node in nbits:
+        attributes = {a.name: a.i for a in node.attribute}
+        assert attributes["block_size"] == 64 and attributes["accuracy_level"] == 4
+        assert len(node.input) >= 4 and node.input[3]  # zero points: asymmetric
+    assert ops(dst)["GatherBlockQuantized"] >= 1  # the token embedding
+    assert dict(result.settings) == {
+        "op": "com.microsoft.MatMulNBits", "bits": 4, "block_size": 64, "symmetric": False,
+        "matmuls_int4": 9, "matmuls_float32": 4, "accuracy_level": 4, "lm_head": True,
+        "embeddings": ops(dst)["GatherBlockQuantized"], "format": "nbits"}
+    assert ratio(dst, decoder) < 0.35  # blocks of 64 with zero points; wpe stays float
+
+
+def test_int4_keeps_the_lm_head_float_when_told(decoder: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(lm_head=False))
+    graph = onnx.load(dst).graph
+    # the tied head reads the embedding table through a Transpose (bundler.model.tied): float,
+    # and shared with the embedding's Gather, as in the optimised model
+    transposes = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Transpose"}
+    heads = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in transposes]
+    assert [transposes[n.input[1]] for n in heads] == ["transformer.wte.weight"]
+    assert sum(t.name.startswith("transformer.wte.weight") for t in graph.initializer) == 1
+    assert result.settings["lm_head"] is False and result.settings["matmuls_int4"] == 8
+    assert ops(dst)["GatherBlockQuantized"] == 0
+    assert "the LM head kept float32" in result.notes[-1]
+
+
+def test_int4_quantizes_a_shared_tied_head_as_its_own_copy(decoder: Path, tmp_path: Path):
+    dst = tmp_path / "int4.onnx"
+    make_variant("int4", decoder, dst)
+    graph = onnx.load(dst).graph
+    assert ops(decoder)["Transpose"] > ops(dst)["Transpose"]  # the head's Transpose is gone
+    names = [t.name for t in graph.initializer if t.name.startswith("transformer.wte.weight")]
+    assert sorted(names) == ["transformer.wte.weight", "transformer.wte.weight_transposed_Q4",
+                             "transformer.wte.weight_transposed_scales"]
+
+
+def test_int4_as_dequantize_linear_blocks(decoder: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(format="qdq"))
+    model = onnx.load(dst)
+    assert ops(dst)["MatMulNBits"] == 0 and ops(dst)["DequantizeLinear"] == 9
+    assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 21
+    blocks = next(t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT4)
+    assert blocks.dims  # the weights are stored as int4, not dequantized into float
+    assert result.settings["format"] == "qdq" and result.settings["op"] == "DequantizeLinear"
+    assert ratio(dst, decoder) < 0.6

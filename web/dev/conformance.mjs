@@ -36,10 +36,14 @@ export async function runTask({ base, options, method, items }) {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
-      } else if (method === 'generate') {  // greedy token ids per prompt
+      } else if (method === 'generate') {  // greedy token ids, teacher-forced logits per prompt
+        const text = await import(new URL('tasks/text.mjs', base).href);
         const answer = [];
-        for (const text of item.texts) {
-          answer.push((await model.generate(text, { maxNewTokens: item.steps })).tokenIds);
+        for (const [index, prompt] of item.texts.entries()) {
+          const { tokenIds } = await model.generate(prompt, { maxNewTokens: item.steps });
+          const logits = await text.teacherForced(model, model.manifest.task,
+            item.teacher[index]);
+          answer.push({ tokens: tokenIds, logits });
         }
         results.push(answer);
       } else if (item.texts) {  // embed() rows as plain arrays, classify() per text

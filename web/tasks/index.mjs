@@ -52,3 +52,9 @@ export function embed(model, task, texts, options) {
 export function generate(model, task, input, options) {
   return text.generate(model, task, input, options);
 }
+
+// A first run at load (load({ warmUp }), on by default for text-generation): shaders compiled and
+// kernels picked before the first call, so that its time to first token is not theirs.
+export async function warmUp(model, task) {
+  if (task?.kind === 'text-generation') await text.warmUp(model, task);
+}

@@ -106,16 +106,37 @@ export async function classify(model, task, texts, { topK } = {}) {
   return typeof texts === 'string' ? answers[0] : answers;
 }
 
-// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
-// only by such a bundle, which ships it).
-export async function generate(model, task, input, options) {
-  const [tokenizer, module, config, generationConfig, tokenizerConfig] = await Promise.all([
-    tokenizerOf(model, task), model._textModule(GENERATE_MODULE),
+// What web/text/generate.mjs runs on: the model's steps with its cache kept by the session (on
+// WebGPU on the GPU; Model._step), and the bundle's config files.
+async function decoderOf(model, task) {
+  const [module, config, generationConfig, tokenizerConfig] = await Promise.all([
+    model._textModule(GENERATE_MODULE),
     ...['config.json', 'generation_config.json', 'tokenizer_config.json'].map(
       (name) => readJson(model, task, name)),
   ]);
-  return module.generate({
-    run: (feeds) => model.run(feeds), inputs: model.inputs, tokenizer,
-    files: { config, generationConfig, tokenizerConfig },
-  }, input, options);
+  const decoder = {
+    step: (feeds, keep) => model._step(feeds, keep), drop: (ids) => model._drop(ids),
+    inputs: model.inputs, files: { config, generationConfig, tokenizerConfig },
+  };
+  return { module, decoder };
+}
+
+// A prompt or chat messages continued by a text-generation bundle (web/text/generate.mjs, imported
+// only by such a bundle, which ships it).
+export async function generate(model, task, input, options) {
+  const [tokenizer, { module, decoder }] = await Promise.all([
+    tokenizerOf(model, task), decoderOf(model, task)]);
+  return module.generate({ ...decoder, tokenizer }, input, options);
+}
+
+export async function warmUp(model, task) {
+  const [, { module, decoder }] = await Promise.all([
+    tokenizerOf(model, task), decoderOf(model, task)]);
+  await module.warmUp(decoder);
+}
+
+// Internal, for the build's check (web/dev/conformance.mjs): generate.mjs's teacherForced().
+export async function teacherForced(model, task, { ids, prompt, at }) {
+  const { module, decoder } = await decoderOf(model, task);
+  return module.teacherForced(decoder, ids, prompt, at);
 }

@@ -5,9 +5,15 @@
 // from the attention mask; tokens chosen by the sampling spec (sampling.mjs); EOS ids from
 // generation_config.json, else config.json. Messages go through the chat template (chat.mjs).
 //
-// TODO (issue 32, item 3): on WebGPU the present.* outputs should stay on the GPU
-// (preferredOutputLocation 'gpu-buffer'); model.run() hands back CPU data (and the worker posts
-// it), so the cache makes a round trip per step for now.
+//
+// The cache stays with the session (run's `keep`, see bundle.session.mjs): on WebGPU each
+// present.* stays in its GPU buffer and goes back in as the next step's past, and the past it
+// replaces is disposed at once (its buffer returns to onnxruntime's pool), so the live GPU buffers
+// stay flat however long the generation. On WASM the outputs are copied out of the runtime's
+// memory and the inputs into it at each step whatever is done here (onnxruntime-web has no
+// output binding on WASM, and optimum's decoders concatenate the past into a new present); what
+// keeping saves there is the cache's trip through plain arrays and, in worker mode, through
+// messages.
 import { chatTemplate, renderChat, specialTokens } from './chat.mjs';
 import { createSampler } from './sampling.mjs';
 
@@ -42,8 +48,12 @@ export function cacheLayout(inputs, config = {}) {
     return value;
   });
   if (!(first.type in ZEROS)) throw new Error(`past_key_values.0.key is ${first.type}`);
+  const presents = [];
+  for (let layer = 0; layer < layers; layer += 1) {
+    presents.push(`present.${layer}.key`, `present.${layer}.value`);
+  }
   return {
-    layers, kvHeads: dims[0], headSize: dims[1], type: first.type,
+    layers, kvHeads: dims[0], headSize: dims[1], type: first.type, presents,
     positionIds: byName.has('position_ids'), cacheBranch: byName.has('use_cache_branch'),
   };
 }
@@ -58,6 +68,108 @@ function emptyPast(layout) {
     }
   }
   return past;
+}
+
+// The KV cache of one generation: run() feeds the new ids after the past and keeps the presents
+// (handles, see bundle.session.mjs) as the next past, dropping the past they replace; release()
+// drops the last. The first step's zero-length past is plain (nothing to drop).
+class Cache {
+  constructor(step, drop, layout) {
+    this._step = step;
+    this._drop = drop;
+    this._layout = layout;
+    this._past = emptyPast(layout);
+    this._steps = 0;
+  }
+
+  // The logits of `pending`, the last of the `length` tokens so far (all attended to).
+  async run(pending, length) {
+    const feeds = {
+      input_ids: { data: BigInt64Array.from(pending, BigInt), dims: [1, pending.length] },
+      attention_mask: { data: new BigInt64Array(length).fill(1n), dims: [1, length] },
+      ...this._past,
+    };
+    if (this._layout.positionIds) { // the mask is all ones: positions are the running count
+      const positions = new BigInt64Array(pending.length);
+      for (let i = 0; i < pending.length; i += 1) positions[i] = BigInt(length - pending.length + i);
+      feeds.position_ids = { data: positions, dims: [1, pending.length] };
+    }
+    if (this._layout.cacheBranch) {
+      feeds.use_cache_branch = { data: [this._steps > 0], dims: [1] };
+    }
+    const outputs = await this._step(feeds, this._layout.presents);
+    await this.release();
+    this._steps += 1;
+    for (const name of this._layout.presents) {
+      this._past[name.replace('present', 'past_key_values')] = outputs[name];
+    }
+    return outputs.logits;
+  }
+
+  async release() {
+    const ids = Object.values(this._past).map((value) => value.kept)
+      .filter((id) => id !== undefined);
+    this._past = {};
+    await this._drop(ids);
+  }
+}
+
+/**
+ * A first run at load (load's warmUp): a one-token prefill and one step with its past, so that
+ * both the shaders (WebGPU) and the kernels of both branches are ready before the first call.
+ */
+export async function warmUp({ step, drop, inputs, files }) {
+  const cache = new Cache(step, drop, cacheLayout(inputs, files.config));
+  try {
+    await cache.run([0], 1);
+    await cache.run([0], 2);
+  } finally {
+    await cache.release();
+  }
+}
+
+/**
+ * The logits the loop computes when fed `ids` (the prompt's `promptLength` ids, then one id a
+ * step), each step's at the ids `at[step]`: the teacher-forced logits the build's check compares
+ * with native's (bundler/text/agreement.py). One step per row of `at`.
+ */
+export async function teacherForced({ step, drop, inputs, files }, ids, promptLength, at) {
+  const cache = new Cache(step, drop, cacheLayout(inputs, files.config));
+  const rows = [];
+  try {
+    let pending = ids.slice(0, promptLength);
+    for (let i = 0; i < at.length; i += 1) {
+      const logits = await cache.run(pending, promptLength + i);
+      const vocab = logits.dims[logits.dims.length - 1];
+      const last = logits.data.length - vocab;
+      rows.push(at[i].map((id) => logits.data[last + id]));
+      pending = [ids[promptLength + i]];
+    }
+  } finally {
+    await cache.release();
+  }
+  return rows;
+}
+
+/** The positions the model has (max_position_embeddings; GPT-2: n_positions), or null. */
+export function maxPositions(config = {}) {
+  const value = config.max_position_embeddings ?? config.n_positions;
+  return Number.isInteger(value) && value > 0 ? value : null;
+}
+
+/**
+ * { ids, dropped }: the prompt's ids that leave room for `maxNewTokens` in the model's positions;
+ * a longer prompt loses its first ids. The twin of generate.py's fit_prompt.
+ */
+export function fitPrompt(ids, config, maxNewTokens) {
+  const limit = maxPositions(config);
+  if (limit === null || ids.length + maxNewTokens <= limit) return { ids, dropped: 0 };
+  const room = limit - maxNewTokens;
+  if (room < 1) {
+    throw new RangeError(`${maxNewTokens} new tokens leave no room for a prompt in the model's`
+      + ` ${limit} positions`);
+  }
+  return { ids: ids.slice(ids.length - room), dropped: ids.length - room };
 }
 
 /** The ids that end a generation: generation_config.json's eos_token_id, else config.json's. */
@@ -125,11 +237,15 @@ function aborted(signal) {
 }
 
 /**
- * Generates after `input` (a prompt, or chat messages) with `run(feeds) -> outputs` (a loaded
- * model's run). `files`: { config, generationConfig, tokenizerConfig } (parsed JSON);
- * `inputs`: the model's input specs. Returns { text, tokenIds, promptIds, timings }.
+ * Generates after `input` (a prompt, or chat messages) with `step(feeds, keep) -> outputs` (a
+ * loaded model's run, the outputs named in `keep` answered as handles it keeps) and
+ * `drop(handles' ids)`. `files`: { config, generationConfig, tokenizerConfig } (parsed JSON);
+ * a prompt longer than the model's positions less maxNewTokens loses its first tokens
+ * (fitPrompt; `truncatedTokens` says how many).
+ * `inputs`: the model's input specs. Returns { text, tokenIds, promptIds, truncatedTokens,
+ * timings }.
  */
-export async function generate({ run, inputs, tokenizer, files }, input, options = {}) {
+export async function generate({ step, drop, inputs, tokenizer, files }, input, options = {}) {
   const {
     maxNewTokens = 32, stop = [], signal = null, onToken = null, ...sampling
   } = options;
@@ -142,60 +258,41 @@ export async function generate({ run, inputs, tokenizer, files }, input, options
   const eos = new Set(eosIds(files.config, files.generationConfig));
   const { text: prompt, special } = promptText(input, files.tokenizerConfig ?? {});
   const encoded = tokenizer.encode([prompt], special === null ? {} : { addSpecialTokens: special });
-  const promptIds = Array.from(encoded.input_ids, Number);
+  const fitted = fitPrompt(Array.from(encoded.input_ids, Number), files.config, maxNewTokens);
+  const promptIds = fitted.ids;
   if (promptIds.length === 0) throw new Error('generation needs a prompt of at least one token');
 
   const seen = [...promptIds];
   const tokenIds = [];
   const stream = textStream(stops, onToken);
-  let past = emptyPast(layout);
+  const cache = new Cache(step, drop, layout);
   let pending = promptIds;
   let text = '';
   const started = performance.now();
   let firstTokenMs = null;
-  while (tokenIds.length < maxNewTokens) {
-    if (signal?.aborted) throw aborted(signal);
-    const length = seen.length;
-    const feeds = {
-      input_ids: { data: BigInt64Array.from(pending, BigInt), dims: [1, pending.length] },
-      attention_mask: { data: new BigInt64Array(length).fill(1n), dims: [1, length] },
-      ...past,
-    };
-    if (layout.positionIds) { // the mask is all ones: positions are the running count
-      const positions = new BigInt64Array(pending.length);
-      for (let i = 0; i < pending.length; i += 1) positions[i] = BigInt(length - pending.length + i);
-      feeds.position_ids = { data: positions, dims: [1, pending.length] };
-    }
-    if (layout.cacheBranch) {
-      feeds.use_cache_branch = { data: [tokenIds.length > 0], dims: [1] };
-    }
-    const outputs = await run(feeds);
-    if (signal?.aborted) throw aborted(signal);
-    const logits = outputs.logits;
-    const vocab = logits.dims[logits.dims.length - 1];
-    const rows = logits.data.length / vocab;
-    const token = sampler.next(logits.data.subarray((rows - 1) * vocab, rows * vocab), seen);
-    if (firstTokenMs === null) firstTokenMs = performance.now() - started;
-    // each present.* is the next step's past; the replaced past is let go (plain arrays here)
-    past = {};
-    for (const [name, value] of Object.entries(outputs)) {
-      if (name.startsWith('present.')) {
-        past[name.replace('present', 'past_key_values')] = value;
-      } else if (name !== 'logits') {
-        value?.dispose?.();
+  try {
+    while (tokenIds.length < maxNewTokens) {
+      if (signal?.aborted) throw aborted(signal);
+      const logits = await cache.run(pending, seen.length);
+      if (signal?.aborted) throw aborted(signal);
+      const vocab = logits.dims[logits.dims.length - 1];
+      const rows = logits.data.length / vocab;
+      const token = sampler.next(logits.data.subarray((rows - 1) * vocab, rows * vocab), seen);
+      if (firstTokenMs === null) firstTokenMs = performance.now() - started;
+      tokenIds.push(token);
+      seen.push(token);
+      pending = [token];
+      text = tokenizer.decode(tokenIds);
+      const hit = stops.map((s) => text.indexOf(s)).filter((at) => at >= 0);
+      if (hit.length) {
+        text = text.slice(0, Math.min(...hit));
+        break;
       }
+      stream.push(text);
+      if (eos.has(token)) break;
     }
-    tokenIds.push(token);
-    seen.push(token);
-    pending = [token];
-    text = tokenizer.decode(tokenIds);
-    const hit = stops.map((s) => text.indexOf(s)).filter((at) => at >= 0);
-    if (hit.length) {
-      text = text.slice(0, Math.min(...hit));
-      break;
-    }
-    stream.push(text);
-    if (eos.has(token)) break;
+  } finally {
+    await cache.release();
   }
   text = stream.finish(text);
   const total = performance.now() - started;
@@ -204,6 +301,7 @@ export async function generate({ run, inputs, tokenizer, files }, input, options
     text,
     tokenIds,
     promptIds,
+    truncatedTokens: fitted.dropped, // the prompt's first ids dropped to fit the model
     timings: {
       firstTokenMs,
       prefillTokensPerS: firstTokenMs ? (promptIds.length * 1000) / firstTokenMs : null,

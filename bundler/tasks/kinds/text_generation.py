@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 NAME = "text-generation"
 PAST = re.compile(r"^past_key_values\.\d+\.(key|value)$")
 LOGITS = "logits"
-# Greedy tokens the build's check and `bundle test` compare per check prompt.
+# Greedy tokens the build's check and `bundle test` compare per check prompt (--steps).
 CHECK_STEPS = 32
 
 
@@ -52,18 +52,34 @@ def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
     return Task(kind=NAME, input=TOKEN_IDS, output=LOGITS, max_length=spec.max_length)
 
 
-def compare_tokens(native: list[Any], browser: list[Any], result: TaskComparison,
-                   tolerance: float) -> None:
-    """Greedy token ids per prompt, identical (`tolerance` is for scores; tokens are exact)."""
+def compare_generations(native: list[dict], browser: list[dict], result: TaskComparison,
+                        tolerance: float) -> None:
+    """Per prompt, the same token ids, and each teacher-forced logit within `tolerance` times its
+    step's logit range (`worst_score_difference`: the worst such ratio); native's answers are
+    bundler.text.agreement's."""
+    import numpy as np
+
     if not same_count(native, browser, result, "generations"):
         return
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        if list(want) != list(got):
-            at = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
-                      min(len(want), len(got)))
+        wanted, tokens = list(want["tokens"]), list(got["tokens"])
+        if wanted != tokens:
+            at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
+                      min(len(wanted), len(tokens)))
             result.worst_score_difference = 1.0
             result.error = (f"prompt {index}: the browser's tokens part from native's at step"
-                            f" {at} ({list(got)[at:at + 4]} for {list(want)[at:at + 4]})")
+                            f" {at} ({tokens[at:at + 4]} for {wanted[at:at + 4]})")
+            return
+        expected = np.asarray(want["logits"], np.float64).reshape(len(wanted), -1)
+        values = np.asarray(got["logits"], np.float64).reshape(expected.shape)
+        scale = np.maximum(np.asarray(want["range"], np.float64), 1e-12)[:, None]
+        ratio = np.abs(values - expected) / scale
+        worst = float(np.max(ratio)) if ratio.size else 0.0
+        result.worst_score_difference = max(result.worst_score_difference, worst)
+        if not worst <= tolerance:  # NaN fails too
+            step = int(np.argmax(np.nan_to_num(ratio, nan=np.inf).max(axis=1)))
+            result.error = (f"prompt {index}: the teacher-forced logits differ at step {step} by"
+                            f" {worst:.3g} of the logit range (tolerance {tolerance:g})")
             return
 
 
@@ -86,6 +102,6 @@ KIND = TaskKind(
     web_module="text.mjs",
     looks_like=_looks_like,
     resolve=_resolve,
-    compare=compare_tokens,
+    compare=compare_generations,
     report=report_generations,
 )

@@ -1,0 +1,61 @@
+"""What the build's check and `bundle test` compare a text-generation bundle on: per prompt, the
+native reference loop's greedy tokens for N steps (the browser's must be the same ids), and the
+teacher-forced logits (the browser runs its own loop fed the native tokens, step by step through
+its cache, and must give native's logits of the same steps within the tolerance table's
+`generation-logits` row).
+
+Only each step's top logits travel (PROBES of them, at native's top ids): a real vocabulary's
+full rows for every step of every prompt would be megabytes of JSON, and the top ones are those
+that decide a token. The bound is relative to the step's logit range (max - min of native's
+full row), so one number serves models whose logits are of any scale. The comparison is
+bundler.tasks.kinds.text_generation's compare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bundler.text.generate import Decoder, eos_ids, generate, prompt_ids, read_config
+
+if TYPE_CHECKING:
+    from bundler.text.tokenizer import TextTokenizer
+
+PROBES = 8  # logits compared per step: native's top ones
+
+
+def stepwise_logits(decoder: Decoder, prompt: Sequence[int], new: Sequence[int]) -> np.ndarray:
+    """Each step's logits [len(new), vocab] of the loop fed `prompt`, then `new` one id a step
+    through the cache: as the browser computes them. Not one pass over the whole sequence: a
+    dynamically quantized variant scales its activations per run, so one pass over many
+    positions and one position at a time differ by more than any browser error."""
+    rows, past, fed = [], None, list(prompt)
+    for step in range(len(new)):
+        mask = np.ones((1, len(prompt) + step), np.int64)
+        logits, past = decoder.run(fed, past, mask)
+        rows.append(logits[-1])
+        fed = [new[step]]
+    return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+
+
+def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
+                       prompts: Sequence[str], steps: int) -> tuple[list[dict], dict[str, Any]]:
+    """(native's answer per prompt: its greedy `tokens`, the teacher-forced `logits` at the
+    probed ids `at` and each step's logit `range`; the page's item: the prompts, `steps` and
+    what to feed its teacher-forced runs) with `folder`'s config.json and generation_config.json."""
+    config = read_config(folder)
+    decoder = Decoder(session, config)
+    eos = eos_ids(config, read_config(folder, "generation_config.json"))
+    answers, teacher = [], []
+    for prompt in prompts:
+        ids, _ = prompt_ids(tokenizer, prompt, config, steps)
+        new = generate(decoder, ids, steps, None, eos).ids
+        rows = stepwise_logits(decoder, ids, new).astype(np.float64)
+        at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
+        answers.append({"tokens": new, "at": at.tolist(),
+                        "logits": np.take_along_axis(rows, at, axis=1).tolist(),
+                        "range": (rows.max(axis=1) - rows.min(axis=1)).tolist()})
+        teacher.append({"ids": ids + new, "prompt": len(ids), "at": at.tolist()})
+    return answers, {"texts": list(prompts), "steps": steps, "teacher": teacher}

@@ -1,0 +1,142 @@
+"""A tiny random-weight Whisper exported by optimum as users export one
+(`--task automatic-speech-recognition-with-past`: encoder_model.onnx and decoder_model_merged.onnx),
+for the speech-to-text tests. Nothing is downloaded: the config has Whisper's real front end
+(80 mel bins, 1,500 encoder positions for 30 s), the vocabulary is Whisper's layout at a small
+size (a byte-level BPE trained here on the speech sentences, then <|endoftext|>,
+<|startoftranscript|>, language tokens, <|translate|>, <|transcribe|>, <|startoflm|>,
+<|startofprev|>, <|nospeech|>, <|notimestamps|> and the timestamps <|0.00|>..<|30.00|>), saved as
+a WhisperTokenizerFast folder beside the export, with a generation_config.json as the hub's
+Whisper checkpoints have it.
+
+Random weights give degenerate text; two things keep the decoding meaningful for the tests:
+weights at 10x transformers' init spread (logits far apart, so greedy choices are not decided by
+float noise between torch and onnxruntime), and the timestamp tokens outnumbering text tokens, so
+the timestamp rules (pairs, monotonic, the sum-of-probabilities rule) all act on the output."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+OPSET = 18
+LANGUAGES = ("en", "zh", "de", "es", "ru", "ko", "fr", "ja")  # Whisper's first eight, its order
+SPECIALS_BEFORE = ["<|endoftext|>", "<|startoftranscript|>", *(f"<|{c}|>" for c in LANGUAGES),
+                   "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
+                   "<|nospeech|>", "<|notimestamps|>"]
+TIMESTAMPS = [f"<|{i * 0.02:.2f}|>" for i in range(1501)]
+TEXT = """\
+The quick brown fox jumps over the lazy dog.
+Speech recognition in the browser needs the same features as the native model.
+Whisper listens to thirty seconds of audio at a time, sixteen thousand samples a second.
+Please call Stella and ask her to bring these things with her from the store.
+Six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack.
+"""
+
+
+@dataclasses.dataclass
+class SpeechExport:
+    folder: Path  # encoder_model.onnx, decoder_model_merged.onnx, configs, tokenizer
+    model: Any  # the torch WhisperForConditionalGeneration it was exported from
+
+    @property
+    def generation_config(self) -> dict[str, Any]:
+        return json.loads((self.folder / "generation_config.json").read_text(encoding="utf-8"))
+
+
+def tokenizer(folder: Path) -> Path:
+    """Whisper's vocabulary layout at a small size, saved by WhisperTokenizerFast."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import WhisperTokenizerFast
+
+    model = Tokenizer(models.BPE(unk_token=None))
+    model.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    model.decoder = decoders.ByteLevel()
+    model.post_processor = processors.ByteLevel(trim_offsets=False)
+    model.train_from_iterator(TEXT.splitlines() * 4, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    model.add_special_tokens(SPECIALS_BEFORE)
+    model.add_tokens(TIMESTAMPS)  # not special: Whisper's timestamps decode as text
+    fast = WhisperTokenizerFast(
+        tokenizer_object=model, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>", pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIALS_BEFORE[1:], model_max_length=1024)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def _ids(folder: Path) -> dict[str, int]:
+    from transformers import WhisperTokenizerFast
+
+    fast = WhisperTokenizerFast.from_pretrained(folder)
+    names = SPECIALS_BEFORE + TIMESTAMPS[:1] + TIMESTAMPS[-1:]
+    ids = {name: fast.convert_tokens_to_ids(name) for name in names}
+    ids["vocab"] = len(fast)
+    first = ids["<|endoftext|>"]
+    assert [ids[n] for n in SPECIALS_BEFORE] == list(range(first, first + len(SPECIALS_BEFORE)))
+    assert ids[TIMESTAMPS[-1]] == ids["<|notimestamps|>"] + 1501 == ids["vocab"] - 1
+    return ids
+
+
+def generation_config(ids: dict[str, int], max_length: int = 96) -> dict[str, Any]:
+    """generation_config.json as Whisper checkpoints ship it, at this vocabulary's ids."""
+    eos = ids["<|endoftext|>"]
+    space = 220 if ids["vocab"] > 220 else 1
+    return {
+        "decoder_start_token_id": ids["<|startoftranscript|>"], "bos_token_id": eos,
+        "eos_token_id": eos, "pad_token_id": eos, "max_length": max_length,
+        "is_multilingual": True,
+        "lang_to_id": {f"<|{code}|>": ids[f"<|{code}|>"] for code in LANGUAGES},
+        "task_to_id": {"translate": ids["<|translate|>"], "transcribe": ids["<|transcribe|>"]},
+        "no_timestamps_token_id": ids["<|notimestamps|>"],
+        "prev_sot_token_id": ids["<|startofprev|>"],
+        "max_initial_timestamp_index": 50,
+        "begin_suppress_tokens": [space, eos],
+        # a few text tokens as Whisper's list has punctuation, and the specials it suppresses
+        "suppress_tokens": [1, 2, 7, 11, 13, ids["<|translate|>"], ids["<|transcribe|>"],
+                            ids["<|startoflm|>"], ids["<|startofprev|>"], ids["<|nospeech|>"]],
+        "forced_decoder_ids": [[1, None], [2, ids["<|transcribe|>"]]],
+        "return_timestamps": False,
+    }
+
+
+def _whisper(ids: dict[str, int], seed: int) -> Any:
+    """Whisper at 2+2 layers x 64, 4 heads, real 80-bin front end and 30 s of positions."""
+    import torch
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(seed)
+    eos = ids["<|endoftext|>"]
+    config = WhisperConfig(
+        vocab_size=ids["vocab"], num_mel_bins=80, d_model=64, encoder_layers=2,
+        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=1500,
+        max_target_positions=128, init_std=0.2, pad_token_id=eos, bos_token_id=eos,
+        eos_token_id=eos, decoder_start_token_id=ids["<|startoftranscript|>"],
+        suppress_tokens=None, begin_suppress_tokens=None)
+    return WhisperForConditionalGeneration(config).eval()
+
+
+def whisper(directory: Path, seed: int = 0) -> SpeechExport:
+    """The export folder: optimum's ONNX files, config.json, preprocessor_config.json,
+    generation_config.json and the tokenizer; with the torch model it came from."""
+    from optimum.exporters.onnx import main_export
+    from transformers import GenerationConfig, WhisperFeatureExtractor
+
+    saved, folder = directory / "saved", directory / "onnx"
+    tokenizer(saved)
+    ids = _ids(saved)
+    model = _whisper(ids, seed)
+    model.generation_config = GenerationConfig(**generation_config(ids))
+    model.save_pretrained(saved)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(saved)
+    main_export(str(saved), folder, task="automatic-speech-recognition-with-past", opset=OPSET,
+                local_files_only=True, do_validation=False)
+    for path in saved.iterdir():
+        if not (folder / path.name).exists() and path.suffix in (".json", ".txt"):
+            shutil.copyfile(path, folder / path.name)
+    shutil.rmtree(saved)
+    return SpeechExport(folder, model)
