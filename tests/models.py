@@ -22,6 +22,8 @@ them pass onnx.checker and run in onnxruntime CPU; `ALL` maps each name to its b
 
 Outside `ALL`:
 
+    external_several         x f32[batch,32] -> y f32[batch,16], its three weights in three
+                             external data files, two of them in a subfolder
     hostile_names            HOSTILE_INPUT f32[1,4] -> HOSTILE_OUTPUT f32[1,4] (HTML for names;
                              it tests the demo page, not the runtime)
     heavy_conv               image f32[1,16,192,192] -> features f32[1,16] (twelve 3x3 convs:
@@ -237,6 +239,31 @@ def external_data(directory: Path) -> Path:
         location="external_data.weights",
         size_threshold=0,
     )
+
+
+def external_several(directory: Path) -> Path:
+    """y = (x @ w1 + b1) @ w2, each weight in its own external data file: the locations
+    `external_several.w1.bin`, `weights/b1.bin` and `weights/w2.bin` (the exporters' layout
+    for large models: several `.onnx_data` files, some in a folder)."""
+    weights = _weights(6, w1=(32, 32), b1=(32,), w2=(32, 16))
+    graph = _graph(
+        "external_several",
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+         helper.make_node("Add", ["h", "b1"], ["a"]),
+         helper.make_node("MatMul", ["a", "w2"], ["y"])],
+        [_io("x", F32, ["batch", 32])],
+        [_io("y", F32, ["batch", 16])],
+        weights,
+    )
+    path = _save(graph, directory)  # checked with its weights inline, then moved out
+    model = onnx.load(str(path))
+    locations = ["external_several.w1.bin", "weights/b1.bin", "weights/w2.bin"]
+    for tensor, location in zip(model.graph.initializer, locations, strict=True):
+        (directory / location).unlink(missing_ok=True)  # onnx appends to an existing file
+        (directory / location).parent.mkdir(parents=True, exist_ok=True)
+        onnx.external_data_helper.set_external_data(tensor, location)
+    onnx.save_model(model, path)
+    return path
 
 
 def _classifier(directory: Path, name: str, zipmap: bool) -> Path:

@@ -11,10 +11,13 @@ from pathlib import Path
 import onnx
 import pytest
 
+from bundler.bundle.manifest import load
+from bundler.bundle.modelio import native_load_error
 from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.errors import ConfigError
 from bundler.resources import example_model
+from bundler.verify.conformance import integrity_problems
 from tests import models
 from tests.conftest import ROOT
 
@@ -90,12 +93,35 @@ def test_example_model_is_the_default_and_the_page_names_it(build_bundle):
     assert oct(directory.stat().st_mode & 0o777) == "0o755"
 
 
-def test_external_data_is_inlined_into_the_shipped_model(build_bundle, tmp_path):
-    directory, manifest = build_bundle(models.external_data(tmp_path))
-    shipped = onnx.load(str(directory / manifest["sessions"][0]["variants"][0]["file"]),
-                        load_external_data=False)
-    assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in shipped.graph.initializer)
-    assert shipped_names(directory / "models") == ["fp32.onnx"]
+@pytest.mark.parametrize("builder", [models.external_data, models.external_several])
+def test_external_data_stays_external_in_the_shipped_model(build_bundle, tmp_path, builder):
+    directory, manifest = build_bundle(builder(tmp_path / "model"))
+    variant = manifest["sessions"][0]["variants"][0]
+    shipped = onnx.load(str(directory / variant["file"]), load_external_data=False)
+    locations = {entry.value for tensor in shipped.graph.initializer
+                 if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"}
+    # the graph names each data file by its hashed name beside it, as bundle.json lists it
+    assert sorted(locations) == sorted(path.split("/")[-1] for path in variant["data"])
+    assert shipped_names(directory / "models") == ["fp32.data", "fp32.onnx"]
+    listed = {entry["path"]: entry for entry in manifest["files"]}
+    shipped = [directory / path for path in [variant["file"], *variant["data"]]]
+    sizes = [path.stat().st_size for path in shipped]
+    assert all(path in listed for path in variant["data"])
+    # readable by the web server, as every other file
+    assert {path.stat().st_mode & 0o777 for path in shipped} == {0o644}
+    assert variant["bytes"] == sum(sizes) and sizes[1] > 2048  # the weights are in the data
+    # native onnxruntime opens the shipped graph with its data as it is in the bundle
+    assert native_load_error(directory / variant["file"]) is None
+    # bundle test notices a data file changed after the build
+    loaded = load(directory)
+    graph = {variant["file"]: directory / variant["file"]}
+    assert integrity_problems(loaded, graph) == []
+    with (directory / variant["data"][0]).open("r+b") as stream:
+        stream.write(b"\x00\x01\x02\x03")
+    assert integrity_problems(loaded, graph) == [
+        f"variant fp32: {variant['data'][0]} does not match the sha256 in bundle.json (the file"
+        " was changed after the build)"]
 
 
 def test_zipmap_output_becomes_the_probability_tensor(build_bundle, tmp_path):

@@ -93,6 +93,9 @@ export interface Variant {
   name: string; kind?: string; file: string; bytes: number; sha256: string; ratio?: number;
   accuracy?: VariantAccuracy | null; settings?: VariantSettings; notes?: string[];
   reference?: VariantReference | null;
+  /** The external data files `file` keeps its weights in (each an entry of `files`), absent when
+   * the weights are inline. bundle.mjs passes each to onnxruntime-web as `externalData`. */
+  data?: string[];
 }
 
 /** What a variant's quantizer did: one record per kind (fp32, fp16, int8-weights, int8,
@@ -298,7 +301,11 @@ export const ERROR_CODES: readonly ErrorCode[];
 export const SCHEMA_VERSION: number;
 
 export interface ProgressEvent { stage: 'manifest' | 'runtime' | 'model' | 'session';
-                                 loaded: number; total: number; }
+                                 loaded: number; total: number;
+                                 /** Stage 'model': the file (the graph, or one of its external
+                                  * data files) whose bytes moved, loaded/total being summed
+                                  * over all of them. */
+                                 file?: { path: string; loaded: number; total: number }; }
 
 export interface LoadOptions<VariantName extends string = string,
                              SessionName extends string = string> {

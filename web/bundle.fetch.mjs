@@ -1,4 +1,5 @@
-// bundle.fetch.mjs: fetches one file of bundle.json's `files` table for bundle.mjs.
+// bundle.fetch.mjs: fetches one file of bundle.json's `files` table for bundle.mjs (or several
+// at once, fetchFiles: a model's graph and its external data files).
 //
 //   const bytes = await fetchFile(entry, (path) => url, onProgress, { stage: 'model' });
 //
@@ -184,6 +185,22 @@ export async function fetchFile(entry, urls, onProgress, { stage, cache = true }
     storing.add(write);
   }
   return whole;
+}
+
+// Several files fetched at once as one stage (a model's graph and its external data files):
+// `requests` are { entry, urls } (fileRequest in bundle.mjs). Progress counts the bytes of all of
+// them ({ stage, loaded, total }) and says which file moved ({ file: { path, loaded, total } }).
+export function fetchFiles(requests, onProgress, { stage, cache = true } = {}) {
+  const totals = requests.map(({ entry }) => entry.bytes ?? 0);
+  const loaded = requests.map(() => 0);
+  const sum = (counts) => counts.reduce((total, count) => total + count, 0);
+  return Promise.all(requests.map(({ entry, urls }, index) => fetchFile(entry, urls,
+    onProgress && ((event) => {
+      loaded[index] = event.loaded;
+      totals[index] = event.total;
+      onProgress({ stage, loaded: sum(loaded), total: sum(totals),
+                   file: { path: entry.path, loaded: event.loaded, total: event.total } });
+    }), { stage, cache })));
 }
 
 // Resolves once the Cache Storage writes started so far are done. The bytes are handed on

@@ -351,6 +351,7 @@ export async function load(options = {}) {
         runtime: { module: fileUrl(build.module, base), mjs: fileUrl(build.mjs, base),
                    wasm: fileRequest(manifest, build.wasm, base) },
         model: fileRequest(manifest, variant.file, base),
+        data: (variant.data ?? []).map((path) => fileRequest(manifest, path, base)),
         ep,
         numThreads: options.numThreads,
         cache: options.cache !== false,

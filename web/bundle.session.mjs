@@ -5,7 +5,7 @@
 // model that cannot be fetched (BundleError 'fetch-failed') fails on every EP.
 
 import { BundleError, runtimeDidNotStart, serialised } from './bundle.core.mjs';
-import { fetchFile, stored } from './bundle.fetch.mjs';
+import { fetchFile, fetchFiles, stored } from './bundle.fetch.mjs';
 
 const runtimes = new Map(); // module URL -> Promise of that onnxruntime-web build, set up
 const restarts = new Map(); // module URL -> how often it was dropped: its wasm did not start
@@ -160,17 +160,20 @@ function atStage(stage, error) {
 }
 
 // runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
-// bundle.mjs). `models` caches fetched model bytes by path across the EPs one load() tries.
+// bundle.mjs); data: the same for each external data file the graph keeps its weights in (none
+// for inline weights). `models` caches fetched model bytes by path across the EPs one load()
+// tries.
 // sessionOptions: internal, for onnx-bundler's own harness (web/dev/, tests/js/ops_page.mjs):
 // more InferenceSession options (enableProfiling: release() then ends the profile first; a
 // graphOptimizationLevel; `extra`). Not part of the API. deviceOutputs: the outputs that stay on
 // the device on WebGPU (run()'s `keep`; text generation's present.*).
-export async function openSession({ runtime, model, ep, numThreads, cache, onProgress, models,
-                                    sessionOptions = {}, deviceOutputs = [] }) {
-  // The model is fetched while the runtime is fetched and compiled, not after it.
+export async function openSession({ runtime, model, data = [], ep, numThreads, cache, onProgress,
+                                    models, sessionOptions = {}, deviceOutputs = [] }) {
+  // The model is fetched while the runtime is fetched and compiled, not after it; its graph and
+  // data files all at once, with one progress over their bytes.
   const path = model.entry.path;
   const fetching = models.get(path)
-    ?? fetchFile(model.entry, model.urls, onProgress, { stage: 'model', cache });
+    ?? fetchFiles([model, ...data], onProgress, { stage: 'model', cache });
   if (!models.has(path)) {
     models.set(path, fetching);
     fetching.catch(() => models.delete(path)); // a failed fetch may be tried again
@@ -181,12 +184,16 @@ export async function openSession({ runtime, model, ep, numThreads, cache, onPro
   } catch (error) {
     throw atStage('runtime', error);
   }
-  const bytes = await fetching;
+  const [bytes, ...weights] = await fetching;
+  // onnxruntime-web finds each data file by `path`, which must equal the location string the
+  // graph names for its tensors: the build names each by its own file name (bundle/external.py).
+  const externalData = weights.map((file, index) => ({
+    path: data[index].entry.path.split('/').pop(), data: file }));
   try {
     onProgress?.({ stage: 'session', loaded: 0, total: 1 });
-    const session = await serialised(ort, () => ort.InferenceSession.create(
-      bytes, { graphOptimizationLevel: 'all', ...sessionOptions, ...onDevice(ep, deviceOutputs),
-        executionProviders: [ep] }));
+    const session = await serialised(ort, () => ort.InferenceSession.create(bytes, {
+      graphOptimizationLevel: 'all', ...sessionOptions, ...onDevice(ep, deviceOutputs),
+      executionProviders: [ep], ...(externalData.length ? { externalData } : {}) }));
     await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session, sessionOptions.enableProfiling === true);

@@ -153,7 +153,7 @@ def signature(model: onnx.ModelProto) -> Signature:
     )
 
 
-def _external_locations(model: onnx.ModelProto) -> tuple[str, ...]:
+def external_locations(model: onnx.ModelProto) -> tuple[str, ...]:
     locations = {
         entry.value
         for tensor in onnx.external_data_helper._get_all_tensors(model)
@@ -189,7 +189,7 @@ def read_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelError(f"{path} is not an ONNX model (no graph in it); export it again")
     missing = [
-        location for location in _external_locations(model)
+        location for location in external_locations(model)
         if not (path.parent / location).is_file()
     ]
     if missing:
@@ -218,7 +218,7 @@ def check_model(path: Path) -> list[str]:
 @functools.lru_cache(maxsize=64)
 def _files_of(path: Path, stamp: tuple[int, int, int]) -> tuple[Path, ...]:
     model = onnx.load(str(path), load_external_data=False)
-    return (path, *(path.parent / location for location in _external_locations(model)))
+    return (path, *(path.parent / location for location in external_locations(model)))
 
 
 def model_files(path: Path) -> list[Path]:

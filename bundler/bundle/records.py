@@ -232,6 +232,10 @@ class Variant:
     settings: VariantSettings
     notes: list[str]
     reference: Fingerprint | None
+    # The external data files the graph `file` keeps its weights in (models/fp32.1a2b3c4d.data),
+    # each also in `files`; the graph names each by its file name, which bundle.mjs passes to
+    # onnxruntime-web as externalData's `path`. None: the weights are inline.
+    data: list[str] | None = None
 
 
 @dataclasses.dataclass

@@ -165,23 +165,39 @@ def owned_paths(entries: Iterable[FilePiece]) -> set[str]:
     return paths
 
 
+def _parts_of(directory: Path, manifest: Manifest, relative: str) -> list[Path]:
+    entry = next((entry for entry in manifest.files or [] if entry.path == relative), None)
+    return [directory / part.path for part in (entry and entry.parts) or []]
+
+
+def _data_of(manifest: Manifest, relative: str) -> list[str]:
+    """The external data files of the variant whose graph is `relative` (none: inline)."""
+    return next((variant.data or [] for session in manifest.sessions
+                 for variant in session.variants if variant.file == relative), [])
+
+
 @contextlib.contextmanager
 def assembled(directory: Path, manifest: Manifest, relative: str) -> Iterator[Path]:
-    """The file `relative` of a bundle for native use: itself, or when it was split, its parts
-    put back together in a temporary file (a missing part: the path that does not exist)."""
+    """The file `relative` of a bundle for native use: itself, or when it or one of its
+    external data files was split, all of them put back together in a temporary folder (the
+    graph names its data files by their names, so they go side by side there). A missing part:
+    the path that does not exist."""
+    files = [relative, *_data_of(manifest, relative)]
     path = directory / relative
-    entry = next((entry for entry in manifest.files or [] if entry.path == relative), None)
-    parts = [directory / part.path for part in (entry and entry.parts) or []]
-    if path.is_file() or not parts or not all(part.is_file() for part in parts):
+    split = {name: _parts_of(directory, manifest, name) for name in files
+             if not (directory / name).is_file()}
+    if not split or not all(parts and all(part.is_file() for part in parts)
+                            for parts in split.values()):
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="onnx-bundler-") as folder:
-        whole = Path(folder) / path.name
-        with whole.open("wb") as stream:
-            for part in parts:
-                with part.open("rb") as source:
-                    shutil.copyfileobj(source, stream)
-        yield whole
+        for name in files:
+            whole = Path(folder) / Path(name).name
+            with whole.open("wb") as stream:
+                for part in split.get(name) or [directory / name]:
+                    with part.open("rb") as source:
+                        shutil.copyfileobj(source, stream)
+        yield Path(folder) / path.name
 
 
 def add_coi_worker(directory: Path, options: HostingOptions) -> None:

@@ -15,6 +15,7 @@ from bundler.bundle.modelio import (
     model_bytes,
     native_load_error,
     read_model,
+    save_model,
 )
 from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
@@ -95,12 +96,12 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
     notes = _strip_zipmap(model)
     destination.parent.mkdir(parents=True, exist_ok=True)
     unfitted = destination.with_name("unfitted.onnx")
-    onnx.save_model(model, str(unfitted))
+    save_model(model, unfitted)  # inline below protobuf's 2 GB, else with external data
     try:
         fit = fit_runtime(model, runtime_version)
     except ModelError as error:
         raise ModelError(f"{source}: {error.message}") from None
-    onnx.save_model(fit.model, str(destination))
+    save_model(fit.model, destination)
     if load_error := native_load_error(destination):
         reason = build_machine_limit(load_error) or (complaints[0] if complaints else load_error)
         what = "the browser-ready copy does not load" if (notes or fit.changed) and not \

@@ -9,7 +9,7 @@ from pathlib import Path
 from bundler.bundle.files import rename_to_hashed
 from bundler.bundle.layout import MODELS_DIR, WORK_DIR
 from bundler.bundle.manifest import Optimization
-from bundler.bundle.modelio import TensorSpec, model_bytes
+from bundler.bundle.modelio import TensorSpec, model_bytes, model_files
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.stages.prepare import Checked, Prepared
@@ -38,6 +38,7 @@ def make(checked: Checked, prepared: Prepared, staging: Path, options: BuildOpti
         source_bytes=model_bytes(checked.source), is_example=checked.is_example,
         reporter=reporter, user=checked.user, task=checked.task,
         text_folder=checked.text.folder if checked.text else None,
+        external=len(model_files(checked.source)) > 1,  # weights given in external data
     )
     hashed = tuple(
         dataclasses.replace(variant, entry=dataclasses.replace(

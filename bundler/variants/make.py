@@ -18,8 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
+from bundler.bundle.external import ship_external
 from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
-from bundler.bundle.modelio import TensorSpec, copy_model, read_model, sha256_of, signature
+from bundler.bundle.modelio import (
+    TensorSpec,
+    copy_model,
+    model_files,
+    read_model,
+    sha256_of,
+    signature,
+)
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import QuantizeError
@@ -217,11 +225,14 @@ def make_variants(
     user: UserInputs | None = None,
     task: Task | None = None,
     text_folder: Path | None = None,
+    external: bool = False,
 ) -> tuple[list[MadeVariant], Optimization, tuple[TensorSpec, ...], tuple[TensorSpec, ...],
            Workload | None]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
     `text_folder`: a text bundle's export folder (its tokenizer reads --validation texts).
+    `external`: ship every variant's weights in external data files (bundler.bundle.external), as
+    the given model kept them; a variant past protobuf's 2 GB ships them so anyway.
     Returns the variants, the optimisation record, the shipped inputs and outputs, and the
     input sizes the accuracy was measured at (None when it was not). A text-generation model
     with its export `text_folder` is measured on generation instead (bundler.text.quality).
@@ -229,7 +240,7 @@ def make_variants(
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter)
-    info = signature(read_model(optimized))
+    info = signature(read_model(optimized, load_weights=False))  # the graph is all it needs
     plan = options.plan
     user = user or UserInputs()
     check = None
@@ -259,12 +270,15 @@ def make_variants(
                 reporter.warn(f"auto: {kind} left out ({error.message})")
                 continue
         shipped = models_dir / f"{kind}{extension}"
+        data: list[Path] = []
         shipped.parent.mkdir(parents=True, exist_ok=True)
         if options.format == "ort":
             if kind == "int8-static":
                 reporter.warn(ORT_QDQ_WARNING)
             with reporter.step(f"Converting {kind} to ORT format"):
                 to_ort_format(result.path, shipped, samples.validation)
+        elif external or len(model_files(result.path)) > 1:
+            data = ship_external(result.path, shipped)
         else:
             shutil.copyfile(result.path, shipped)
         metrics = latency = None
@@ -287,18 +301,20 @@ def make_variants(
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
                                     options.dims, inputs=user.digest)
+        shipped_bytes = sum(file.stat().st_size for file in [shipped, *data])
         entry = Variant(
             name=kind,
             kind=kind,
             file=f"{models_dir.name}/{shipped.name}",
-            bytes=shipped.stat().st_size,
+            bytes=shipped_bytes,
             sha256=sha256_of(shipped),
-            ratio=round(shipped.stat().st_size / source_bytes, 4),
+            ratio=round(shipped_bytes / source_bytes, 4),
             accuracy=None if metrics is None else metrics.accuracy(
                 samples=measured_on[0], data=measured_on[1]),
             settings=result.settings,
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,
+            data=[f"{models_dir.name}/{file.name}" for file in data] or None,
         )
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:

@@ -132,17 +132,23 @@ class ConformanceReport:
 def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[str]:
     """What is wrong with the given variants' files (file name -> path) against `bundle.json`."""
     problems = []
+    listed = {entry.path: entry.sha256 for entry in manifest.files or []}
     for variant in manifest.session().variants:
         if variant.file not in models:
             continue
         path = models[variant.file]
-        if not path.is_file():
-            problems.append(f"variant {variant.name}: {variant.file} is missing")
-        elif sha256_of(path) != variant.sha256:
-            problems.append(
-                f"variant {variant.name}: {variant.file} does not match the sha256 in"
-                f" {MANIFEST_FILE} (the file was changed after the build)"
-            )
+        # its external data files lie beside it (assembled() puts split ones back there)
+        held = [(variant.file, path, variant.sha256),
+                *((data, path.parent / Path(data).name, listed.get(data))
+                  for data in variant.data or [])]
+        for file, copy, sha256 in held:
+            if not copy.is_file():
+                problems.append(f"variant {variant.name}: {file} is missing")
+            elif sha256 is not None and sha256_of(copy) != sha256:
+                problems.append(
+                    f"variant {variant.name}: {file} does not match the sha256 in"
+                    f" {MANIFEST_FILE} (the file was changed after the build)"
+                )
     return problems
 
 
