@@ -1,7 +1,8 @@
 """preflight() and load()'s `too-large` refusal in Chromium, on real builds: a 120 MB model of
 zeros (a few hundred KB on the wire) on a page whose navigator.deviceMemory says 0.25 GB is
 refused before any request for models/, and a small bundle's bytes are counted as cached once a
-load() has stored them."""
+load() has stored them; an EP whose adapter cannot hold the largest tensor is skipped for the other.
+"""
 
 import pytest
 
@@ -11,6 +12,9 @@ pytestmark = pytest.mark.browser
 
 # What a low-memory device says (an init script runs before the page's own scripts).
 LOW_MEMORY = "Object.defineProperty(Navigator.prototype, 'deviceMemory', { get: () => 0.25 });"
+# A WebGPU adapter whose buffers hold 16 bytes at most.
+TINY_BUFFERS = ("Object.defineProperty(GPUAdapter.prototype, 'limits', { get: () =>"
+                " ({ maxBufferSize: 16, maxStorageBufferBindingSize: 16 }) });")
 
 PREFLIGHT_AND_LOAD = """async ({ url, options }) => {
   const { load, preflight } = await import(url);
@@ -26,6 +30,15 @@ PREFLIGHT_AND_LOAD = """async ({ url, options }) => {
 }"""
 
 
+PROBE = """async ({ url }) => {
+  const { load } = await import(url);
+  const model = await load();
+  const result = { ep: model.ep, fallbackReasons: model.fallbackReasons };
+  await model.release();
+  return result;
+}"""
+
+
 @pytest.fixture(scope="module")
 def preflight_bundles(tmp_path_factory, runtime_dist):
     from bundler.bundle.options import BuildOptions
@@ -33,7 +46,7 @@ def preflight_bundles(tmp_path_factory, runtime_dist):
 
     root = tmp_path_factory.mktemp("preflight")
     built = {}
-    for name in ["zeros_table", "scalar_input"]:
+    for name in ["zeros_table", "multi_io"]:
         model = getattr(models, name)(root / "models")
         output = root / "site" / name
         manifest = build(model, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist))
@@ -54,7 +67,8 @@ def test_a_model_too_large_for_the_device_is_refused_before_any_model_request(
         requested = list(page.requests)
     assert result["code"] == "too-large", result
     assert [reason["code"] for reason in result["reasons"]] == ["too-large", "too-large"]
-    assert "navigator.deviceMemory is 256.0 MiB; no variant of this bundle fits" in result["error"]
+    assert ("navigator.deviceMemory is 256.0 MiB; no variant of this bundle fits on wasm"
+            in result["error"])
     assert not any("/models/" in url for url in requested), requested
     before = result["before"]
     assert before["fits"] is False
@@ -73,7 +87,7 @@ def test_a_model_too_large_for_the_device_is_refused_before_any_model_request(
 
 def test_preflight_counts_the_bytes_to_download_and_those_cached_after_a_load(
         preflight_bundles, plain_browser, open_bundle):
-    directory, manifest = preflight_bundles["scalar_input"]
+    directory, manifest = preflight_bundles["multi_io"]
     options = {"executionProviders": ["wasm"]}
     with open_bundle(plain_browser, directory) as page:
         result = page.evaluate(PREFLIGHT_AND_LOAD, {"url": page.base_url + "bundle.mjs",
@@ -86,3 +100,19 @@ def test_preflight_counts_the_bytes_to_download_and_those_cached_after_a_load(
         manifest.session().variants[0].file, manifest.runtime.builds["wasm"].wasm]
     assert after["download"] == 0
     assert after["cached"] == sum(file["bytes"] for file in after["files"]) > 0
+
+
+def test_an_ep_whose_adapter_cannot_hold_the_largest_tensor_is_skipped_for_the_next(
+        preflight_bundles, webgpu_browser, open_bundle):
+    directory, manifest = preflight_bundles["multi_io"]
+    with open_bundle(webgpu_browser, directory) as page:
+        page.page.add_init_script(TINY_BUFFERS)
+        page.page.reload()
+        result = page.evaluate(PROBE, {"url": page.base_url + "bundle.mjs"})
+    assert result["ep"] == "wasm", result
+    [reason] = result["fallbackReasons"]
+    largest = manifest.session().variants[0].memory.largest_tensor
+    assert largest > 16 and reason["code"] == "too-large" and reason["ep"] == "webgpu"
+    assert reason["detail"] == (
+        f"webgpu skipped: variant 'fp32' needs {largest} bytes (largest tensor) but the WebGPU"
+        " adapter's maxBufferSize is 16 bytes; no variant of this bundle fits on webgpu")

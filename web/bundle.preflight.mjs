@@ -16,7 +16,8 @@ const DEVICE_MEMORY_CAP = 8;
 const ADAPTER_LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize'];
 
 export function formatBytes(bytes) {
-  return bytes >= GIB ? `${(bytes / GIB).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+  if (bytes >= GIB) return `${(bytes / GIB).toFixed(2)} GiB`;
+  return bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
 }
 
 // The checks of a variant's memory record on `ep` against the limits `env` gives ({ deviceMemory
@@ -52,7 +53,7 @@ export function tooLargeReason(session, variant, ep, env, checks) {
     .filter((v) => v !== variant && v.memory && fitsOn(v, ep, env))
     .sort((a, b) => a.bytes - b.bytes)[0];
   const instead = other ? `the variant '${other.name}' would fit (load({ variant: '${other.name}' }))`
-    : 'no variant of this bundle fits';
+    : `no variant of this bundle fits on ${ep}`;
   return { ep, code: 'too-large', detail: `${ep} skipped: variant '${variant.name}' needs ${
     formatBytes(failed.need)} (${failed.what}) but ${failed.limit} is ${
     formatBytes(failed.value)}; ${instead}` };
