@@ -379,6 +379,16 @@ def wide_dense(directory: Path) -> Path:
     return _save(graph, directory)
 
 
+def zeros_table(directory: Path, count: int = 30_000_000) -> Path:
+    """y = sum(w * x) with a [count] float32 w of zeros: 120 MB by default that compress to almost
+    nothing, for the memory limits load() checks before downloading (not in ALL)."""
+    nodes = [helper.make_node("Mul", ["w", "x"], ["scaled"]),
+             helper.make_node("ReduceSum", ["scaled"], ["y"], keepdims=1)]
+    graph = _graph("zeros_table", nodes, [_io("x", F32, [1])], [_io("y", F32, [1])],
+                   [numpy_helper.from_array(np.zeros(count, np.float32), "w")])
+    return _save(graph, directory)
+
+
 def heavy_conv(directory: Path) -> Path:
     """Twelve 16->16 3x3 Conv + Relu over 192x192, then GlobalAveragePool and Flatten: small
     weights, much compute (a run takes well over 50 ms in WASM: a long task when it runs on the

@@ -78,6 +78,7 @@ TYPES = {
     manifest.Hosting: _inline(MANIFEST_TS["hosting"][1]),
     manifest.Fingerprint: _interface("VariantReference"),
     records.OutputFingerprint: _interface("OutputFingerprint"),
+    records.Memory: _interface("VariantMemory"),
     manifest.Workload: _interface("Workload"),
     manifest.SpeedRecord: _interface("SpeedRecord"),
     measured.GuessedDim: _interface("GuessedDim"),
@@ -132,7 +133,9 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                   samples=4, data="generated",
                                   bounds={"top1": manifest.Bound(4, 0.5, 0.15,
                                                                  "wilson-95-lower")}),
-                {"weights": "float32"}, [], None)]), manifest.Session("m2", [], [], [], "fp32")),
+                {"weights": "float32"}, [], None,
+                records.Memory(largest_tensor=8, weights=8, heap=10, peak=12))]),
+            manifest.Session("m2", [], [], [], "fp32")),
         source=manifest.Source("m.onnx", 1), notes=[],
         optimization=manifest.Optimization(True, nodes_before=2, nodes_after=1, steps=[
             manifest.OptimizationStep("fold", "applied", "")]),

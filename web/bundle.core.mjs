@@ -20,6 +20,7 @@ export const ERROR_CODES = [
   'runtime-unsupported', // fallback reason: this onnxruntime-web build has no kernel for an op
   'session-failed', // fallback reason: session creation failed otherwise (a device feature, ...)
   'no-execution-provider', // load(): every EP was skipped or failed; see error.reasons
+  'too-large', // load(), before any download: no variant it may try fits this device's limits
   'input-name', // run(): a missing or unknown input (or feeds that are not an object)
   'input-type', // run(): wrong element type or data
   'input-shape', // run(): dims that do not fit the model or the data

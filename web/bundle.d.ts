@@ -96,7 +96,15 @@ export interface Variant {
   /** The external data files `file` keeps its weights in (each an entry of `files`), absent when
    * the weights are inline. bundle.mjs passes each to onnxruntime-web as `externalData`. */
   data?: string[];
+  /** What load() checks against the device's limits before fetching the variant (absent in
+   * bundles built before it). */
+  memory?: VariantMemory | null;
 }
+
+/** A variant's bytes as load() needs them: its largest initializer, all of them, and the
+ * estimated wasm heap and peak page memory (docs/reference/bundle-json.md). */
+export interface VariantMemory { largest_tensor: number; weights: number; heap: number;
+                                 peak: number; }
 
 /** What a variant's quantizer did: one record per kind (fp32, fp16, int8-weights, int8,
  * int8-static, int4). */
@@ -283,7 +291,7 @@ export interface Task {
 export type ErrorCode =
   | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
   | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'
-  | 'no-execution-provider' | 'input-name' | 'input-type' | 'input-shape' | 'released'
+  | 'no-execution-provider' | 'too-large' | 'input-name' | 'input-type' | 'input-shape' | 'released'
   | 'worker-failed' | 'unsupported-environment' | 'wrong-task' | 'bad-source';
 
 /** Why load() skipped an EP or fell back from it. */
@@ -293,7 +301,7 @@ export interface FallbackReason { ep: ExecutionProvider; code: ErrorCode; detail
 export class BundleError extends Error {
   readonly name: 'BundleError';
   readonly code: ErrorCode;
-  /** With code 'no-execution-provider': why each EP was skipped or failed. */
+  /** With code 'no-execution-provider' or 'too-large': why each EP was skipped or failed. */
   readonly reasons?: FallbackReason[];
 }
 export const ERROR_CODES: readonly ErrorCode[];
@@ -412,6 +420,23 @@ export interface AudioStream {
   reset(): void;
 }
 
+/** One limit a variant was checked against: the bytes it allows (`value`) and the estimate
+ * compared with it (`need`, `what` it is). */
+export interface LimitCheck { limit: string; value: number; need: number; what: string;
+                              fits: boolean; }
+/** A file load() would fetch: its size, its bytes over the wire and whether it is cached. */
+export interface PreflightFile { path: string; bytes: number; wire: number; cached: boolean; }
+/** What load() would do on one EP: the variant, the bytes to download and already cached, the
+ * memory record, the limits checked and, when it would not load there, why. */
+export interface PreflightEP {
+  ep: ExecutionProvider; variant: string | null; fits: boolean; reason: FallbackReason | null;
+  files: PreflightFile[]; download: number; cached: number; memory: VariantMemory | null;
+  checks: LimitCheck[];
+}
+export interface Preflight { session: string; fits: boolean; eps: PreflightEP[]; }
+/** What load(options) would try, download and whether it fits, before any model byte is
+ * fetched. */
+export function preflight(options?: Omit<LoadOptions, 'onProgress' | 'worker'>): Promise<Preflight>;
 /** Empties the Cache Storage that load() keeps model and .wasm bytes in. */
 export function clearCache(): Promise<boolean>;
 export function loadManifest(baseUrl?: string | URL): Promise<Manifest>;

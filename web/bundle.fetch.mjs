@@ -55,6 +55,13 @@ export function fetchedPath(piece) {
   return piece.encodings?.gzip?.path ?? piece.path;
 }
 
+// What goes over the wire for a file: per piece (its parts, or itself), the path fetched and its
+// bytes as sent.
+export function fetchedPieces(entry) {
+  return (entry.parts ?? [entry]).map((piece) => ({
+    path: fetchedPath(piece), bytes: piece.encodings?.gzip?.bytes ?? piece.bytes ?? 0 }));
+}
+
 const isGzip = (bytes) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
 
 function decompressor() {
@@ -148,6 +155,18 @@ async function remember(store, sha256, bytes) {
   } catch (error) {
     const why = error?.name === 'QuotaExceededError' ? 'the storage quota is full' : error;
     console.warn(`bundle: kept in memory only, not in Cache Storage (${why})`);
+  }
+}
+
+// The bytes of `entry` that Cache Storage holds (its size when it is there, else 0), looked up by
+// sha256 without reading them (bundle.preflight.mjs).
+export async function cachedBytes(entry, cache = true) {
+  const store = await openCache(cache && entry.sha256);
+  if (!store) return 0;
+  try {
+    return (await store.match(cacheKey(entry.sha256))) ? entry.bytes ?? 0 : 0;
+  } catch {
+    return 0;
   }
 }
 

@@ -17,12 +17,12 @@ import {
   makeFeeds,
   noExecutionProvider,
   pickSession,
-  planAttempts,
   sessionFailure,
   taskOf,
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from './bundle.files.mjs';
 import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
+import { environment, planFits, preflightOf, refusal } from './bundle.preflight.mjs';
 import { fetchJson, openSession } from './bundle.session.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION, sessionsOf } from './bundle.core.mjs';
@@ -69,23 +69,19 @@ function fileRequest(manifest, path, base) {
     fileUrl(fetchedPath(piece), base)])) };
 }
 
+// What load(options) would try and fetch, and whether it fits, before fetching any of it
+// (bundle.preflight.mjs; docs/reference/bundle-mjs.md).
+export async function preflight(options = {}) {
+  const eps = checkOptions(options);
+  const manifest = await loadManifest(options.baseUrl === undefined ? undefined
+    : folderUrl(options.baseUrl).href);
+  return preflightOf(manifest, eps, options, await environment(eps));
+}
+
 // bundle.json: the copy built into bundle.files.mjs, or the one under baseUrl.
 export async function loadManifest(baseUrl) {
   if (baseUrl === undefined) return checkSchemaVersion(structuredClone(MANIFEST));
   return checkSchemaVersion(await fetchJson(new URL('bundle.json', folderUrl(baseUrl))));
-}
-
-async function webgpuMissing() {
-  const reason = (detail) => ({ ep: 'webgpu', code: 'webgpu-unavailable',
-    detail: `WebGPU unavailable: ${detail}` });
-  if (!globalThis.navigator?.gpu) return reason('navigator.gpu is missing');
-  try {
-    const adapter = await navigator.gpu.requestAdapter();
-    if (!adapter) return reason('no adapter (requestAdapter() returned null)');
-  } catch (error) {
-    return reason(`requestAdapter() failed: ${error.message ?? error}`);
-  }
-  return null;
 }
 
 // Feeds are checked here and handed on as plain tensors; the session (on this page or in the
@@ -339,11 +335,14 @@ export async function load(options = {}) {
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
   const worker = options.worker ? new WorkerSession() : null;
   try {
-    for (const attempt of planAttempts(manifest, eps, options)) {
+    // The limits are checked before a byte is fetched: rather than download what cannot run.
+    const plan = planFits(manifest, eps, options, await environment(eps));
+    const refused = refusal(plan);
+    if (refused) throw refused;
+    for (const attempt of plan) {
       const { ep, variant } = attempt;
-      const skipped = attempt.reason ?? (ep === 'webgpu' ? await webgpuMissing() : null);
-      if (skipped) {
-        reasons.push(skipped);
+      if (attempt.reason) {
+        reasons.push(attempt.reason);
         continue;
       }
       const build = manifest.runtime.builds[ep];

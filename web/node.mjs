@@ -20,3 +20,7 @@ export async function load() {
 export async function loadManifest() {
   throw browserOnly();
 }
+
+export async function preflight() {
+  throw browserOnly();
+}

@@ -220,6 +220,17 @@ VariantSettings = (Fp32Settings | Fp16Settings | Int8WeightsSettings | Int8Setti
                    | Int8StaticSettings | Int4Settings)
 
 
+@dataclasses.dataclass(kw_only=True)
+class Memory:
+    """What load() compares with the browser's limits before it fetches a byte of a variant
+    (bundler.variants.footprint; the estimates are explained in docs/reference/bundle-json.md)."""
+
+    largest_tensor: int  # bytes of its largest initializer: one WebGPU buffer
+    weights: int  # bytes of all its initializers: what WebGPU keeps on the GPU
+    heap: int  # estimated wasm heap: the model's bytes + a margin (wasm32 allows 4 GiB)
+    peak: int  # estimated page memory while the session is created: the fetched bytes + heap
+
+
 @dataclasses.dataclass
 class Variant:
     name: str
@@ -236,6 +247,7 @@ class Variant:
     # each also in `files`; the graph names each by its file name, which bundle.mjs passes to
     # onnxruntime-web as externalData's `path`. None: the weights are inline.
     data: list[str] | None = None
+    memory: Memory | None = None  # absent: built before preflight (load() then checks no memory)
 
 
 @dataclasses.dataclass

@@ -150,6 +150,12 @@ def _tensor_size(tensor: onnx.TensorProto) -> tuple[int, int]:
     return count, count * itemsize
 
 
+def tensor_bytes(model: onnx.ModelProto) -> list[int]:
+    """The bytes of each constant tensor of `model` (initializers and Constant values, in
+    subgraphs and functions too), from their dims and types: external data is never read."""
+    return [_tensor_size(tensor)[1] for tensor in _Walker(model).tensors]
+
+
 def _parameters(tensors: list[onnx.TensorProto]) -> dict[str, dict[str, int]]:
     by_type: dict[str, dict[str, int]] = {}
     for tensor in tensors:

@@ -38,6 +38,7 @@ from bundler.text.tokenizer import TextTokenizer
 from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
+from bundler.variants.footprint import footprint
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
@@ -315,6 +316,7 @@ def make_variants(
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,
             data=[f"{models_dir.name}/{file.name}" for file in data] or None,
+            memory=footprint(result.path, shipped_bytes),
         )
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:
