@@ -133,8 +133,8 @@ def test_the_json_reader_covers_every_field_type() -> None:
                                   samples=4, data="generated",
                                   bounds={"top1": manifest.Bound(4, 0.5, 0.15,
                                                                  "wilson-95-lower")}),
-                {"weights": "float32"}, [], None,
-                records.Memory(largest_tensor=8, weights=8, heap=10, peak=12))]),
+                {"weights": "float32"}, [], None, data=["models/fp32.1.data"],
+                memory=records.Memory(largest_tensor=8, weights=8, heap=10, peak=12))]),
             manifest.Session("m2", [], [], [], "fp32")),
         source=manifest.Source("m.onnx", 1), notes=[],
         optimization=manifest.Optimization(True, nodes_before=2, nodes_after=1, steps=[

@@ -70,6 +70,9 @@ export interface VariantAccuracy {
     | 'sample' | 'check-text' | 'generated';
   bounds?: Partial<Record<'top1' | 'cosine' | 'mean_rel' | DecodedKey
     | `${DecodedKey}_per_sample`, AccuracyBound>>;
+  /** A text-generation bundle's (measured on generation): the share of fp32's greedy tokens
+   * kept before the first that differs, and the perplexity over fp32's on the check text. */
+  tokens_agreement?: number | null; perplexity_ratio?: number | null;
 }
 
 /** A task bundle's decoded answers agreeing with fp32's: labels, boxes matched by IoU, speech
@@ -126,6 +129,9 @@ export interface Int8StaticSettings {
 export interface Int4Settings {
   op: string; bits: number; block_size: number; symmetric: boolean; matmuls_int4: number;
   matmuls_float32: number;
+  /** --int4 (absent in older bundles): MatMulNBits' accuracy_level, the LM head in 4 bits, the
+   * embedding tables stored in 4 bits, and nbits (MatMulNBits) or qdq (DequantizeLinear). */
+  accuracy_level?: number; lm_head?: boolean; embeddings?: number; format?: 'nbits' | 'qdq';
 }
 
 /** A variant's native outputs at build time, so bundle test notices a changed model file; seed
