@@ -86,40 +86,37 @@ def bert_folders(directory: Path) -> dict[str, Path]:
 def roberta_folder(directory: Path) -> Path:
     """A RobertaModel (input_ids and attention_mask only, positions after the padding index)
     with a byte-level BPE tokenizer that pads on the left, for feature-extraction."""
-    import torch
-    from tokenizers import Tokenizer
     from transformers import RobertaConfig, RobertaModel
 
     from tests.text_tokenizers import byte_level_bpe
 
-    tokens = byte_level_bpe(directory / "roberta-tokenizer")
-    tokenizer = Tokenizer.from_file(str(tokens / "tokenizer.json"))
-    torch.manual_seed(SEED)
-    config = RobertaConfig(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
-                           pad_token_id=tokenizer.token_to_id("<pad>"),
-                           bos_token_id=tokenizer.token_to_id("<s>"),
-                           eos_token_id=tokenizer.token_to_id("</s>"),
-                           **{**SMALL, "max_position_embeddings": 48 + 2})
-    return _export(RobertaModel(config).eval(), tokens, "feature-extraction",
-                   directory / "roberta-embed")
+    return _roberta_family(RobertaConfig, RobertaModel, byte_level_bpe(
+        directory / "roberta-tokenizer"), 48, directory / "roberta-embed")
 
 
 def xlmr_folder(directory: Path) -> Path:
     """An XLMRobertaModel with a sentencepiece Unigram tokenizer as multilingual encoders ship it
     (nmt_nfkc's Precompiled charsmap, <s> A </s>), for feature-extraction."""
-    import torch
-    from tokenizers import Tokenizer
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
     from tests.text_tokenizers import sentencepiece_xlmr
 
-    tokens = sentencepiece_xlmr(directory / "xlmr-tokenizer")
+    return _roberta_family(XLMRobertaConfig, XLMRobertaModel, sentencepiece_xlmr(
+        directory / "xlmr-tokenizer"), 64, directory / "xlmr-embed")
+
+
+def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
+                    target: Path) -> Path:
+    """A RoBERTa-family encoder for the tokenizer in `tokens`, its special tokens' ids in its
+    config, `max_length` tokens (positions start after the padding index), exported."""
+    import torch
+    from tokenizers import Tokenizer
+
     tokenizer = Tokenizer.from_file(str(tokens / "tokenizer.json"))
     torch.manual_seed(SEED)
-    config = XLMRobertaConfig(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
-                              pad_token_id=tokenizer.token_to_id("<pad>"),
-                              bos_token_id=tokenizer.token_to_id("<s>"),
-                              eos_token_id=tokenizer.token_to_id("</s>"),
-                              **{**SMALL, "max_position_embeddings": 64 + 2})
-    return _export(XLMRobertaModel(config).eval(), tokens, "feature-extraction",
-                   directory / "xlmr-embed")
+    config = config_class(vocab_size=tokenizer.get_vocab_size(), type_vocab_size=1,
+                          pad_token_id=tokenizer.token_to_id("<pad>"),
+                          bos_token_id=tokenizer.token_to_id("<s>"),
+                          eos_token_id=tokenizer.token_to_id("</s>"),
+                          **{**SMALL, "max_position_embeddings": max_length + 2})
+    return _export(model_class(config).eval(), tokens, "feature-extraction", target)
