@@ -319,7 +319,9 @@ def _events(url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnect
 
 def _next_state(response: http.client.HTTPResponse) -> dict:
     while True:
-        line = response.fp.readline().decode()
+        line = response.fp.readline().decode()  # the connection's 30 s timeout bounds each read
+        if not line:
+            raise AssertionError("the server closed the event stream")
         if line.startswith("data: "):
             return json.loads(line[len("data: "):])
 
