@@ -40,9 +40,10 @@ function importTaskApi(manifest) {
 }
 
 // A text-generation bundle's KV cache (present.*): on WebGPU it stays on the GPU between steps.
-function deviceOutputs(manifest) {
+// `session`: the manifest's session record (schema 2 keeps the outputs there, not at the top).
+function deviceOutputs(manifest, session) {
   if (manifest.task?.kind !== 'text-generation') return [];
-  return manifest.outputs.map((spec) => spec.name).filter((name) => name.startsWith('present.'));
+  return session.outputs.map((output) => output.name).filter((name) => name.startsWith('present.'));
 }
 
 function folderUrl(baseUrl) {
@@ -356,7 +357,7 @@ export async function load(options = {}) {
         cache: options.cache !== false,
         // Internal, for onnx-bundler's harness (web/dev/profile.mjs): not part of the API.
         sessionOptions: options.__sessionOptions,
-        deviceOutputs: deviceOutputs(manifest),
+        deviceOutputs: deviceOutputs(manifest, spec),
       };
       let session;
       try {
