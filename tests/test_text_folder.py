@@ -74,7 +74,7 @@ def test_an_unclear_task_asks_for_task(text_folders, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     del config["id2label"], config["label2id"]
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="give --task feature-extraction, text-classification or"):
+    with pytest.raises(ConfigError, match="give --task feature-extraction, text-classification,"):
         text_source(folder, BuildOptions())
 
 
