@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.layout import SPEECH_FILES
 from bundler.tasks.logmel import spec_of
+from bundler.tasks.samples import wav_bytes
 from bundler.text import whisper
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.whisper_run import WhisperSessions, transcribe
@@ -106,3 +108,18 @@ def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_
                 (c.start, c.end, c.tokens) for c in want["chunks"]]
         else:
             assert "segments" not in result
+
+
+def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, open_bundle,
+                                                       tmp_path):
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    with open_bundle(plain_browser, built["bundle"], "index.html") as page:
+        page.page.wait_for_selector("body[data-ready=true]")
+        page.page.set_input_files("#task-file", str(recording))
+        page.page.wait_for_selector("#task-results li", timeout=120_000)
+        items = page.page.locator("#task-results li").all_text_contents()
+        assert items and all(re.match(r"\d+\.\d\d s – \d+\.\d\d s: ", item) for item in items), \
+            items
+        assert page.page.is_disabled("#task-live")  # no live transcription yet
