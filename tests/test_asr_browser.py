@@ -2,7 +2,8 @@
 no --task): the task is inferred, the bundle holds an `encoder` and a `decoder` session with the
 tokenizer, config and speech modules; in headless Chromium on WASM, model.transcribe() of speech
 read by eSpeak NG gives the tokens of the native run (bundler/text/whisper_run.py) over the
-bundle's own model files, window by window and merged, and the same text."""
+bundle's own model files, window by window and merged, and the same text (in the worker mode
+too); the demo page transcribes a dropped recording."""
 
 from __future__ import annotations
 
@@ -74,7 +75,11 @@ TRANSCRIBE = """async ({ url, samples, rate, cases }) => {
   }
   const sessions = [model.session, model._decoder.session];
   await model.release();
-  return { results, sessions, ep: model.ep };
+  // in the worker mode, each session in its own worker: the same transcript
+  const inWorker = await load({ executionProviders: ['wasm'], worker: true });
+  const worker = await inWorker.transcribe(audio, { sampleRate: rate, ...cases[0] });
+  await inWorker.release();
+  return { results, sessions, ep: model.ep, worker };
 }"""
 
 
@@ -99,6 +104,7 @@ def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_
             "url": page.base_url + "bundle.mjs", "rate": rate, "cases": CASES,
             "samples": base64.b64encode(audio.tobytes()).decode()})
     assert got["sessions"] == ["encoder", "decoder"] and got["ep"] == "wasm"
+    assert got["worker"] == got["results"][0]
     for result, want, case in zip(got["results"], native, CASES, strict=True):
         assert result["windows"] == want["windows"]
         assert result["tokens"] == want["tokens"]

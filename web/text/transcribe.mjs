@@ -60,13 +60,18 @@ class Sessions {
     return outputs[this.output];
   }
 
-  // The logits of the last id of `ids` after `past` (null: step 0) and the new past.
+  // The logits of the last id of `ids` after `past` (null: step 0) and the new past. A model in
+  // a worker (load({ worker: true })) takes the feeds' buffers (transferred, detached here), so
+  // it is given copies of what later steps feed again.
   async step(ids, hidden, past) {
+    const kept = (tensor) => (this.decoder.worker
+      ? { data: tensor.data.slice(), dims: tensor.dims } : { data: tensor.data, dims: tensor.dims });
     const feeds = {
       input_ids: { data: BigInt64Array.from(ids, BigInt), dims: [1, ids.length] },
-      encoder_hidden_states: { data: hidden.data, dims: hidden.dims },
+      encoder_hidden_states: kept(hidden),
       use_cache_branch: { data: [past !== null], dims: [1] },
-      ...(past ?? emptyPast(this.layout)),
+      ...Object.fromEntries(Object.entries(past ?? emptyPast(this.layout))
+        .map(([name, tensor]) => [name, kept(tensor)])),
     };
     const outputs = await this.decoder.run(feeds);
     const next = { ...(past ?? {}) };
