@@ -160,3 +160,11 @@ def test_a_two_file_decoder_is_merged_once_into_the_cache(tmp_path, monkeypatch)
     with monkeypatch.context() as without:  # made once: the next build reads it from the cache
         without.setitem(sys.modules, "optimum.onnx.graph_transformations", None)
         assert read_folder(folder).model == merged
+
+
+def test_speech_recognition_needs_the_export_folder():
+    """An encoder .onnx alone has no decoder, tokenizer nor generation config to transcribe with."""
+    task = Task(kind="automatic-speech-recognition", input="input_features",
+                output="last_hidden_state")
+    with pytest.raises(ConfigError, match="needs the export folder .*decoder_model_merged.onnx"):
+        complete_text_task(task, None)
