@@ -117,7 +117,10 @@ def summary(manifest: Manifest) -> str:
                          for variant in manifest.session().variants)
     inputs = ", ".join(spec.name for spec in manifest.session().inputs)
     outputs = ", ".join(spec.name for spec in manifest.session().outputs)
-    return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
+    line = f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
+    if len(manifest.sessions) > 1:  # a pipeline: the line above is its primary session's
+        line += "; sessions " + ", ".join(session.name for session in manifest.sessions)
+    return line
 
 
 def _summarise(manifest: Manifest, output: Path, reporter: Reporter,
