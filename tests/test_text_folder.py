@@ -74,7 +74,7 @@ def test_an_unclear_task_asks_for_task(text_folders, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     del config["id2label"], config["label2id"]
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="give --task feature-extraction, text-classification or"):
+    with pytest.raises(ConfigError, match="give --task feature-extraction, text-classification,"):
         text_source(folder, BuildOptions())
 
 
@@ -160,3 +160,11 @@ def test_a_two_file_decoder_is_merged_once_into_the_cache(tmp_path, monkeypatch)
     with monkeypatch.context() as without:  # made once: the next build reads it from the cache
         without.setitem(sys.modules, "optimum.onnx.graph_transformations", None)
         assert read_folder(folder).model == merged
+
+
+def test_speech_recognition_needs_the_export_folder():
+    """An encoder .onnx alone has no decoder, tokenizer nor generation config to transcribe with."""
+    task = Task(kind="automatic-speech-recognition", input="input_features",
+                output="last_hidden_state")
+    with pytest.raises(ConfigError, match="needs the export folder .*decoder_model_merged.onnx"):
+        complete_text_task(task, None)

@@ -374,6 +374,10 @@ export interface BundleModel<Inputs, Outputs> {
   stream(): AudioStream;
   /** text-generation bundles: a prompt, or chat messages through the chat template, continued. */
   generate(input: string | ChatMessage[], options?: GenerateOptions): Promise<Generation>;
+  /** Speech to text (a bundle built with --task automatic-speech-recognition): mono samples at
+   *  `sampleRate` (16 kHz when not given), resampled, in 30 s windows with strides, greedy
+   *  tokens by the Whisper decoding spec. */
+  transcribe(audio: Float32Array, options?: TranscribeOptions): Promise<Transcript>;
 }
 
 export interface ChatMessage { role: string; content: string }
@@ -393,6 +397,33 @@ export interface GenerateOptions {
   signal?: AbortSignal;
   /** Each new piece of text as it is decoded; the pieces joined are the returned text. */
   onToken?: (piece: string) => void;
+}
+
+export interface TranscribeOptions {
+  /** Hz of `audio` (default 16000). */
+  sampleRate?: number;
+  /** A code ('en'), a token ('<|en|>') or a name ('english'); detected when not given (a
+   *  multilingual model). */
+  language?: string;
+  task?: 'transcribe' | 'translate';
+  /** Timestamp tokens decoded, and the transcript's `segments` given. */
+  timestamps?: boolean;
+  /** Each token id as it is chosen. */
+  onToken?: (id: number) => void;
+}
+
+export interface TranscriptSegment {
+  start: number | null; end: number | null; text: string; tokens: number[];
+}
+
+export interface Transcript {
+  text: string;
+  /** The merged text tokens (no special or timestamp tokens). */
+  tokens: number[];
+  /** Each 30 s window's tokens (timestamps included), as the native run gives them. */
+  windows: number[][];
+  /** With `timestamps`: the merged chunks, seconds from the audio's start. */
+  segments?: TranscriptSegment[];
 }
 
 export interface Generation {

@@ -239,8 +239,10 @@ class Model {
 
   async release() {
     const session = this._session;
+    const decoder = this._decoder; // a speech model's second session (load() opened it)
     this._session = null;
-    await session?.release();
+    this._decoder = null;
+    await Promise.all([session?.release(), decoder?.release()]);
   }
 
   // Internal, for text generation (web/text/generate.mjs): run() where `feeds` may hold handles
@@ -314,7 +316,19 @@ class Model {
     const task = taskOf(this.manifest, 'text-generation', 'generate');
     return this._taskApi.generate(this, task, input, options);
   }
+
+  // Speech to text (automatic-speech-recognition): { text, tokens, windows, segments? }.
+  async transcribe(audio, options) {
+    const task = taskOf(this.manifest, 'automatic-speech-recognition', 'transcribe');
+    if (!this._decoder) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    return this._taskApi.transcribe(this, task, audio, options);
+  }
 }
+
+// The kinds whose pipeline runs a second session beside the primary one, and its name.
+const SECOND_SESSION = { 'automatic-speech-recognition': 'decoder' };
 
 export async function load(options = {}) {
   const started = performance.now();
@@ -378,6 +392,17 @@ export async function load(options = {}) {
         session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
         opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
       });
+      if (SECOND_SESSION[manifest.task?.kind] && options.session === undefined) {
+        // a speech model runs its decoder session beside the encoder: opened on the same EPs
+        try {
+          // on the EP the encoder got, in its default variant (fp32 for now)
+          model._decoder = await load({ ...options, session: SECOND_SESSION[manifest.task.kind],
+            executionProviders: [ep], variant: undefined, warmUp: false });
+        } catch (error) {
+          await model.release().catch(() => {});
+          throw error;
+        }
+      }
       if (warmUp) {
         try {
           await model._taskApi.warmUp(model, manifest.task);

@@ -179,9 +179,25 @@ function microphone(model, button, setStatus) {
   });
 }
 
+// A dropped recording transcribed (automatic-speech-recognition): its segments with their times.
+async function transcribeAudio(model, file) {
+  const context = new AudioContext();
+  try {
+    const audio = await context.decodeAudioData(await file.arrayBuffer());
+    const { text, segments: found } = await model.transcribe(audio.getChannelData(0),
+      { sampleRate: audio.sampleRate, timestamps: true });
+    const timed = (found ?? []).map(({ start, end, text: said }) => `${
+      start?.toFixed(2) ?? '?'} s – ${end?.toFixed(2) ?? '?'} s: ${said}`);
+    listResults(timed.length ? timed : [text || 'No speech found.']);
+  } finally {
+    await context.close();
+  }
+}
+
 // What the demo does with a file or a live frame, by the kind's model method; the live device,
 // by what the kind is fed (see KINDS in tasks/index.mjs).
-const ANALYSE = { classify: classifyImage, detect: detectObjects, stream: analyseAudio };
+const ANALYSE = { classify: classifyImage, detect: detectObjects, stream: analyseAudio,
+  transcribe: transcribeAudio };
 const LIVE = { image: webcam, audio: microphone };
 
 // The paragraphs ranked by cosine similarity to the query (rows of length 1 unless the bundle
@@ -276,7 +292,8 @@ export function startTaskDemo(model, { setStatus }) {
     if (file) analyse(file);
   });
   const live = $('task-live');
-  live.addEventListener('click', LIVE[media](model, live, setStatus, ANALYSE[method]));
   picker.disabled = false;
+  if (method === 'transcribe') return; // live transcription is not there yet: files only
+  live.addEventListener('click', LIVE[media](model, live, setStatus, ANALYSE[method]));
   live.disabled = !navigator.mediaDevices;
 }

@@ -33,7 +33,7 @@ EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks); each task kind's
 # web_module is among them (tests/test_task_kinds.py)
 TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
-                "audio.mjs", "text.mjs")
+                "audio.mjs", "text.mjs", "logmel.mjs")
 # web/text/: a text bundle's tokenizer (bundler.text.web): the wrapper from web/ and the
 # @huggingface/tokenizers module it imports by relative URL, copied from the npm cache. Only text
 # bundles carry them, so they are not among WEB_FILES.
@@ -44,9 +44,13 @@ TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
 # chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs.
 GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "sampling.mjs", "chat.mjs",
                                                       "jinja.mjs"))
+# A speech-recognition bundle's (automatic-speech-recognition): the transcription loop, the
+# Whisper decoding spec, its windows, and the sampling spec whisper.mjs takes exp64 from.
+SPEECH_FILES = tuple(TEXT_DIR + name for name in ("transcribe.mjs", "whisper.mjs",
+                                                  "whisper_windows.mjs", "sampling.mjs"))
 # The text modules the task API imports (web/tasks/text.mjs), each where the bundle carries it:
 # bundle.files.mjs imports them by a literal import(), which an app's bundler follows.
-TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0])
+TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0], SPEECH_FILES[0])
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.preflight.mjs",
              "bundle.session.mjs", "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",

@@ -27,6 +27,7 @@ from bundler.hosting.publish import HostingOptions, add_coi_worker
 from bundler.site.pages import human_bytes, write_modules
 from bundler.stages import choose, prepare, publish, render, variants, verify
 from bundler.stages.assemble import assemble
+from bundler.stages.sessions import extra_sessions
 from bundler.text.build import ship_text
 
 
@@ -55,6 +56,8 @@ def build(
     with staging_folder(output) as staging:
         prepared = prepare.prepare(checked, fetched, staging, options, reporter)
         made = variants.make(checked, prepared, staging, options, reporter)
+        made = dataclasses.replace(made, sessions=extra_sessions(checked, prepared, made,
+                                                                 staging, reporter))
         checked = dataclasses.replace(checked, task=ship_text(checked.task, checked.text,
                                                               staging))
         manifest_of = functools.partial(assemble, checked, prepared, made, hosting)
@@ -114,7 +117,10 @@ def summary(manifest: Manifest) -> str:
                          for variant in manifest.session().variants)
     inputs = ", ".join(spec.name for spec in manifest.session().inputs)
     outputs = ", ".join(spec.name for spec in manifest.session().outputs)
-    return f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
+    line = f"{manifest.name}: {variants}; inputs {inputs} -> outputs {outputs}"
+    if len(manifest.sessions) > 1:  # a pipeline: the line above is its primary session's
+        line += "; sessions " + ", ".join(session.name for session in manifest.sessions)
+    return line
 
 
 def _summarise(manifest: Manifest, output: Path, reporter: Reporter,

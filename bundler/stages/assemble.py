@@ -32,9 +32,11 @@ def assemble(checked: Checked, prepared: Prepared, made: Made, hosting: HostingO
         name=checked.name,
         tool=Tool(TOOL_NAME, __version__),
         runtime=prepared.runtime,
-        # a single-model build is a pipeline of one session, named after the model
-        sessions=(Session(checked.name, list(made.inputs), list(made.outputs),
-                          list(chosen.variants), chosen.default),),
+        # a single-model build is a pipeline of one session, named after the model; an export
+        # folder of several models names its primary session (a speech model's `encoder`)
+        sessions=(Session((checked.text and checked.text.primary_session) or checked.name,
+                          list(made.inputs), list(made.outputs), list(chosen.variants),
+                          chosen.default), *made.sessions),
         source=Source(checked.source.name, model_bytes(checked.source)),
         optimization=made.optimization,
         notes=list(prepared.notes),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bundler.bundle.files import rename_to_hashed
 from bundler.bundle.layout import MODELS_DIR, WORK_DIR
-from bundler.bundle.manifest import Optimization
+from bundler.bundle.manifest import Optimization, Session
 from bundler.bundle.modelio import TensorSpec, model_bytes, model_files
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
@@ -26,6 +26,8 @@ class Made:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     workload: Workload | None  # the sizes accuracy was measured at (None: not measured)
+    # the sessions beside the primary one (bundler.stages.sessions), fp32 only
+    sessions: tuple[Session, ...] = ()
 
     def names(self) -> list[str]:
         return [variant.entry.name for variant in self.variants]

@@ -19,6 +19,7 @@ from bundler.tasks.spec import TaskSpec
 from bundler.text.folder import (
     MODEL_FILES,
     REQUIRED_FILES,
+    SPEECH_RECOGNITION,
     TEXT_CLASSIFICATION,
     TEXT_GENERATION,
     ExportFolder,
@@ -26,7 +27,7 @@ from bundler.text.folder import (
     read_folder,
     ship_text_files,
 )
-from bundler.text.web import ship_generation_modules
+from bundler.text.web import ship_generation_modules, ship_speech_modules
 
 
 def text_source(path: Path, options: BuildOptions
@@ -45,8 +46,8 @@ def text_source(path: Path, options: BuildOptions
             architectures = ", ".join(folder.config.get("architectures") or []) or "none"
             raise ConfigError(f"{path}: the task is not clear from config.json (architectures:"
                               f" {architectures}) and the model's outputs ({', '.join(outputs)});"
-                              " give --task feature-extraction, text-classification or"
-                              " text-generation")
+                              " give --task feature-extraction, text-classification,"
+                              " text-generation or automatic-speech-recognition")
         spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
     if spec.kind == TEXT_CLASSIFICATION and "labels" not in spec.given and folder.labels:
         spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))
@@ -57,6 +58,10 @@ def text_source(path: Path, options: BuildOptions
 def complete_text_task(task: Task | None, folder: ExportFolder | None) -> Task | None:
     """`task` with what a text task takes from the folder (max_length, activation); ConfigError
     for a text task without one."""
+    if task is not None and task.kind == SPEECH_RECOGNITION and not (folder and folder.sessions):
+        raise ConfigError(f"--task {task.kind} needs the export folder (encoder_model.onnx,"
+                          " decoder_model_merged.onnx, config.json, tokenizer.json,"
+                          " generation_config.json): bundle build FOLDER")
     if task is None or kind_of(task.kind).media != "text":
         return task
     if folder is None:
@@ -75,6 +80,8 @@ def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> 
     shipped = dataclasses.replace(task, files=ship_text_files(folder, staging))  # makes text/
     if task.kind == TEXT_GENERATION:
         ship_generation_modules(staging)
+    if task.kind == SPEECH_RECOGNITION:
+        ship_speech_modules(staging)
     return shipped
 
 

@@ -10,7 +10,11 @@ model's outputs where `--task` does not say it, and the text files shipped besid
     tokenizer.json                    the tokenizer (`tokenizers`, @huggingface/tokenizers)
     tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length, the chat
                                       template (optional)
-    generation_config.json            a decoder's EOS ids (optional)
+    generation_config.json            a decoder's EOS ids (optional); Whisper's prompt tokens
+    encoder_model.onnx + decoder_model_merged.onnx   an encoder-decoder speech model (optimum's
+                                      automatic-speech-recognition-with-past): two sessions,
+                                      `encoder` (the primary one) and `decoder`
+    preprocessor_config.json          the log-mel front end's settings (optional)
 """
 
 from __future__ import annotations
@@ -30,9 +34,15 @@ from bundler.text.merge import decoder_pair, merged_decoder
 MODEL_FILES = ("model.onnx", "onnx/model.onnx", "decoder_model_merged.onnx",
                "onnx/decoder_model_merged.onnx")
 REQUIRED_FILES = ("config.json", "tokenizer.json")
-OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                  "preprocessor_config.json")
+# An encoder-decoder speech export: the encoder is the primary session, the merged decoder the
+# second one (its variants are fp32 only for now).
+ENCODER_FILE, MERGED_DECODER = "encoder_model.onnx", "decoder_model_merged.onnx"
+SPEECH_SESSIONS = ("encoder", "decoder")
 FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
 TEXT_GENERATION = "text-generation"
+SPEECH_RECOGNITION = "automatic-speech-recognition"
 # config.json architectures of decoder-only language models (Llama, Qwen2, Gemma: *ForCausalLM)
 CAUSAL_LM = ("ForCausalLM", "LMHeadModel")
 
@@ -46,6 +56,13 @@ class ExportFolder:
     model: Path
     config: dict[str, Any]
     files: dict[str, Path]
+    # the sessions beside the primary one (`model`), by name: a speech model's decoder
+    sessions: dict[str, Path] = dataclasses.field(default_factory=dict)
+
+    @property
+    def primary_session(self) -> str | None:
+        """The primary session's name when the folder has several (else the bundle's name)."""
+        return SPEECH_SESSIONS[0] if self.sessions else None
 
     @property
     def labels(self) -> list[str] | None:
@@ -73,6 +90,10 @@ class ExportFolder:
         """(kind, why) from config.json's architectures and the model's output names; None when
         it is not clear."""
         architectures = [str(name) for name in self.config.get("architectures") or []]
+        if self.sessions and "last_hidden_state" in outputs and any(
+                name.endswith("ForConditionalGeneration") for name in architectures):
+            return SPEECH_RECOGNITION, (f"{architectures[0]}: {ENCODER_FILE} and"
+                                        f" {MERGED_DECODER}")
         classifier = any(name.endswith("ForSequenceClassification") for name in architectures)
         if classifier and "logits" in outputs and self.labels is not None:
             return TEXT_CLASSIFICATION, f"{architectures[0]} with id2label, output logits"
@@ -102,7 +123,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 def read_folder(folder: Path) -> ExportFolder:
     """The export folder's model, config and tokenizer files; ConfigError naming the first file
     missing."""
+    sessions: dict[str, Path] = {}
     model = next((folder / name for name in MODEL_FILES if (folder / name).is_file()), None)
+    if (folder / ENCODER_FILE).is_file() and (folder / MERGED_DECODER).is_file():
+        model, sessions = folder / ENCODER_FILE, {SPEECH_SESSIONS[1]: folder / MERGED_DECODER}
     if model is None and (pair := decoder_pair(folder)) is not None:
         model = merged_decoder(*pair)
     if model is None:
@@ -120,7 +144,7 @@ def read_folder(folder: Path) -> ExportFolder:
     for name in ("tokenizer.json", "tokenizer_config.json"):
         if name in files:
             _read_json(files[name])
-    return ExportFolder(folder, model, _read_json(folder / "config.json"), files)
+    return ExportFolder(folder, model, _read_json(folder / "config.json"), files, sessions)
 
 
 def ship_text_files(folder: ExportFolder, staging: Path) -> dict[str, str]:

@@ -11,7 +11,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bundler.bundle.layout import GENERATION_FILES, TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY
+from bundler.bundle.layout import (
+    GENERATION_FILES,
+    SPEECH_FILES,
+    TEXT_TOKENIZER_MODULE,
+    TOKENIZERS_LIBRARY,
+)
 from bundler.resources import resource
 from bundler.site.npmtools import npm_tool
 
@@ -44,3 +49,9 @@ def generation_modules() -> dict[str, Path]:
 def ship_generation_modules(staging: Path) -> None:
     for name, path in generation_modules().items():
         shutil.copyfile(path, staging / name)
+
+
+def ship_speech_modules(staging: Path) -> None:
+    """A speech-recognition bundle's web/text/ modules (SPEECH_FILES), under the same names."""
+    for name in SPEECH_FILES:
+        shutil.copyfile(resource("web") / name, staging / name)

@@ -83,6 +83,8 @@ def task_dims(inputs: Sequence[TensorSpec], task: Task | None) -> dict[str, int]
                 for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
     dims = {axis_key(spec, axis): 1 for spec in inputs if spec.name != task.sample_rate_input
             for axis, dim in enumerate(spec.shape or ()) if isinstance(dim, str)}
+    if kind_of(task.kind).method == "transcribe":  # a speech encoder: 30 s of frames, fixed
+        return dims
     dims[axis_key(fed, len(fed.shape) - 1)] = (task.chunk_size or 0) + (task.context_size or 0)
     return dims
 

@@ -19,6 +19,7 @@ export const KINDS = {
   'feature-extraction': { method: 'embed', media: 'text' },
   'text-classification': { method: 'classify', media: 'text' },
   'text-generation': { method: 'generate', media: 'text' },
+  'automatic-speech-recognition': { method: 'transcribe', media: 'audio' },
 };
 
 // On this page, or in the model's worker: the source is then sent there (an ImageBitmap of it,
@@ -51,6 +52,11 @@ export function embed(model, task, texts, options) {
 
 export function generate(model, task, input, options) {
   return text.generate(model, task, input, options);
+}
+
+// Speech to text: { text, tokens, windows, segments? } (web/text/transcribe.mjs).
+export function transcribe(model, task, audio, options) {
+  return text.transcribe(model, task, audio, options);
 }
 
 // A first run at load (load({ warmUp }), on by default for text-generation): shaders compiled and

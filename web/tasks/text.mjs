@@ -11,6 +11,7 @@ const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read
 // those the bundle has): the other bundles' app builds never look for them.
 const TOKENIZER_MODULE = 'text/tokenizer.mjs';
 const GENERATE_MODULE = 'text/generate.mjs'; // only text-generation bundles carry it
+const TRANSCRIBE_MODULE = 'text/transcribe.mjs'; // only speech-recognition bundles carry it
 
 export async function readJson(model, task, name) {
   const path = task.files?.[name];
@@ -139,4 +140,15 @@ export async function warmUp(model, task) {
 export async function teacherForced(model, task, { ids, prompt, at }) {
   const { module, decoder } = await decoderOf(model, task);
   return module.teacherForced(decoder, ids, prompt, at);
+}
+
+// Speech to text (automatic-speech-recognition, web/text/transcribe.mjs): the model's `encoder`
+// session and the `decoder` session load() opened beside it (model._decoder).
+export async function transcribe(model, task, audio, options) {
+  const [tokenizer, module, generation, preprocessor] = await Promise.all([
+    tokenizerOf(model, task), model._textModule(TRANSCRIBE_MODULE),
+    readJson(model, task, 'generation_config.json'),
+    readJson(model, task, 'preprocessor_config.json')]);
+  return module.transcribe(model, model._decoder, task, { tokenizer, generation, preprocessor },
+    audio, options);
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bundler.tasks.kinds import (
     audio_stream,
+    automatic_speech_recognition,
     feature_extraction,
     generic,
     image_classification,
@@ -17,7 +18,8 @@ from bundler.tasks.kinds.spec import TaskKind
 # In the order of `--task`'s choices.
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     generic.KIND, image_classification.KIND, object_detection.KIND, audio_stream.KIND,
-    feature_extraction.KIND, text_classification.KIND, text_generation.KIND)}
+    feature_extraction.KIND, text_classification.KIND, text_generation.KIND,
+    automatic_speech_recognition.KIND)}
 TASK_KINDS = tuple(KINDS)
 GENERIC = generic.KIND.name
 

@@ -1,0 +1,86 @@
+"""automatic-speech-recognition: an encoder-decoder speech model (a Whisper-style optimum export,
+`--task automatic-speech-recognition-with-past`: encoder_model.onnx + decoder_model_merged.onnx)
+built from its export folder into two sessions, `encoder` (the primary one, which the task record
+describes) and `decoder`. Audio in, tokens and text out: model.transcribe() (web/text/
+transcribe.mjs over the decoding spec web/text/whisper.mjs); its native twin is
+bundler/text/whisper_run.py, whose transcript's tokens the browser's must equal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bundler.errors import ConfigError
+from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
+
+if TYPE_CHECKING:
+    from bundler.bundle.modelio import TensorSpec
+    from bundler.bundle.records import Task
+    from bundler.console import Reporter
+    from bundler.tasks.check import TaskComparison
+    from bundler.tasks.spec import TaskSpec
+
+NAME = "automatic-speech-recognition"
+FEATURES, HIDDEN = "input_features", "last_hidden_state"
+RATE = 16000  # what the log-mel front end takes; any other rate is resampled to it
+
+
+def _looks_like(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> str | None:
+    features = next((s for s in inputs if s.name == FEATURES and s.type in FLOATS
+                     and len(s.shape or ()) == 3), None)
+    if features is not None and any(s.name == HIDDEN for s in outputs):
+        return f"log-mel {FEATURES} in, {HIDDEN} out (a speech encoder)"
+    return None
+
+
+def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
+    from bundler.bundle.records import Task
+
+    names = [s.name for s in model.inputs]
+    outputs = [s.name for s in model.outputs]
+    if FEATURES not in names or HIDDEN not in outputs:
+        raise ConfigError(f"task {NAME}: the model is not a speech encoder (it takes"
+                          f" {', '.join(names)}; gives {', '.join(outputs)}): build the export"
+                          " folder of optimum-cli export onnx --task"
+                          " automatic-speech-recognition-with-past")
+    return Task(kind=NAME, input=FEATURES, output=HIDDEN, sample_rate=RATE,
+                max_length=spec.max_length)
+
+
+def compare_transcripts(native: list[dict], browser: list[dict], result: TaskComparison,
+                        tolerance: float) -> None:
+    """Per audio, the same token ids (`tolerance` does not apply: greedy tokens agree or not)."""
+    if not same_count(native, browser, result, "transcripts"):
+        return
+    for index, (want, got) in enumerate(zip(native, browser, strict=True)):
+        wanted, tokens = list(want["tokens"]), list(got["tokens"])
+        if wanted != tokens:
+            at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
+                      min(len(wanted), len(tokens)))
+            result.worst_score_difference = 1.0
+            result.error = (f"audio {index}: the browser's tokens part from native's at {at}"
+                            f" ({tokens[at:at + 4]} for {wanted[at:at + 4]})")
+            return
+
+
+def report_transcripts(reporter: Reporter, source: Path, task: Task,
+                       result: dict[str, Any]) -> None:
+    """A row per transcript: its token ids and text."""
+    rows = [[" ".join(map(str, item["tokens"])), item.get("text", "")]
+            for item in result["transcripts"]]
+    reporter.table(f"{source}: transcript", ["token ids", "text"], rows)
+
+
+KIND = TaskKind(
+    name=NAME,
+    settings=("max_length",),
+    media="audio",
+    method="transcribe",
+    answers="transcripts",
+    heading="Transcribe speech",
+    web_module="text.mjs",
+    looks_like=_looks_like,
+    resolve=_resolve,
+    compare=compare_transcripts,
+    report=report_transcripts,
+)
