@@ -58,7 +58,9 @@ def test_every_task_kind_has_every_part(name: str):
     answer: list = [{"label": "a", "index": 0, "score": 0.9, "start": 0.0, "end": 0.1,
                      "box": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]
     if kind.media == "text":  # an answer per text: its vector, or its classes
-        answer = {"embed": [[0.6, 0.8]], "generate": [[5, 7]]}.get(kind.method, [answer])
+        answer = {"embed": [[0.6, 0.8]],
+                  "generate": [{"tokens": [5, 7], "logits": [[1.0, 2.0], [3.0, 0.5]],
+                                "range": [1.0, 2.5]}]}.get(kind.method, [answer])
     if kind.method == "transcribe":  # an answer per audio: its tokens
         answer = [{"tokens": [5, 7], "text": "a"}]
     same = TaskComparison("wasm", "fp32", "file")
