@@ -1,0 +1,66 @@
+"""Transformer fusions for a text encoder's graph, kept to the ops both browser EPs run.
+
+onnxruntime's transformer optimiser (python fusions only, opt_level 0: its native levels emit
+CPU-only ops) rewrites a BERT-style encoder's attention blocks into com.microsoft Attention, the
+residual adds and LayerNormalizations into SkipLayerNormalization, and erf-Gelu into Gelu. Which
+model it is comes from the export folder's config.json (model_type, num_attention_heads,
+hidden_size). Fusions whose op onnxruntime-web's WebGPU EP lacks (EmbedLayerNormalization,
+BiasGelu) are turned off, and a result holding any other op that is not supported on both the
+WASM and the WebGPU EP (bundler/data/ops-<version>.json) is refused, so one bundle runs on both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import onnx
+
+from bundler.bundle.modelio import walk_nodes
+from bundler.model.opsupport import load_support
+
+CONTRIB = "com.microsoft"
+# config.json model_type -> the optimiser's model type. Only encoders: the GPT-2 fusions need the
+# past/present layout the merged decoder does not keep (issue 32's decoder is left as it is).
+ENCODERS = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "camembert": "bert",
+            "distilbert": "bert", "mpnet": "bert", "electra": "bert"}
+
+
+def encoder_shape(config: dict[str, Any] | None) -> tuple[str, int, int] | None:
+    """(optimiser model type, heads, hidden size) of a config.json naming a supported encoder;
+    None for any other model."""
+    if not config or config.get("model_type") not in ENCODERS:
+        return None
+    heads = config.get("num_attention_heads", config.get("n_heads"))
+    hidden = config.get("hidden_size", config.get("dim"))
+    if not isinstance(heads, int) or not isinstance(hidden, int) or hidden % heads:
+        return None
+    return ENCODERS[config["model_type"]], heads, hidden
+
+
+def fuse_encoder(model: onnx.ModelProto, shape: tuple[str, int, int]) -> tuple[onnx.ModelProto,
+                                                                                 str]:
+    """The fused model and a detail naming the fused ops it holds; ValueError when it holds an op
+    one browser EP cannot run, or nothing was fused."""
+    from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model_type, heads, hidden = shape
+    options = FusionOptions(model_type)
+    options.enable_embed_layer_norm = False  # no WebGPU kernel
+    options.enable_bias_gelu = False  # no WebGPU kernel
+    # A raw 0/1 mask: the mask-index form needs right padding and a ReduceSum the EPs differ on.
+    options.attention_mask_format = AttentionMaskFormat.AttentionMask
+    fused = optimize_model(model, model_type=model_type, num_heads=heads, hidden_size=hidden,
+                           optimization_options=options, opt_level=0,
+                           only_onnxruntime=False).model
+    counts = Counter(node.op_type for node in walk_nodes(fused.graph) if node.domain == CONTRIB)
+    support = load_support()
+    refused = sorted(op for op in counts if any(
+        support.status(target, CONTRIB, op, 1) != "supported" for target in ("wasm", "webgpu")))
+    if refused:
+        raise ValueError(f"it made {', '.join(refused)}, which a browser EP cannot run")
+    if not counts.get("Attention"):
+        raise ValueError(f"no attention block matched {model_type}'s pattern ({heads} heads,"
+                         f" hidden {hidden})")
+    return fused, ", ".join(f"{count} {op}" for op, count in sorted(counts.items()))
