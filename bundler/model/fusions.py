@@ -1,7 +1,9 @@
 """Transformer fusions for a text encoder's graph, kept to the ops both browser EPs run.
 
 onnxruntime's transformer optimiser (python fusions only, opt_level 0: its native levels emit
-CPU-only ops) rewrites a BERT-style encoder's attention blocks into com.microsoft Attention, the
+CPU-only ops) rewrites a BERT-style encoder's attention blocks into com.microsoft
+MultiHeadAttention (not Attention, whose packed QKV weight the int8 variant's MatMul quantizer
+would leave in float32: MultiHeadAttention keeps the Q, K and V MatMuls outside it), the
 residual adds and LayerNormalizations into SkipLayerNormalization, and erf-Gelu into Gelu. Which
 model it is comes from the export folder's config.json (model_type, num_attention_heads,
 hidden_size). Fusions whose op onnxruntime-web's WebGPU EP lacks (EmbedLayerNormalization,
@@ -49,6 +51,7 @@ def fuse_encoder(model: onnx.ModelProto, shape: tuple[str, int, int]) -> tuple[o
     options = FusionOptions(model_type)
     options.enable_embed_layer_norm = False  # no WebGPU kernel
     options.enable_bias_gelu = False  # no WebGPU kernel
+    options.use_multi_head_attention = True  # Q, K, V stay MatMuls (see the module's docstring)
     # A raw 0/1 mask: the mask-index form needs right padding and a ReduceSum the EPs differ on.
     options.attention_mask_format = AttentionMaskFormat.AttentionMask
     fused = optimize_model(model, model_type=model_type, num_heads=heads, hidden_size=hidden,
@@ -60,7 +63,7 @@ def fuse_encoder(model: onnx.ModelProto, shape: tuple[str, int, int]) -> tuple[o
         support.status(target, CONTRIB, op, 1) != "supported" for target in ("wasm", "webgpu")))
     if refused:
         raise ValueError(f"it made {', '.join(refused)}, which a browser EP cannot run")
-    if not counts.get("Attention"):
+    if not counts.get("MultiHeadAttention"):
         raise ValueError(f"no attention block matched {model_type}'s pattern ({heads} heads,"
                          f" hidden {hidden})")
     return fused, ", ".join(f"{count} {op}" for op, count in sorted(counts.items()))
