@@ -196,7 +196,7 @@ def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None,
     fused_ops: list[str] = []
 
     def run(current: onnx.ModelProto) -> onnx.ModelProto:
-        result, detail = fuse_encoder(copy.deepcopy(current), shape)
+        result, detail = fuse_encoder(current, shape)
         fused_ops.append(detail)
         return result
 
