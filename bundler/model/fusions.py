@@ -76,6 +76,17 @@ def fuse_encoder(model: onnx.ModelProto, shape: tuple[str, int, int]) -> tuple[o
     return fused, ", ".join(f"{count} {op}" for op, count in sorted(counts.items()))
 
 
+def typed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with every value's type and shape: the int8 quantizer needs them, and onnx's own
+    inference (onnxslim's too) stops at contrib ops. onnxruntime's symbolic inference knows them."""
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    result = SymbolicShapeInference.infer_shapes(copy.deepcopy(model), auto_merge=True)
+    if result is None:
+        raise ValueError("onnxruntime's symbolic shape inference gave up")
+    return result
+
+
 TOLERANCE = 1e-3  # of the largest output value: fused kernels reorder float sums
 
 

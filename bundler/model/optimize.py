@@ -35,7 +35,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
-from bundler.model.fusions import encoder_shape, fuse_encoder
+from bundler.model.fusions import encoder_shape, fuse_encoder, typed
 from bundler.model.tied import share_transposed_copies
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
@@ -267,10 +267,13 @@ def optimize(
             )
         else:
             steps.append(StepResult("fix-dims", "skipped", "no fix_dims given"))
+        # first: its patterns are those of the exporter's graph, which the later steps rewrite
         model = _fuse(model, config, step, steps)
         model = step("onnxslim", model, _slim)
         model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
         model = _share_tied(model, step, steps)
+        if any(s.name == "transformer-fusions" and s.status == "ok" for s in steps):
+            model = step("fused-op-types", model, typed, "typed every value for the quantizers")
 
         save_model(model, dst)
         try:
