@@ -39,6 +39,7 @@ def test_optimize_keeps_symbolic_dims_and_outputs(tmp_path: Path) -> None:
 
     assert status(report) == {
         "fix-dims": "skipped",
+        "transformer-fusions": "skipped",
         "onnxslim": "ok",
         "onnxruntime-basic": "ok",
         "tied-weights": "skipped",

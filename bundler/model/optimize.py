@@ -4,7 +4,9 @@ onnxslim (constant folding, dead-node and identity removal, its standard-op fusi
 onnxruntime's offline optimiser at ORT_ENABLE_BASIC only: the extended and layout levels emit
 com.microsoft CPU-only ops and NCHWc, which the browser EPs cannot run. Last, a weight that is
 another's transpose (a tied LM head folded into its own copy) is shared again
-(bundler.model.tied). Each step that fails or
+(bundler.model.tied). Before all of them, a text encoder named by its export folder's config.json
+gets onnxruntime's transformer fusions, kept to the ops both browser EPs run
+(bundler.model.fusions). Each step that fails or
 breaks the model falls back to the model before it, and the report says which and why.
 """
 
@@ -15,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import onnx
 import onnxruntime as ort
@@ -33,6 +35,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
+from bundler.model.fusions import encoder_shape, fuse_encoder, typed
 from bundler.model.tied import share_transposed_copies
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
@@ -182,14 +185,38 @@ def _share_tied(model: onnx.ModelProto, step: Callable[..., onnx.ModelProto],
     return result
 
 
+def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None,
+          step: Callable[..., onnx.ModelProto], steps: list[StepResult]) -> onnx.ModelProto:
+    """The transformer-fusions step (bundler.model.fusions), its detail naming the fused ops."""
+    shape = encoder_shape(config)
+    if shape is None:
+        steps.append(StepResult("transformer-fusions", "skipped",
+                                "no BERT-style encoder named by config.json"))
+        return model
+    fused_ops: list[str] = []
+
+    def run(current: onnx.ModelProto) -> onnx.ModelProto:
+        result, detail = fuse_encoder(current, shape)
+        fused_ops.append(detail)
+        return result
+
+    result = step("transformer-fusions", model, run)
+    if steps[-1].status == "ok":
+        steps[-1].detail = (f"{shape[0]}, {shape[1]} heads x {shape[2]}: {fused_ops[0]}"
+                            f" ({steps[-1].detail})")
+    return result
+
+
 def optimize(
     src: Path,
     dst: Path,
     *,
     fix_dims: dict[str, int] | None = None,
+    config: dict[str, Any] | None = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> OptimizeReport:
-    """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB)."""
+    """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB). `config`: a
+    text model's config.json (what the transformer fusions need)."""
     model = read_model(src)
     nodes_before, bytes_before = len(model.graph.node), model_bytes(src)
     steps: list[StepResult] = []
@@ -240,9 +267,13 @@ def optimize(
             )
         else:
             steps.append(StepResult("fix-dims", "skipped", "no fix_dims given"))
+        # first: its patterns are those of the exporter's graph, which the later steps rewrite
+        model = _fuse(model, config, step, steps)
         model = step("onnxslim", model, _slim)
         model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
         model = _share_tied(model, step, steps)
+        if any(s.name == "transformer-fusions" and s.status == "ok" for s in steps):
+            model = step("fused-op-types", model, typed, "typed every value for the quantizers")
 
         save_model(model, dst)
         try:

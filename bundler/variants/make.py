@@ -34,6 +34,7 @@ from bundler.errors import QuantizeError
 from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
+from bundler.text.generate import read_config
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
@@ -158,11 +159,13 @@ def _any_quantized(kinds: Sequence[str]) -> bool:
 
 
 def _optimize(source: Path, destination: Path, options: BuildOptions,
-              reporter: Reporter) -> Optimization:
+              reporter: Reporter, text_folder: Path | None = None) -> Optimization:
     if not options.optimize:
         copy_model(source, destination)
         return Optimization(enabled=False)
-    report: OptimizeReport = optimize(source, destination, fix_dims=options.fix_dims or None)
+    config = None if text_folder is None else read_config(text_folder, "config.json")
+    report: OptimizeReport = optimize(source, destination, fix_dims=options.fix_dims or None,
+                                      config=config)
     for step in report.steps:
         if step.status == "fell back":
             reporter.warn(f"optimize: {step.name} fell back ({step.detail})")
@@ -240,7 +243,7 @@ def make_variants(
     """
     optimized = work / "optimized.onnx"
     with reporter.step("Optimising the graph"):
-        optimization = _optimize(source, optimized, options, reporter)
+        optimization = _optimize(source, optimized, options, reporter, text_folder)
     info = signature(read_model(optimized, load_weights=False))  # the graph is all it needs
     plan = options.plan
     user = user or UserInputs()
