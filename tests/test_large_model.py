@@ -1,0 +1,58 @@
+"""The large-model build path at small scale: a model whose weights, in external data, are past
+$BUNDLER_LARGE_MODEL_BYTES (protobuf's 2 GB unless lowered, as here) is built from its graph
+alone: fp32 only, every optimisation step skipped with the reason, its data files shipped as
+they are. (benchmarks/large_model.py runs the same path past 2 GB, by hand.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+from bundler.bundle.manifest import load
+from bundler.bundle.modelio import LARGE_ENV
+from bundler.errors import ModelError
+from bundler.hosting.publish import assembled
+from bundler.model.optimize import LARGE_SKIPPED
+from tests import models
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_a_large_model_is_built_from_its_graph_alone(build_bundle, tmp_path, monkeypatch,
+                                                     large):
+    source = models.external_several(tmp_path / "model")
+    if large:
+        monkeypatch.setenv(LARGE_ENV, "1000")  # its 6 KB of weights are "large"
+    root, manifest = build_bundle(source)
+    steps = {step["name"]: step for step in manifest["optimization"]["steps"]}
+    skipped = {name for name, step in steps.items() if step["status"] == "skipped"}
+    if large:
+        assert skipped == set(LARGE_SKIPPED), steps
+        assert "past 1000 bytes" in steps["onnxslim"]["detail"]
+        assert any("built from the graph alone" in note for note in manifest["notes"])
+    else:  # the same model under the threshold: optimised as any other
+        assert steps["onnxslim"]["status"] == "ok", steps
+    variant = manifest["sessions"][0]["variants"][0]
+    # a large model's data files ship as they are; the optimised one's weights are rewritten
+    assert variant["kind"] == "fp32" and len(variant["data"]) == (3 if large else 1), variant
+    graph = onnx.load(str(root / variant["file"]), load_external_data=False)
+    external = {tensor.name for tensor in graph.graph.initializer
+                if tensor.data_location == onnx.TensorProto.EXTERNAL}
+    assert external == {"w1", "b1", "w2"} or not large, external
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    with assembled(root, load(root), variant["file"]) as path:
+        got = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
+        build_bundle, tmp_path, monkeypatch):
+    source = models.external_several(tmp_path / "model")
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    for data in (tmp_path / "model").rglob("*.bin"):
+        data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
+    (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
+    with pytest.raises(ModelError, match="only fp32 is built from a model past 2 GB"):
+        build_bundle(source, quantize="int8")
