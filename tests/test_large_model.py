@@ -10,6 +10,7 @@ import onnx
 import onnxruntime
 import pytest
 
+from bundler.bundle.external import ALIGN, ship_external
 from bundler.bundle.manifest import load
 from bundler.bundle.modelio import LARGE_ENV
 from bundler.errors import ModelError
@@ -74,3 +75,24 @@ def test_large_files_are_compressed_only_where_a_fast_pass_says_it_pays(tmp_path
     noisy = [part.encodings for part in entries["models/noise.data"].parts]
     assert all(encodings is None for encodings in noisy) if large else all(noisy), noisy
     assert all(part.encodings for part in entries["models/zeros.data"].parts)
+
+
+def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
+    source = models.external_several(tmp_path / "model")
+    model = onnx.load(str(source))  # w1 4096 bytes, b1 128, w2 2048, then into one file
+    onnx.save_model(model, source, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="one.bin", size_threshold=0)
+    shipped = tmp_path / "dist" / "fp32.onnx"
+    shipped.parent.mkdir()
+    data = ship_external(source, shipped, max_data_bytes=5000)
+    assert sorted(file.stat().st_size for file in data) == [2048, 4224]  # w1 + b1 | w2
+    graph = onnx.load(str(shipped), load_external_data=False)
+    for tensor in graph.graph.initializer:
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        assert int(entries["offset"]) % ALIGN == 0 and entries["location"] in {
+            file.name for file in data}
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    got = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+    assert len(ship_external(source, tmp_path / "dist" / "whole.onnx")) == 1  # under 1 GiB
