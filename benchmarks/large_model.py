@@ -1,6 +1,7 @@
 """A model past 2 GB of weights in external data: built natively, then loaded in Chromium.
 
-    python benchmarks/large_model.py [--size-gb 2.25] [--files 3] [--work DIR] [--verify] [--keep]
+    python benchmarks/large_model.py [--size-gb 2.25] [--files 3] [--one-file] [--work DIR]
+                                     [--verify] [--keep]
 
 Makes y = x @ w1 @ w2 @ ... with one square float32 weight per external data file (zeros: the
 files are sparse, cost no disk until the build copies them, and compress to almost nothing), runs
@@ -57,21 +58,25 @@ LOAD_AND_RUN = """async ({ url, side }) => {
 }"""
 
 
-def make_model(directory: Path, total_bytes: int, files: int) -> tuple[Path, int]:
-    """y = x @ w1 @ ... @ wN, each [side, side] weight of zeros in its own sparse data file."""
+def make_model(directory: Path, total_bytes: int, files: int,
+               one_file: bool = False) -> tuple[Path, int]:
+    """y = x @ w1 @ ... @ wN (N = `files`), each [side, side] weight of zeros in its own sparse
+    data file, or with `one_file` all in one (the layout most exporters write)."""
     side = int(math.sqrt(total_bytes / files / 4))
+    size = side * side * 4
     directory.mkdir(parents=True, exist_ok=True)
     names = [f"w{index}" for index in range(1, files + 1)]
     weights = []
-    for name in names:
+    for index, name in enumerate(names):
         stored = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[side, side])
-        location = f"large.{name}.onnx_data"
+        location = "large.onnx_data" if one_file else f"large.{name}.onnx_data"
+        offset = index * size if one_file else 0
         stored.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", "0"),
-                           ("length", str(side * side * 4))):
+        for key, value in (("location", location), ("offset", str(offset)),
+                           ("length", str(size))):
             stored.external_data.add(key=key, value=value)
-        with (directory / location).open("wb") as data:
-            data.truncate(side * side * 4)  # sparse: zeros that take no disk
+        with (directory / location).open("ab") as data:
+            data.truncate(offset + size)  # sparse: zeros that take no disk
         weights.append(stored)
     chain = ["x", *[f"h{index}" for index in range(1, files)], "y"]
     nodes = [helper.make_node("MatMul", [chain[i], name], [chain[i + 1]])
@@ -135,6 +140,8 @@ def main() -> None:
     parser.add_argument("--size-gb", type=float, default=2.25, help="weights in GB (1e9 bytes)")
     parser.add_argument("--files", type=int, default=3, help="external data files (one weight"
                         " each; keep each under ~1 GB: the page holds a file in one buffer)")
+    parser.add_argument("--one-file", action="store_true", help="all weights in one data file"
+                        " (the build cuts it into files of at most 1 GiB)")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
     parser.add_argument("--verify", action="store_true", help="let the build check the bundle"
                         " in Chromium too (default: --no-verify; this script loads it itself)")
@@ -143,9 +150,11 @@ def main() -> None:
     reporter = TerminalReporter()
     work = args.work or Path(tempfile.mkdtemp(prefix="large-model-"))
     try:
-        model, side = make_model(work / "model", int(args.size_gb * 1e9), args.files)
+        model, side = make_model(work / "model", int(args.size_gb * 1e9), args.files,
+                                 args.one_file)
         weights = sum(path.stat().st_size for path in model.parent.iterdir())
-        with reporter.step(f"bundle build of {weights / 1e9:.2f} GB in {args.files} data files"):
+        given = 1 if args.one_file else args.files
+        with reporter.step(f"bundle build of {weights / 1e9:.2f} GB in {given} data file(s)"):
             wall, peak, printed = build_timed(model, work / "dist", args.verify)
         manifest = load_manifest(work / "dist")
         [variant] = manifest.session().variants
@@ -157,7 +166,8 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     reporter.table(
-        f"Build: {weights / 1e9:.2f} GB of weights ({side}x{side} float32 x {args.files})",
+        f"Build: {weights / 1e9:.2f} GB of weights ({side}x{side} float32 x {args.files},"
+        f" given in {given} data file(s))",
         ("wall s", "peak RSS GiB", "variant", "data files", "bytes", "brotli bytes on disk",
          "memory: peak estimate GB"),
         [[f"{wall:.1f}", f"{peak:.2f}", variant.name, str(len(variant.data or [])),
