@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import BinaryIO
 
 import onnx
 
@@ -19,6 +20,69 @@ from bundler.bundle.modelio import external_locations, read_model, sha256_of
 
 # Tensors under this size stay inline in the graph (onnx's own default threshold).
 INLINE_BELOW = 1024
+# The page holds each data file in one Uint8Array, and a multi-GB buffer is where browsers fail
+# first: a data file past this is cut, between tensors, into files of at most this (a tensor
+# larger than it gets a file of its own).
+DATA_FILE_BYTES = 2**30
+ALIGN = 64  # each tensor's offset in a file that was cut (typed-array views need alignment)
+COPY_BLOCK = 16 * 2**20
+
+
+def _entries(tensor: onnx.TensorProto) -> dict[str, str]:
+    return {entry.key: entry.value for entry in tensor.external_data}
+
+
+def _set_entries(tensor: onnx.TensorProto, values: dict[str, str]) -> None:
+    del tensor.external_data[:]
+    for key, value in values.items():
+        tensor.external_data.add(key=key, value=value)
+
+
+def _copy_range(source: Path, offset: int, length: int, target: BinaryIO) -> None:
+    with source.open("rb") as stream:
+        stream.seek(offset)
+        while length > 0:
+            block = stream.read(min(COPY_BLOCK, length))
+            if not block:
+                raise OSError(f"{source} ends before byte {offset + length}")
+            target.write(block)
+            length -= len(block)
+
+
+def _cut(model: onnx.ModelProto, location: str, source: Path, stem: Path,
+         limit: int) -> list[Path]:
+    """Cut the data file `location` (at `source`) into `stem.0.data`, `stem.1.data`, … of at
+    most `limit` bytes each, tensor by tensor in file order, re-pointing each tensor at its copy;
+    returns the files written (unhashed names)."""
+    tensors = sorted(
+        (tensor for tensor in onnx.external_data_helper._get_all_tensors(model)
+         if tensor.data_location == onnx.TensorProto.EXTERNAL
+         and _entries(tensor).get("location") == location),
+        key=lambda tensor: int(_entries(tensor).get("offset", 0)))
+    files: list[Path] = []
+    stream: BinaryIO | None = None
+    used = 0
+    try:
+        for tensor in tensors:
+            entries = _entries(tensor)
+            offset = int(entries.get("offset", 0))
+            length = int(entries.get("length", source.stat().st_size - offset))
+            start = -used % ALIGN + used
+            if stream is None or (start + length > limit and used):
+                if stream is not None:
+                    stream.close()
+                files.append(stem.with_name(f"{stem.name}.{len(files)}.data"))
+                stream = files[-1].open("wb")
+                start = 0
+            stream.write(bytes(start - stream.tell()))  # alignment padding
+            _copy_range(source, offset, length, stream)
+            used = start + length
+            _set_entries(tensor, {**entries, "location": files[-1].name, "offset": str(start),
+                                  "length": str(length)})
+    finally:
+        if stream is not None:
+            stream.close()
+    return files
 
 
 def _set_locations(model: onnx.ModelProto, renamed: dict[str, str]) -> None:
@@ -28,39 +92,48 @@ def _set_locations(model: onnx.ModelProto, renamed: dict[str, str]) -> None:
                 entry.value = renamed[entry.value]
 
 
-def ship_external(src: Path, dst: Path) -> list[Path]:
+def ship_external(src: Path, dst: Path, max_data_bytes: int = DATA_FILE_BYTES) -> list[Path]:
     """Write `src` to `dst` with its weights in hashed data files beside it; returns them.
 
     A `src` that already keeps its weights external is copied file by file, the graph read
-    without its weights (so a model over protobuf's 2 GB is never serialized whole); a `src`
-    with inline weights (under 2 GB, as it parsed) has them moved to one data file.
+    without its weights (so a model over protobuf's 2 GB is never serialized whole), a data file
+    past `max_data_bytes` cut between tensors into several; a `src` with inline weights (under
+    2 GB, as it parsed) has them moved to one data file.
     """
     model = read_model(src, load_weights=False)
     sources = {location: src.parent / location for location in external_locations(model)}
-    written: Path | None = None
+    written: set[Path] = set()  # files made here (renamed, not copied, to their hashed names)
     if not sources:
-        written = dst.with_name(dst.stem + ".data")
-        written.unlink(missing_ok=True)  # onnx appends to an existing data file
+        data = dst.with_name(dst.stem + ".data")
+        data.unlink(missing_ok=True)  # onnx appends to an existing data file
         onnx.save_model(read_model(src), dst, save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=written.name,
+                        all_tensors_to_one_file=True, location=data.name,
                         size_threshold=INLINE_BELOW)
-        if not written.exists():  # no tensor large enough: the weights stay inline
+        if not data.exists():  # no tensor large enough: the weights stay inline
             return []
         model = read_model(dst, load_weights=False)
-        sources = {written.name: written}
+        sources, written = {data.name: data}, {data}
+    for location, path in list(sources.items()):
+        if path.stat().st_size > max_data_bytes:
+            stem = dst.with_name(f"{dst.stem}.cut{len(written)}")
+            del sources[location]
+            for part in _cut(model, location, path, stem, max_data_bytes):
+                sources[part.name], written = part, written | {part}
+            if path in written:
+                path.unlink()
     renamed: dict[str, str] = {}
-    data: list[Path] = []
+    data_files: list[Path] = []
     for index, (location, path) in enumerate(sorted(sources.items())):
         stem = dst.stem if len(sources) == 1 else f"{dst.stem}.{index}"
         target = dst.with_name(hashed_name(f"{stem}.data", sha256_of(path)))
-        if path == written:
+        if path in written:
             path.rename(target)
         else:
             shutil.copyfile(path, target)
         renamed[location] = target.name
-        data.append(target)
+        data_files.append(target)
     _set_locations(model, renamed)
     onnx.save_model(model, dst)  # the graph alone: its tensors point at the data files
-    for file in data:  # onnx creates data files private (0600): a web server must read them
+    for file in data_files:  # onnx creates data files private (0600): a web server must read them
         file.chmod(dst.stat().st_mode & 0o777)
-    return data
+    return data_files

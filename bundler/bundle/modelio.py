@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -22,11 +23,14 @@ import onnx
 import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
-from bundler.errors import ModelError, first_line
+from bundler.errors import ConfigError, ModelError, first_line
 
 ort.set_default_logger_severity(4)
 
 PROTOBUF_LIMIT = onnx.checker.MAXIMUM_PROTOBUF
+# Weights in external data past this many bytes take the large-model path (is_large); lowered
+# by the tests (and to try the path on a small model), never raised past protobuf's limit.
+LARGE_ENV = "BUNDLER_LARGE_MODEL_BYTES"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +236,37 @@ def model_bytes(path: Path) -> int:
     return sum(file.stat().st_size for file in model_files(path))
 
 
+def large_threshold() -> int:
+    """The size past which a model with external data is built from its graph alone: protobuf's
+    2 GB, or $BUNDLER_LARGE_MODEL_BYTES when that is lower."""
+    given = os.environ.get(LARGE_ENV, "")
+    try:
+        return min(int(given), PROTOBUF_LIMIT) if given else PROTOBUF_LIMIT
+    except ValueError:
+        raise ConfigError(f"${LARGE_ENV} is {given!r}; give a number of bytes") from None
+
+
+def is_large(path: Path) -> bool:
+    """A model whose weights, kept in external data, are past large_threshold(): no step of the
+    build may load them into one ModelProto (it could not be serialized past 2 GB)."""
+    files = model_files(path)
+    return len(files) > 1 and sum(file.stat().st_size for file in files) > large_threshold()
+
+
+def write_graph(model: onnx.ModelProto, data_dir: Path, dst: Path) -> None:
+    """Write `model`, read without its weights (its tensors name data files in `data_dir`), to
+    `dst` with a copy of each data file beside it under the same name: onnxruntime refuses data
+    outside the graph's folder, symbolic links to it included. A copy, not a hard link, so that
+    nothing written in the build's scratch folder can reach the user's own files."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for location in external_locations(model):
+        source, target = data_dir / location, dst.parent / location
+        if target.resolve() != source.resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)  # copied in blocks, never read whole
+    onnx.save_model(model, dst)
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
@@ -281,12 +316,15 @@ def save_model(model: onnx.ModelProto, path: Path) -> None:
 
 
 def copy_model(src: Path, dst: Path) -> None:
-    """Copy a model file; one with external data is rewritten so its data is named after `dst`."""
+    """Copy a model file; one with external data is rewritten so its data is named after `dst`
+    (a large one, is_large, keeps its data files' names)."""
     if src.resolve() == dst.resolve():
         return
     if model_bytes(src) == src.stat().st_size:
         dst.with_name(dst.name + ".data").unlink(missing_ok=True)
         shutil.copyfile(src, dst)
+    elif is_large(src):  # its data files are copied as they are, the weights never parsed
+        write_graph(read_model(src, load_weights=False), src.parent, dst)
     else:
         save_model(read_model(src), dst)
 

@@ -40,7 +40,7 @@ from bundler.bundle.layout import (
     UNLISTED,
 )
 from bundler.bundle.manifest import Encoded, FileEntry, FilePiece, Hosting, Manifest
-from bundler.bundle.modelio import sha256_of
+from bundler.bundle.modelio import large_threshold, sha256_of
 from bundler.errors import ConfigError
 from bundler.hosting.registry import CONFIG_FILES, HOST_NAMES, write_host_configs
 from bundler.hosting.sizes import DEFAULT_MAX_FILE_SIZE
@@ -51,6 +51,11 @@ _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11
 _BROTLI_MODEL_QUALITY = 9
 _MODEL_BEST_QUALITY_BYTES = 2**20  # model files up to this size are brotli'd at 11
+# A file (or each part of one) past the large-model size (modelio.large_threshold) is compressed
+# only where a fast pass over its first MiB saves at least _PAYS of it: gigabytes of weights
+# that barely compress would cost minutes of brotli for nothing; zeros or repetitive data stay.
+_PROBE_BYTES = 2**20
+_PAYS = 0.02
 _GZIP_LEVEL = 9
 
 
@@ -99,15 +104,22 @@ def _compressed(data: bytes, digest: str, encoding: str, quality: int) -> bytes:
     return encoded
 
 
-def _record(directory: Path, path: Path) -> FileEntry:
+def _pays(data: bytes) -> bool:
+    """Whether compressing `data` is worth it, judged by a fast brotli pass over its start."""
+    sample = data[:_PROBE_BYTES]
+    return len(brotli.compress(sample, quality=1)) < len(sample) * (1 - _PAYS)
+
+
+def _record(directory: Path, path: Path, probe: bool = False) -> FileEntry:
     """The path, bytes and sha256 of a file (or part), with `encodings` when a compressed sibling
-    is smaller."""
-    data = path.read_bytes()
+    is smaller (with `probe`, only where _pays says it may be)."""
+    data = path.read_bytes()  # a whole file at most max_file_size, or one part of a larger one
     digest = hashlib.sha256(data).hexdigest()
     relative = path.relative_to(directory).as_posix()
     original_suffix = _PART.sub("", path.name)
     encodings = {}
-    if Path(original_suffix).suffix.lower() in COMPRESSIBLE and data:
+    if (Path(original_suffix).suffix.lower() in COMPRESSIBLE and data
+            and (not probe or _pays(data))):
         quality = _brotli_quality(relative, len(data))
         for encoding, suffix in ENCODINGS.items():
             encoded = _compressed(data, digest, encoding, quality)
@@ -145,13 +157,15 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
 
 def _describe(directory: Path, path: Path, options: HostingOptions) -> FileEntry:
     size = path.stat().st_size
+    probe = size > large_threshold()
     if size <= options.max_file_size:
-        return _record(directory, path)
+        return _record(directory, path, probe)
     if path.suffix.lower() not in SPLITTABLE:
         raise ConfigError(f"{path.relative_to(directory)} is {size} bytes, over --max-file-size"
                           f" {options.max_file_size}, and only model and .wasm files are split")
     whole = FileEntry(path.relative_to(directory).as_posix(), size, sha256_of(path))
-    whole.parts = [_record(directory, part) for part in _split(path, options.max_file_size)]
+    whole.parts = [_record(directory, part, probe)
+                   for part in _split(path, options.max_file_size)]
     return whole
 
 

@@ -217,8 +217,9 @@ def _warnings(model: onnx.ModelProto, walker: _Walker, info: dict[str, Any],
         warnings.append(ModelWarning(
             "over-2gb", f"the model is {info['model']['bytes'] / 2**30:.1f} GiB: over protobuf's"
             " 2 GB limit and too big for the browser's 32-bit WASM heap",
-            "--quantize int4 or int8-weights, or ship it natively (--target edge keeps external"
-            " data)"))
+            "quantize it before the build (bundle build makes fp32 only past 2 GB; int4 with"
+            " onnxruntime's MatMulNBitsQuantizer), keep its weights in external data files of"
+            " under ~1 GB each, or ship it natively (--target edge keeps external data)"))
     named = {d for spec in info["inputs"] for d in spec["shape"] or () if isinstance(d, str)}
     symbolic = sorted(d for d in named if not implied_by(d, named))  # a + b follows from a, b
     if symbolic and SHAPE_OPS & set(walker.histogram):

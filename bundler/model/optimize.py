@@ -28,6 +28,8 @@ from bundler.bundle.modelio import (
     build_machine_limit,
     copy_model,
     cpu_session,
+    is_large,
+    large_threshold,
     model_bytes,
     read_model,
     save_model,
@@ -42,6 +44,10 @@ from bundler.model.tied import share_transposed_copies
 # apply to the result; the browser EPs run either form equally well.
 _SLIM_SKIPPED_FUSIONS = ["FusionGemm"]
 _ORT_DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
+
+# The steps a large model skips (all of them: each needs the weights in one ModelProto).
+LARGE_SKIPPED = ("transformer-fusions", "fix-dims", "onnxslim", "onnxruntime-basic",
+                 "tied-weights")
 
 Status = Literal["ok", "fell back", "skipped"]
 
@@ -216,7 +222,15 @@ def optimize(
     log: Callable[[str], None] = lambda s: None,
 ) -> OptimizeReport:
     """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB). `config`: a
-    text model's config.json (what the transformer fusions need)."""
+    text model's config.json (what the transformer fusions need). A large model (is_large) is
+    copied as it is, every step recorded as skipped: each loads all the weights."""
+    if is_large(src):
+        copy_model(src, dst)
+        nodes = len(read_model(src, load_weights=False).graph.node)
+        reason = (f"weights past {large_threshold()} bytes in external data: this step loads"
+                  " them all into one protobuf")
+        return OptimizeReport([StepResult(name, "skipped", reason) for name in LARGE_SKIPPED],
+                              nodes, nodes, model_bytes(src), model_bytes(dst))
     model = read_model(src)
     nodes_before, bytes_before = len(model.graph.node), model_bytes(src)
     steps: list[StepResult] = []

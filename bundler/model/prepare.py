@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import onnx
 
 from bundler.bundle.modelio import (
-    PROTOBUF_LIMIT,
     build_machine_limit,
     check_model,
     input_specs,
+    is_large,
+    large_threshold,
     model_bytes,
     native_load_error,
     read_model,
     save_model,
+    write_graph,
 )
 from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
@@ -50,14 +52,38 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def check_weights(source: Path) -> None:
-    """ModelError for a model over protobuf's 2 GB (counting external data), from file sizes
-    alone: before gigabytes of weights are loaded."""
-    if model_bytes(source) > PROTOBUF_LIMIT:
+def check_weights(source: Path, kinds: Sequence[str]) -> None:
+    """ModelError, from file sizes alone (before gigabytes of weights are read), for a large
+    model (is_large: weights in external data past 2 GB) asked for a kind other than fp32: every
+    quantizer loads all the weights into one ModelProto, which cannot pass protobuf's 2 GB."""
+    quantized = [kind for kind in kinds if kind != "fp32"]
+    if quantized and is_large(source):
         raise ModelError(
-            f"{source} holds over 2 GB of weights; browsers cannot load a model that large"
-            " in one piece (split or quantize it first)"
+            f"{source} holds {model_bytes(source) / 1e9:.2f} GB of weights in external data;"
+            " only fp32 is built from a model past 2 GB (each quantizer loads every weight into"
+            f" one protobuf): leave out {', '.join(quantized)}, or quantize it before the build"
         )
+
+
+def _prepare_large(source: Path, destination: Path, runtime_version: str) -> list[str]:
+    """prepare_model for a large model (is_large): the graph alone is fitted and written, its
+    data files copied as they are, so no protobuf holds the weights."""
+    model = read_model(source, load_weights=False)
+    notes = _strip_zipmap(model)
+    try:
+        fit = fit_runtime(model, runtime_version)
+    except ModelError as error:
+        raise ModelError(f"{source}: {error.message}") from None
+    if fit.converted:  # the version converter rewrote operators: checking that runs it twice
+        raise ModelError(f"{source}: {fit.notes[0]}; a model past 2 GB of weights is not"
+                         " converted by the build: export it at that opset")
+    write_graph(fit.model, source.parent, destination)
+    if load_error := native_load_error(destination):
+        raise ModelError(f"{source}: onnxruntime cannot load this model"
+                         f" ({build_machine_limit(load_error) or load_error})")
+    return [*notes, *fit.notes,
+            f"weights past {large_threshold()} bytes in external data: built from the graph"
+            " alone, the data files shipped as they are (fp32 only, not optimised)"]
 
 
 CasesFor = Callable[[Path], list[Feeds]]  # the inputs to check a model file on
@@ -90,7 +116,8 @@ def prepare_model(source: Path, destination: Path, reporter: Reporter,
     Returns notes on what was changed. The onnx checker's complaints are warnings when native
     onnxruntime loads the model anyway (several exporters write models the checker rejects).
     """
-    check_weights(source)
+    if is_large(source):
+        return _prepare_large(source, destination, runtime_version)
     model = read_model(source)
     complaints = check_model(source)
     notes = _strip_zipmap(model)

@@ -176,6 +176,10 @@ def _optimize(source: Path, destination: Path, options: BuildOptions,
                       " in bytes; shipping the model unoptimised")
         return Optimization(enabled=True, kept_original="the optimised graph was larger",
                             steps=_steps(report))
+    if all(step.status == "skipped" for step in report.steps) and report.steps:
+        reporter.info(f"Not optimised: {report.steps[0].detail}")
+        return Optimization(enabled=True, nodes_before=report.nodes_before,
+                            nodes_after=report.nodes_after, steps=_steps(report))
     reporter.info(f"Optimised: {report.nodes_before} -> {report.nodes_after} nodes,"
                   f" {report.bytes_before} -> {report.bytes_after} bytes")
     return Optimization(enabled=True, nodes_before=report.nodes_before,

@@ -1,0 +1,98 @@
+"""The large-model build path at small scale: a model whose weights, in external data, are past
+$BUNDLER_LARGE_MODEL_BYTES (protobuf's 2 GB unless lowered, as here) is built from its graph
+alone: fp32 only, every optimisation step skipped with the reason, its data files shipped as
+they are. (benchmarks/large_model.py runs the same path past 2 GB, by hand.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+from bundler.bundle.external import ALIGN, ship_external
+from bundler.bundle.manifest import load
+from bundler.bundle.modelio import LARGE_ENV
+from bundler.errors import ModelError
+from bundler.hosting.publish import HostingOptions, assembled, prepare_heavy
+from bundler.model.optimize import LARGE_SKIPPED
+from tests import models
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_a_large_model_is_built_from_its_graph_alone(build_bundle, tmp_path, monkeypatch,
+                                                     large):
+    source = models.external_several(tmp_path / "model")
+    if large:
+        monkeypatch.setenv(LARGE_ENV, "1000")  # its 6 KB of weights are "large"
+    root, manifest = build_bundle(source)
+    steps = {step["name"]: step for step in manifest["optimization"]["steps"]}
+    skipped = {name for name, step in steps.items() if step["status"] == "skipped"}
+    if large:
+        assert skipped == set(LARGE_SKIPPED), steps
+        assert "past 1000 bytes" in steps["onnxslim"]["detail"]
+        assert any("built from the graph alone" in note for note in manifest["notes"])
+    else:  # the same model under the threshold: optimised as any other
+        assert steps["onnxslim"]["status"] == "ok", steps
+    variant = manifest["sessions"][0]["variants"][0]
+    # a large model's data files ship as they are; the optimised one's weights are rewritten
+    assert variant["kind"] == "fp32" and len(variant["data"]) == (3 if large else 1), variant
+    graph = onnx.load(str(root / variant["file"]), load_external_data=False)
+    external = {tensor.name for tensor in graph.graph.initializer
+                if tensor.data_location == onnx.TensorProto.EXTERNAL}
+    assert external == {"w1", "b1", "w2"} or not large, external
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    with assembled(root, load(root), variant["file"]) as path:
+        got = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
+        build_bundle, tmp_path, monkeypatch):
+    source = models.external_several(tmp_path / "model")
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    for data in (tmp_path / "model").rglob("*.bin"):
+        data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
+    (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
+    with pytest.raises(ModelError, match="only fp32 is built from a model past 2 GB"):
+        build_bundle(source, quantize="int8")
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_large_files_are_compressed_only_where_a_fast_pass_says_it_pays(tmp_path, monkeypatch,
+                                                                        large):
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    noise = np.random.default_rng(0).integers(0, 256, 64 * 1024, dtype=np.uint8)
+    noise.reshape(4, -1)[:, :256] = 0  # each 16 KiB part: brotli saves 1.4%, under the 2% asked
+    (models_dir / "noise.data").write_bytes(noise.tobytes())
+    (models_dir / "zeros.data").write_bytes(bytes(64 * 1024))
+    if large:
+        monkeypatch.setenv(LARGE_ENV, "1000")
+    entries = {entry.path: entry for entry in
+               prepare_heavy(tmp_path, HostingOptions(max_file_size=16 * 1024))}
+    noisy = [part.encodings for part in entries["models/noise.data"].parts]
+    assert all(encodings is None for encodings in noisy) if large else all(noisy), noisy
+    assert all(part.encodings for part in entries["models/zeros.data"].parts)
+
+
+def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
+    source = models.external_several(tmp_path / "model")
+    model = onnx.load(str(source))  # w1 4096 bytes, b1 128, w2 2048, then into one file
+    onnx.save_model(model, source, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="one.bin", size_threshold=0)
+    shipped = tmp_path / "dist" / "fp32.onnx"
+    shipped.parent.mkdir()
+    data = ship_external(source, shipped, max_data_bytes=5000)
+    assert sorted(file.stat().st_size for file in data) == [2048, 4224]  # w1 + b1 | w2
+    graph = onnx.load(str(shipped), load_external_data=False)
+    for tensor in graph.graph.initializer:
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        assert int(entries["offset"]) % ALIGN == 0 and entries["location"] in {
+            file.name for file in data}
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    got = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+    assert len(ship_external(source, tmp_path / "dist" / "whole.onnx")) == 1  # under 1 GiB
