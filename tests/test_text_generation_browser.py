@@ -60,6 +60,14 @@ def int4(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[s
 
 
 @pytest.fixture(scope="module")
+def int4_qdq(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2's int4 in format=qdq, WASM only: bundle.json records that it is opened with
+    DequantizeLinear folded into float weights at load, and the check's native run opens it so."""
+    return _build(tmp_path_factory.mktemp("int4-qdq"), runtime_dist, False, "--ep", "wasm",
+                  "--quantize", "int4", "--int4", "format=qdq")
+
+
+@pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
     """A Llama with grouped-query attention (2 KV heads for 4), WASM only."""
     return _build(tmp_path_factory.mktemp("llama"), runtime_dist, False, "--ep", "wasm",
@@ -85,7 +93,8 @@ def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
-    session = cpu_session(built["bundle"] / manifest.session().variant(variant).file)
+    record = manifest.session().variant(variant)
+    session = cpu_session(built["bundle"] / record.file, config=record.session_config)
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -112,7 +121,7 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
 
 
 @pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized",
-                                  "int4"])
+                                  "int4", "int4_qdq"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
@@ -120,8 +129,12 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     task = bundle["task"]
     assert task["kind"] == "text-generation" and task["output"] == "logits"
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(task["files"])
-    for name in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
-        assert (built["bundle"] / "text" / name).is_file()
+    for module in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
+        assert (built["bundle"] / "text" / module).is_file()
+    configs = {variant["name"]: variant.get("session_config")
+               for variant in bundle["sessions"][0]["variants"]}
+    qdq = name == "int4_qdq"
+    assert configs.get("int4") == ({"session.disable_quant_qdq": "1"} if qdq else None)
 
 
 @pytest.mark.parametrize("options", [
@@ -133,8 +146,10 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["wasm"], "fixture": "llama"},
     {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4"},
     {"executionProviders": ["webgpu"], "fixture": "int4", "variant": "int4"},
+    {"executionProviders": ["wasm"], "fixture": "int4_qdq", "variant": "int4"},
+    {"executionProviders": ["wasm"], "fixture": "int4_qdq", "variant": "int4", "worker": True},
 ], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
-        "int4-webgpu"])
+        "int4-webgpu", "int4-qdq-wasm", "int4-qdq-worker"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
     """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))

@@ -248,6 +248,10 @@ class Variant:
     # onnxruntime-web as externalData's `path`. None: the weights are inline.
     data: list[str] | None = None
     memory: Memory | None = None  # absent: built before preflight (load() then checks no memory)
+    # onnxruntime session config entries the variant is opened with, natively and by bundle.mjs
+    # (as `extra`): int4 format=qdq's {"session.disable_quant_qdq": "1"} folds its
+    # DequantizeLinear blocks into float weights at load. None: none.
+    session_config: dict[str, str] | None = None
 
 
 @dataclasses.dataclass

@@ -25,6 +25,7 @@ class VariantResult:
     path: Path
     notes: list[str] = field(default_factory=list)
     settings: VariantSettings | None = None  # every kind sets its record
+    session_config: dict[str, str] | None = None  # opened with these entries (Variant's record)
 
     def to_json(self) -> dict[str, Any]:
         return {
