@@ -94,7 +94,7 @@ def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
     record = manifest.session().variant(variant)
-    session = cpu_session(built["bundle"] / record.file, config=record.session_config)
+    session = cpu_session(built["bundle"] / record.file, config=record.config_for("wasm"))
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -134,7 +134,8 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     configs = {variant["name"]: variant.get("session_config")
                for variant in bundle["sessions"][0]["variants"]}
     qdq = name == "int4_qdq"
-    assert configs.get("int4") == ({"session.disable_quant_qdq": "1"} if qdq else None)
+    assert configs.get("int4") == ({"wasm": {"session.disable_quant_qdq": "1"}} if qdq
+                                     else None)
 
 
 @pytest.mark.parametrize("options", [

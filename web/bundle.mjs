@@ -357,7 +357,7 @@ export async function load(options = {}) {
         cache: options.cache !== false,
         // __sessionOptions: internal, for onnx-bundler's harness (web/dev/profile.mjs), not part
         // of the API; the variant's own session config entries (int4 format=qdq) go into it.
-        sessionOptions: withSessionConfig(options.__sessionOptions, variant.session_config),
+        sessionOptions: withSessionConfig(options.__sessionOptions, variant.session_config?.[ep]),
         deviceOutputs: deviceOutputs(manifest, spec),
       };
       let session;

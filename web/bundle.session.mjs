@@ -159,8 +159,8 @@ function atStage(stage, error) {
   return Object.assign(error instanceof Error ? error : new Error(String(error)), { stage });
 }
 
-// A variant's session_config ({ "session.disable_quant_qdq": "1" }: onnxruntime's session config
-// entries) as InferenceSession's `extra`, which onnxruntime-web flattens back into dotted keys,
+// A variant's session_config on an EP ({ "session.disable_quant_qdq": "1" }: onnxruntime's
+// session config entries) as InferenceSession's `extra`, which onnxruntime-web flattens back into dotted keys,
 // merged over `sessionOptions`' own.
 export function withSessionConfig(sessionOptions = {}, config = null) {
   if (!config || Object.keys(config).length === 0) return sessionOptions;

@@ -167,7 +167,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
-                                                steps, variant.session_config)
+                                                steps, variant.config_for(ep))
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:

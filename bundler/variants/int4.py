@@ -127,7 +127,8 @@ def make(job: Job) -> None:
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
         # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
-        job.result.session_config = dict(QDQ_SESSION_CONFIG)
+        # WebGPU keeps MatMulNBits: its kernel is fast, and folding would cost fp32's memory.
+        job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,

@@ -288,17 +288,17 @@ def make_variants(
             from bundler.text.quality import MEASURED_ON, measure_generation
 
             with reporter.step(f"Generating with {kind} against fp32"):
-                metrics = measure_generation(check, result.path, result.session_config)
+                metrics = measure_generation(check, result.path, result.native_config)
             measured_on = len(check.texts), MEASURED_ON
         elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
                 decode = decoder(task, generated=samples.source == "generated")
                 metrics = dataclasses.replace(measure(source, result.path, samples.validation,
-                                                      decode, result.session_config),
+                                                      decode, result.native_config),
                                               measured_on=samples.source)
         if samples.validation:
             latency = native_latency_ms(result.path, samples.validation, threads=1,
-                                        config=result.session_config)
+                                        config=result.native_config)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),

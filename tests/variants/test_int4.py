@@ -120,7 +120,7 @@ def test_int4_as_dequantize_linear_blocks(decoder: Path, tmp_path: Path) -> None
     assert blocks.dims  # the weights are stored as int4, not dequantized into float
     assert result.settings["format"] == "qdq" and result.settings["op"] == "DequantizeLinear"
     assert ratio(dst, decoder) < 0.6
-    assert result.session_config == {"session.disable_quant_qdq": "1"}
+    assert result.session_config == {"wasm": {"session.disable_quant_qdq": "1"}}
 
 
 def test_int4_qdq_session_config_folds_the_blocks_natively(decoder: Path,
@@ -128,7 +128,7 @@ def test_int4_qdq_session_config_folds_the_blocks_natively(decoder: Path,
     """Opened with its session_config, onnxruntime folds the DequantizeLinear blocks into float
     MatMul weights (what bundle.mjs does on WASM); opened plainly, it fuses them to MatMulNBits."""
     dst = tmp_path / "int4.onnx"
-    config = make_variant("int4", decoder, dst, int4=Int4Options(format="qdq")).session_config
+    config = make_variant("int4", decoder, dst, int4=Int4Options(format="qdq")).native_config
     folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
     cpu_session(dst, optimized_path=folded, config=config)
     cpu_session(dst, optimized_path=fused)
