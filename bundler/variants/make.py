@@ -39,6 +39,7 @@ from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.footprint import footprint
+from bundler.variants.int4_options import for_generation
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
@@ -258,13 +259,15 @@ def make_variants(
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
+    generation = task is not None and task.kind == TEXT_GENERATION
+    int4 = for_generation(options.int4) if generation else options.int4
     for kind in plan.kinds:
         with reporter.step(f"Making the {kind} variant"):
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
                                       calibration_method=options.calibration_method,
-                                      int4=options.int4)
+                                      int4=int4)
             except QuantizeError as error:
                 if not plan.auto:
                     raise
