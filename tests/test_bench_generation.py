@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from bundler.bundle import manifest as manifest_file
+from bundler.commands.build import summary
 from bundler.perf.generation import prompt_of
+from bundler.site.pages import human_bytes
 from bundler.text.tokenizer import TextTokenizer
 from tests import decoder_models
 from tests.conftest import run_cli
@@ -72,3 +74,12 @@ def test_bench_refuses_the_figures_of_single_runs_on_a_generation_bundle(generat
     assert result.returncode != 0
     assert "--profile, --plot and --dim are not for a text-generation bundle" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_build_summary_says_the_default_bytes_on_the_wire_per_ep(generation):
+    manifest = manifest_file.load(generation["bundle"])
+    fp32 = manifest.session().variant("fp32")
+    model, total = manifest.wire_bytes(fp32), manifest.wire_bytes(fp32, "wasm")
+    assert model is not None and total is not None and 0 < model < total
+    assert (f"; on the wire by default: wasm fp32 {human_bytes(model)} + runtime"
+            f" {human_bytes(total - model)};") in summary(manifest)
