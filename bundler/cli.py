@@ -167,12 +167,23 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
               help="Write a PNG of latency and size per variant (needs onnx-bundler[plot]).")
 @click.option("--profile", is_flag=True,
               help="Also time each operator, in the browser and natively (top 10).")
+@click.option("--prompt-tokens", default=16, show_default=True, type=click.IntRange(1, 100_000),
+              help="Text generation: the prompt's length in the bundle's tokens.")
+@click.option("--new-tokens", default=64, show_default=True, type=click.IntRange(1, 100_000),
+              help="Text generation: the tokens each generate() call makes (fewer if it ends).")
+@click.option("--calls", default=3, show_default=True, type=click.IntRange(1, 1000),
+              help="Text generation: generate() calls per EP and variant; the first is"
+                   " reported apart from the mean of the later ones.")
 def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple[str, ...],
           runs: int, threads: int | None, dims: tuple[str, ...], json_path: Path | None,
-          plot_path: Path | None, profile: bool) -> None:
+          plot_path: Path | None, profile: bool, prompt_tokens: int, new_tokens: int,
+          calls: int) -> None:
     """Measure DIRECTORY's bundle in headless Chromium per EP and variant (cold load, first run,
-    warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs."""
+    warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs; a
+    text-generation bundle by its generate() calls (load, time to first token, prefill and
+    decode tokens/s, bytes on the wire)."""
     from bundler.bundle.options import flag_of, validate
+    from bundler.commands.bench import GenerationLengths
     from bundler.commands.bench import bench as run_bench
 
     flags = _given({"execution_providers": execution_providers, "dims": dims})
@@ -180,7 +191,8 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
                      Path.cwd(), spelling=flag_of)
     run_bench(directory, execution_providers=given.get("execution_providers"),
               variants=variants or None, runs=runs, threads=threads, dims=given.get("dims"),
-              json_path=json_path, plot_path=plot_path, profile=profile, reporter=_reporter())
+              json_path=json_path, plot_path=plot_path, profile=profile, reporter=_reporter(),
+              generation=GenerationLengths(prompt_tokens, new_tokens, calls))
 
 
 @main.command()

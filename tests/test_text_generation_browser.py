@@ -54,9 +54,17 @@ def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict
 
 @pytest.fixture(scope="module")
 def int4(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
-    """The GPT-2 with its int4 variant (MatMulNBits) the default beside fp32, checked on both EPs
-    (each variant against its own native run)."""
+    """The GPT-2 with its int4 variant the default beside fp32, checked on both EPs (each variant
+    against its own native run): a generation bundle's int4 is format=qdq, which bundle.json
+    records as opened with its DequantizeLinear blocks folded into float weights on WASM."""
     return _build(tmp_path_factory.mktemp("int4"), runtime_dist, False, "--quantize", "int4")
+
+
+@pytest.fixture(scope="module")
+def int4_nbits(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    """The GPT-2's int4 as MatMulNBits (format=nbits, given), WASM only."""
+    return _build(tmp_path_factory.mktemp("int4-nbits"), runtime_dist, False, "--ep", "wasm",
+                  "--quantize", "int4", "--int4", "format=nbits")
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +93,8 @@ def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
-    session = cpu_session(built["bundle"] / manifest.session().variant(variant).file)
+    record = manifest.session().variant(variant)
+    session = cpu_session(built["bundle"] / record.file, config=record.config_for("wasm"))
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -112,7 +121,7 @@ def _generate(page: Any, prompts: list[Any], options: dict | None = None,
 
 
 @pytest.mark.parametrize("name", ["built", "merged", "llama", "two_files", "quantized",
-                                  "int4"])
+                                  "int4", "int4_nbits"])
 def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, name):
     built = request.getfixturevalue(name)
     bundle = json.loads((built["bundle"] / "bundle.json").read_text(encoding="utf-8"))
@@ -120,8 +129,17 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     task = bundle["task"]
     assert task["kind"] == "text-generation" and task["output"] == "logits"
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(task["files"])
-    for name in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
-        assert (built["bundle"] / "text" / name).is_file()
+    for module in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
+        assert (built["bundle"] / "text" / module).is_file()
+    configs = {variant["name"]: variant.get("session_config")
+               for variant in bundle["sessions"][0]["variants"]}
+    formats = {variant["name"]: variant["settings"].get("format")
+               for variant in bundle["sessions"][0]["variants"]}
+    if name.startswith("int4"):
+        qdq = name == "int4"
+        assert formats["int4"] == ("qdq" if qdq else "nbits")
+        assert configs["int4"] == ({"wasm": {"session.disable_quant_qdq": "1"}} if qdq
+                                   else None)
 
 
 @pytest.mark.parametrize("options", [
@@ -133,8 +151,10 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["wasm"], "fixture": "llama"},
     {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4"},
     {"executionProviders": ["webgpu"], "fixture": "int4", "variant": "int4"},
+    {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4", "worker": True},
+    {"executionProviders": ["wasm"], "fixture": "int4_nbits", "variant": "int4"},
 ], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
-        "int4-webgpu"])
+        "int4-webgpu", "int4-worker", "int4-nbits-wasm"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
     """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))

@@ -102,6 +102,10 @@ export interface Variant {
   /** What load() checks against the device's limits before fetching the variant (absent in
    * bundles built before it). */
   memory?: VariantMemory | null;
+  /** Per EP, onnxruntime session config entries the variant is opened with there (natively as
+   * on wasm), e.g. int4 format=qdq's { wasm: { "session.disable_quant_qdq": "1" } }; absent:
+   * none. */
+  session_config?: Partial<Record<'wasm' | 'webgpu', Record<string, string>>>;
 }
 
 /** A variant's bytes as load() needs them: its largest initializer, all of them, and the

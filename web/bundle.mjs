@@ -23,7 +23,7 @@ import {
 import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from './bundle.files.mjs';
 import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
 import { environment, planFits, preflightOf, refusal } from './bundle.preflight.mjs';
-import { fetchJson, openSession } from './bundle.session.mjs';
+import { fetchJson, openSession, withSessionConfig } from './bundle.session.mjs';
 
 export { BundleError, ERROR_CODES, SCHEMA_VERSION, sessionsOf } from './bundle.core.mjs';
 export { clearCache } from './bundle.fetch.mjs';
@@ -39,11 +39,11 @@ function importTaskApi(manifest) {
   return imported;
 }
 
-// A text-generation bundle's KV cache (present.*): on WebGPU it stays on the GPU between steps.
-// `session`: the manifest's session record (schema 2 keeps the outputs there, not at the top).
-function deviceOutputs(manifest, session) {
+// A text-generation bundle's KV cache (present.*, the outputs of the session `spec` opens): on
+// WebGPU it stays on the GPU between steps.
+function deviceOutputs(manifest, spec) {
   if (manifest.task?.kind !== 'text-generation') return [];
-  return session.outputs.map((output) => output.name).filter((name) => name.startsWith('present.'));
+  return spec.outputs.map((output) => output.name).filter((name) => name.startsWith('present.'));
 }
 
 function folderUrl(baseUrl) {
@@ -369,8 +369,9 @@ export async function load(options = {}) {
         ep,
         numThreads: options.numThreads,
         cache: options.cache !== false,
-        // Internal, for onnx-bundler's harness (web/dev/profile.mjs): not part of the API.
-        sessionOptions: options.__sessionOptions,
+        // __sessionOptions: internal, for onnx-bundler's harness (web/dev/profile.mjs), not part
+        // of the API; the variant's own session config entries (int4 format=qdq) go into it.
+        sessionOptions: withSessionConfig(options.__sessionOptions, variant.session_config?.[ep]),
         deviceOutputs: deviceOutputs(manifest, spec),
       };
       let session;

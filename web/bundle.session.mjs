@@ -159,6 +159,21 @@ function atStage(stage, error) {
   return Object.assign(error instanceof Error ? error : new Error(String(error)), { stage });
 }
 
+// A variant's session_config on an EP ({ "session.disable_quant_qdq": "1" }: onnxruntime's
+// session config entries) as InferenceSession's `extra`, which onnxruntime-web flattens back into dotted keys,
+// merged over `sessionOptions`' own.
+export function withSessionConfig(sessionOptions = {}, config = null) {
+  if (!config || Object.keys(config).length === 0) return sessionOptions;
+  const extra = structuredClone(sessionOptions.extra ?? {});
+  for (const [key, value] of Object.entries(config)) {
+    const parts = key.split('.');
+    let node = extra;
+    for (const part of parts.slice(0, -1)) node = node[part] ??= {};
+    node[parts.at(-1)] = String(value);
+  }
+  return { ...sessionOptions, extra };
+}
+
 // runtime: { module, mjs, wasm: { entry, urls } }; model: { entry, urls } (see fileRequest in
 // bundle.mjs); data: the same for each external data file the graph keeps its weights in (none
 // for inline weights). `models` caches fetched model bytes by path across the EPs one load()

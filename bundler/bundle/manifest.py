@@ -119,6 +119,26 @@ class Manifest(Pipeline):
     def to_json(self) -> JSON:
         return versioned_json(self)
 
+    def wire_bytes(self, variant: Variant, ep: str | None = None) -> int | None:
+        """The bytes load() fetches for `variant` (its graph and data files) and, given `ep`,
+        that EP's runtime wasm: each file or part as fetched, its gzip sibling where the build
+        wrote one (bundle.fetch.mjs). None for a bundle without a files table."""
+        if self.files is None:
+            return None
+        entries = {entry.path: entry for entry in self.files}
+        paths = [variant.file, *(variant.data or [])]
+        if ep is not None and ep in self.runtime.builds:
+            paths.append(self.runtime.builds[ep].wasm)
+        total = 0
+        for path in paths:
+            entry = entries.get(path)
+            if entry is None:
+                continue
+            for piece in entry.parts or [entry]:
+                gzip = (piece.encodings or {}).get("gzip")
+                total += gzip.bytes if gzip else piece.bytes
+        return total
+
 
 def read_json(path: Path) -> Any:
     """A manifest file parsed; ModelError when it is not JSON."""

@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -337,11 +337,15 @@ def cpu_session(
     optimized_path: Path | None = None,
     save_format: Literal["ONNX", "ORT"] = "ONNX",
     disabled_optimizers: list[str] | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> ort.InferenceSession:
     """A CPU-EP session that logs nothing (its errors are raised and reported by the caller);
-    with `optimized_path`, onnxruntime also writes the graph there."""
+    with `optimized_path`, onnxruntime also writes the graph there; `config`: session config
+    entries (a variant's `session_config`, opened the way bundle.mjs opens it)."""
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     options.graph_optimization_level = level
     if threads:
         options.intra_op_num_threads = threads

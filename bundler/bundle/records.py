@@ -248,6 +248,15 @@ class Variant:
     # onnxruntime-web as externalData's `path`. None: the weights are inline.
     data: list[str] | None = None
     memory: Memory | None = None  # absent: built before preflight (load() then checks no memory)
+    # Per EP, onnxruntime session config entries the variant is opened with there, by bundle.mjs
+    # (as `extra`) and natively (the CPU EP runs as WASM's): int4 format=qdq's {"wasm":
+    # {"session.disable_quant_qdq": "1"}} folds its DequantizeLinear blocks into float weights
+    # at load on WASM only (WebGPU's MatMulNBits is fast). None: none.
+    session_config: dict[str, dict[str, str]] | None = None
+
+    def config_for(self, ep: str) -> dict[str, str] | None:
+        """The session config entries on `ep` ("wasm", "webgpu"; native runs take "wasm")."""
+        return (self.session_config or {}).get(ep)
 
 
 @dataclasses.dataclass

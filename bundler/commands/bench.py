@@ -29,12 +29,21 @@ from bundler.bundle.options import EXECUTION_PROVIDERS
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
 from bundler.hosting.publish import assembled
+from bundler.perf.generation import COLUMNS as GENERATION_COLUMNS
+from bundler.perf.generation import (
+    DEFAULT_CALLS,
+    DEFAULT_NEW_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    GenerationResult,
+    bench_generation,
+)
 from bundler.perf.native import all_cores, native_latency
 from bundler.perf.page import PageResult, measure_page, profile_page
 from bundler.perf.plot import require_matplotlib, write_plot
 from bundler.perf.profile import Profile, native_profile, profile_rows
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
 from bundler.server.bundle_server import serve_directory
+from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.verify.browser import (
     BrowserSettings,
     chromium_executable,
@@ -185,9 +194,12 @@ def bench(
     profile: bool = False,
     reporter: Reporter | None = None,
     settings: BrowserSettings | None = None,
-) -> BenchReport:
+    generation: GenerationLengths | None = None,
+) -> BenchReport | list[GenerationResult]:
     """Measure the bundle in `directory` (on `execution_providers`, default: every EP it ships;
-    `variants`, default: all); write the JSON and the plot where asked."""
+    `variants`, default: all); write the JSON and the plot where asked. A text-generation
+    bundle is measured by its generate() calls instead (bundler.perf.generation), at
+    `generation`'s lengths."""
     if runs < 1:
         raise ConfigError(f"--runs: expected at least 1, got {runs}")
     if threads is not None and threads < 1:
@@ -199,6 +211,13 @@ def bench(
     manifest = load_manifest(directory)
     eps, names = _chosen(manifest, execution_providers or list(manifest.runtime.builds),
                          variants)
+    if manifest.task is not None and manifest.task.kind == TEXT_GENERATION:
+        if profile or plot_path is not None or dims:
+            raise ConfigError("--profile, --plot and --dim are not for a text-generation bundle;"
+                              " it is measured at --prompt-tokens and --new-tokens")
+        return _generation(directory, manifest, eps, names, generation or GenerationLengths(),
+                           threads, settings or load_settings(), reporter or Reporter(),
+                           json_path)
     check_dims(manifest.session().inputs, dims or {})
     known = bundle_known(manifest, dims)
     reporter = reporter or Reporter()
@@ -229,6 +248,45 @@ def bench(
         _in_browser(report, eps, names, threads, reference.feeds, settings, reporter, profile)
     _finish(report, reporter, json_path, plot_path)
     return report
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationLengths:
+    """What a text-generation bundle is measured at (bench's --prompt-tokens, --new-tokens,
+    --calls)."""
+
+    prompt_tokens: int = DEFAULT_PROMPT_TOKENS
+    new_tokens: int = DEFAULT_NEW_TOKENS
+    calls: int = DEFAULT_CALLS
+
+
+def _generation(directory: Path, manifest: Manifest, eps: list[str], names: list[str],
+                lengths: GenerationLengths, threads: int | None, settings: BrowserSettings,
+                reporter: Reporter, json_path: Path | None) -> list[GenerationResult]:
+    chromium_executable(settings)
+    results, version = bench_generation(
+        directory, manifest, eps, names, prompt_tokens=lengths.prompt_tokens,
+        new_tokens=lengths.new_tokens, calls=lengths.calls, threads=threads, settings=settings,
+        reporter=reporter)
+    reporter.table(f"{directory}: {manifest.name} generating in Chromium {version}"
+                   f" ({lengths.calls} calls, greedy; bytes on the wire: as fetched, gzip)",
+                   GENERATION_COLUMNS, [result.row() for result in results])
+    if json_path is not None:
+        json_path.write_text(json.dumps({
+            "directory": str(directory), "model": manifest.name,
+            "runtime": {"package": manifest.runtime.package, "version": manifest.runtime.version},
+            "browser": {"name": "chromium", "version": version},
+            "prompt_tokens": lengths.prompt_tokens, "new_tokens": lengths.new_tokens,
+            "calls": lengths.calls, "threads": threads,
+            "results": [result.to_json() for result in results]}, indent=2) + "\n",
+            encoding="utf-8")
+    failed = [result for result in results if result.error]
+    if failed and len(failed) == len(results):
+        raise BundlerError(f"no EP and variant generated in the browser: {failed[0].ep}"
+                           f" {failed[0].variant}: {failed[0].error}")
+    for result in failed:
+        reporter.warn(f"{result.variant} on {result.ep} did not run: {result.error}")
+    return results
 
 
 def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: int | None,

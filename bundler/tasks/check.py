@@ -12,7 +12,7 @@ import base64
 import contextlib
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +94,16 @@ def texts_of(item: TaskInput) -> list[str]:
 
 
 def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
-                    folder: Path, directory: Path, steps: int
+                    folder: Path, directory: Path, steps: int,
+                    config: Mapping[str, str] | None = None
                     ) -> tuple[list[Any], list[dict[str, Any]]]:
-    """(the native answers, what the page is given) for each input."""
+    """(the native answers, what the page is given) for each input; `config`: the variant's
+    session config entries, so native opens it as bundle.mjs does."""
     task = manifest.task
     assert task is not None
     kind = kind_of(task.kind)
     specs = manifest.session().inputs
-    session = cpu_session(model)
+    session = cpu_session(model, config=config)
     run = lambda feeds: run_native(session, feeds)  # noqa: E731
     found, items = [], []
     for item in inputs:
@@ -165,7 +167,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
             model = stack.enter_context(assembled(directory, manifest, variant.file))
             with reporter.step(f"Task check on {ep} ({variant.name})"):
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
-                                                steps)
+                                                steps, variant.config_for(ep))
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:

@@ -15,7 +15,7 @@ Everything goes through the export's own tokenizer: real text, never random ids.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +50,9 @@ class GenerationCheck:
         return _nll(self.logits, self.texts)
 
 
-def _decoder(model: Path, folder: Path) -> Decoder:
+def _decoder(model: Path, folder: Path, config: Mapping[str, str] | None = None) -> Decoder:
     try:
-        return Decoder(cpu_session(model, threads=1), read_config(folder))
+        return Decoder(cpu_session(model, threads=1, config=config), read_config(folder))
     except Exception as error:
         raise QuantizeError(f"{model.name} does not run as a decoder in onnxruntime"
                             f" ({first_line(error, typed=True)})") from None
@@ -103,10 +103,12 @@ def agreement(want: Sequence[Sequence[int]], got: Sequence[Sequence[int]]) -> fl
     return kept / total if total else 1.0
 
 
-def measure_generation(check: GenerationCheck, variant: Path) -> Metrics:
-    """`variant` against fp32's runs in `check`: the logits metrics on the check text and the
-    generation's `tokens` and `perplexity` (see the module)."""
-    decoder = _decoder(variant, check.folder)
+def measure_generation(check: GenerationCheck, variant: Path,
+                       config: Mapping[str, str] | None = None) -> Metrics:
+    """`variant` (opened with `config`, its session config entries) against fp32's runs in
+    `check`: the logits metrics on the check text and the generation's `tokens` and
+    `perplexity` (see the module)."""
+    decoder = _decoder(variant, check.folder, config)
     tokens = [generate(decoder, ids, check.steps, None, check.eos).ids for ids in check.prompts]
     logits = [_teacher_forced(decoder, ids) for ids in check.texts]
     metrics = compare_runs(["logits"], [[rows] for rows in check.logits],

@@ -15,6 +15,8 @@ from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import fresh_name, name_nodes, quiet
 
+QDQ_SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
+
 
 def _token_embedding(model: ModelProto) -> tuple[list[str], list[str], int | None]:
     """The Gather nodes of the token embedding (the largest constant float [V, H] table that a
@@ -121,6 +123,12 @@ def make(job: Job) -> None:
     with quiet():
         quantizer.process()
     save_model(quantizer.model.model, job.dst)
+    if options.format == "qdq":
+        # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
+        # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
+        # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
+        # WebGPU keeps MatMulNBits: its kernel is fast, and folding would cost fp32's memory.
+        job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,

@@ -58,6 +58,16 @@ class Int4Options:
 _KEYS = tuple(Int4Options().values())
 
 
+def for_generation(options: Int4Options) -> Int4Options:
+    """A text-generation bundle's int4: format=qdq unless a format was given. Folded into float
+    weights at load on WASM (its session_config), it decodes at fp32's speed where MatMulNBits
+    decodes 7-10x slower, for the same bytes (docs/benchmarks.md); on WebGPU onnxruntime fuses
+    it into MatMulNBits as before."""
+    if "format" in options.given:
+        return options
+    return dataclasses.replace(options, format="qdq")
+
+
 def _boolean(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value

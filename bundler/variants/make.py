@@ -40,6 +40,7 @@ from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.footprint import footprint
+from bundler.variants.int4_options import for_generation
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
@@ -265,13 +266,15 @@ def make_variants(
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
+    generation = task is not None and task.kind == TEXT_GENERATION
+    int4 = for_generation(options.int4) if generation else options.int4
     for kind in plan.kinds:
         with reporter.step(f"Making the {kind} variant"):
             try:
                 result = make_variant(kind, optimized, work / f"{kind}.onnx",
                                       calibration=samples.calibration,
                                       calibration_method=options.calibration_method,
-                                      int4=options.int4)
+                                      int4=int4)
             except QuantizeError as error:
                 if not plan.auto:
                     raise
@@ -295,16 +298,17 @@ def make_variants(
             from bundler.text.quality import MEASURED_ON, measure_generation
 
             with reporter.step(f"Generating with {kind} against fp32"):
-                metrics = measure_generation(check, result.path)
+                metrics = measure_generation(check, result.path, result.native_config)
             measured_on = len(check.texts), MEASURED_ON
         elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
                 decode = decoder(task, generated=samples.source == "generated")
                 metrics = dataclasses.replace(measure(source, result.path, samples.validation,
-                                                      decode),
+                                                      decode, result.native_config),
                                               measured_on=samples.source)
         if samples.validation:
-            latency = native_latency_ms(result.path, samples.validation, threads=1)
+            latency = native_latency_ms(result.path, samples.validation, threads=1,
+                                        config=result.native_config)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):
             reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
@@ -324,6 +328,7 @@ def make_variants(
             reference=reference,
             data=[f"{models_dir.name}/{file.name}" for file in data] or None,
             memory=footprint(result.path, shipped_bytes),
+            session_config=result.session_config,
         )
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:

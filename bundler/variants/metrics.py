@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,9 +157,10 @@ def run_all(
     model: Path,
     feeds: Feeds,
     level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    config: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[list[np.ndarray]]]:
     try:
-        session = cpu_session(model, level=level)
+        session = cpu_session(model, level=level, config=config)
         names = [output.name for output in session.get_outputs()]
         return names, [session.run(names, feed) for feed in feeds]
     except Exception as error:
@@ -187,8 +188,8 @@ def _compare(refs: list[np.ndarray], cands: list[np.ndarray]) -> tuple[float, fl
     return float(error.max()), float(error.mean()) / spread, cosine, nonfinite
 
 
-def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | None = None
-            ) -> Metrics:
+def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | None = None,
+            config: Mapping[str, str] | None = None) -> Metrics:
     """Compare `candidate` with `reference` (CPU EP) on every feed, over all float outputs.
 
     max_abs: worst |a - b|. mean_rel: mean |a - b| relative to the output's range in the
@@ -197,12 +198,13 @@ def measure(reference: Path, candidate: Path, feeds: Feeds, decode: Decode | Non
     outputs that look like class scores (float, rank 2, last dim >= 2), together with the share of
     integer output values that are equal (labels, indices); None if there are neither. The same
     cosine and mean_rel of each feed alone go to `per_sample`; `decode` (a task bundle's,
-    bundler.variants.decoded) compares the answers the outputs decode to.
+    bundler.variants.decoded) compares the answers the outputs decode to. `config`: the
+    candidate's session config entries (its record's `session_config`).
     """
     if not feeds:
         raise QuantizeError("measure needs at least one feed")
     names, ref_runs = run_all(reference, feeds)
-    cand_names, cand_runs = run_all(candidate, feeds)
+    cand_names, cand_runs = run_all(candidate, feeds, config=config)
     if cand_names != names:
         raise QuantizeError(
             f"{candidate.name} has outputs {cand_names}, but {reference.name} has {names}"
@@ -253,12 +255,14 @@ def compare_runs(names: list[str], ref_runs: list[list[np.ndarray]],
     )
 
 
-def native_latency_ms(model: Path, feeds: Feeds, threads: int = 1, repeats: int = 10) -> float:
-    """Median wall time of one session.run (CPU EP, `threads` intra-op threads), after a warm-up."""
+def native_latency_ms(model: Path, feeds: Feeds, threads: int = 1, repeats: int = 10,
+                      config: Mapping[str, str] | None = None) -> float:
+    """Median wall time of one session.run (CPU EP, `threads` intra-op threads, `config`
+    entries), after a warm-up."""
     if not feeds:
         raise QuantizeError("native_latency_ms needs at least one feed")
     try:
-        session = cpu_session(model, threads=threads)
+        session = cpu_session(model, threads=threads, config=config)
         session.run(None, feeds[0])
         times = []
         for index in range(repeats):

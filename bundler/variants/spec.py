@@ -25,6 +25,12 @@ class VariantResult:
     path: Path
     notes: list[str] = field(default_factory=list)
     settings: VariantSettings | None = None  # every kind sets its record
+    session_config: dict[str, dict[str, str]] | None = None  # per EP (Variant's record)
+
+    @property
+    def native_config(self) -> dict[str, str] | None:
+        """The entries native runs open it with: WASM's, which the CPU EP stands for."""
+        return (self.session_config or {}).get("wasm")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from bundler.bundle.modelio import cpu_session
 from bundler.errors import QuantizeError
 from bundler.variants.int4_options import Int4Options
 from bundler.variants.metrics import measure
@@ -119,3 +120,18 @@ def test_int4_as_dequantize_linear_blocks(decoder: Path, tmp_path: Path) -> None
     assert blocks.dims  # the weights are stored as int4, not dequantized into float
     assert result.settings["format"] == "qdq" and result.settings["op"] == "DequantizeLinear"
     assert ratio(dst, decoder) < 0.6
+    assert result.session_config == {"wasm": {"session.disable_quant_qdq": "1"}}
+
+
+def test_int4_qdq_session_config_folds_the_blocks_natively(decoder: Path,
+                                                           tmp_path: Path) -> None:
+    """Opened with its session_config, onnxruntime folds the DequantizeLinear blocks into float
+    MatMul weights (what bundle.mjs does on WASM); opened plainly, it fuses them to MatMulNBits."""
+    dst = tmp_path / "int4.onnx"
+    config = make_variant("int4", decoder, dst, int4=Int4Options(format="qdq")).native_config
+    folded, fused = tmp_path / "folded.onnx", tmp_path / "fused.onnx"
+    cpu_session(dst, optimized_path=folded, config=config)
+    cpu_session(dst, optimized_path=fused)
+    assert ops(folded)["MatMulNBits"] == 0 and ops(folded)["DequantizeLinear"] == 0
+    assert ops(fused)["MatMulNBits"] == 9
+    assert make_variant("int4", decoder, tmp_path / "nbits.onnx").session_config is None
