@@ -1,7 +1,7 @@
 """Transformer fusions (bundler.model.fusions) on optimum's BERT and RoBERTa exports: the step
 fuses attention into MultiHeadAttention with ops both browser EPs run, the outputs stay those of
-the export on a padded batch, int8 still quantizes every MatMul, and other models are left as
-they are."""
+the export on a padded batch, int8 still quantizes every MatMul, and other models and bundles
+that ship WebGPU are left as they are."""
 
 from __future__ import annotations
 
@@ -68,10 +68,17 @@ def test_int8_still_quantizes_every_matmul_of_a_fused_encoder(folders, tmp_path:
     assert ops[("", "MatMul")] == 0
 
 
-@pytest.mark.parametrize("config", [None, {"model_type": "gpt2", "n_head": 2, "n_embd": 128}])
-def test_other_models_are_not_fused(folders, config, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("config", "eps", "why"), [
+    (None, ("wasm",), "no BERT-style encoder"),
+    ({"model_type": "gpt2", "n_head": 2, "n_embd": 128}, ("wasm",), "no BERT-style encoder"),
+    ("bert", ("wasm", "webgpu"), "key_padding_mask"),
+], ids=["no-config", "gpt2", "webgpu"])
+def test_other_models_and_webgpu_bundles_are_not_fused(folders, config, eps, why,
+                                                       tmp_path: Path) -> None:
     folder = folders["bert"]
-    report = optimize(folder / "model.onnx", tmp_path / "plain.onnx", config=config)
+    config = _config(folder) if config == "bert" else config
+    report = optimize(folder / "model.onnx", tmp_path / "plain.onnx", config=config,
+                      execution_providers=eps)
     step = next(s for s in report.steps if s.name == "transformer-fusions")
-    assert step.status == "skipped"
+    assert step.status == "skipped" and why in step.detail
     assert not [op for domain, op in _ops(tmp_path / "plain.onnx") if domain == CONTRIB]

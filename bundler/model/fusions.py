@@ -8,7 +8,10 @@ residual adds and LayerNormalizations into SkipLayerNormalization, and erf-Gelu 
 model it is comes from the export folder's config.json (model_type, num_attention_heads,
 hidden_size). Fusions whose op onnxruntime-web's WebGPU EP lacks (EmbedLayerNormalization,
 BiasGelu) are turned off, and a result holding any other op that is not supported on both the
-WASM and the WebGPU EP (bundler/data/ops-<version>.json) is refused, so one bundle runs on both.
+WASM and the WebGPU EP (bundler/data/ops-<version>.json) is refused. A bundle that ships the
+WebGPU EP is not fused at all: onnxruntime-web 1.31.1's WebGPU MultiHeadAttention refuses the
+key_padding_mask input that a padded batch needs ("not implemented for webgpu"), found by the
+build's browser check.
 The fusions match patterns and trust config.json's sizes, so the result must also give the same
 outputs as the graph before on a padded batch of token ids, or it is refused.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +35,14 @@ CONTRIB = "com.microsoft"
 # past/present layout the merged decoder does not keep (issue 32's decoder is left as it is).
 ENCODERS = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "camembert": "bert",
             "distilbert": "bert", "mpnet": "bert", "electra": "bert"}
+
+
+def unfused_eps(eps: Sequence[str]) -> str:
+    """Why a bundle shipping `eps` is not fused; "" when it is."""
+    if "webgpu" in eps:
+        return ("the bundle ships WebGPU, whose MultiHeadAttention (onnxruntime-web 1.31.1) has no"
+                " key_padding_mask")
+    return ""
 
 
 def encoder_shape(config: dict[str, Any] | None) -> tuple[str, int, int] | None:

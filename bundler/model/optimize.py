@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +37,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
-from bundler.model.fusions import encoder_shape, fuse_encoder, typed
+from bundler.model.fusions import encoder_shape, fuse_encoder, typed, unfused_eps
 from bundler.model.tied import share_transposed_copies
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
@@ -191,13 +191,14 @@ def _share_tied(model: onnx.ModelProto, step: Callable[..., onnx.ModelProto],
     return result
 
 
-def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None,
+def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None, eps: Sequence[str],
           step: Callable[..., onnx.ModelProto], steps: list[StepResult]) -> onnx.ModelProto:
     """The transformer-fusions step (bundler.model.fusions), its detail naming the fused ops."""
     shape = encoder_shape(config)
-    if shape is None:
+    if shape is None or (no_fusion := unfused_eps(eps)):
         steps.append(StepResult("transformer-fusions", "skipped",
-                                "no BERT-style encoder named by config.json"))
+                                no_fusion if shape else "no BERT-style encoder named by"
+                                " config.json"))
         return model
     fused_ops: list[str] = []
 
@@ -219,11 +220,13 @@ def optimize(
     *,
     fix_dims: dict[str, int] | None = None,
     config: dict[str, Any] | None = None,
+    execution_providers: Sequence[str] = ("wasm",),
     log: Callable[[str], None] = lambda s: None,
 ) -> OptimizeReport:
     """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB). `config`: a
-    text model's config.json (what the transformer fusions need). A large model (is_large) is
-    copied as it is, every step recorded as skipped: each loads all the weights."""
+    text model's config.json (what the transformer fusions need); `execution_providers`: the EPs
+    the bundle ships (the fusions are for WASM only, see bundler.model.fusions). A large model
+    (is_large) is copied as it is, every step recorded as skipped: each loads all the weights."""
     if is_large(src):
         copy_model(src, dst)
         nodes = len(read_model(src, load_weights=False).graph.node)
@@ -282,7 +285,7 @@ def optimize(
         else:
             steps.append(StepResult("fix-dims", "skipped", "no fix_dims given"))
         # first: its patterns are those of the exporter's graph, which the later steps rewrite
-        model = _fuse(model, config, step, steps)
+        model = _fuse(model, config, execution_providers, step, steps)
         model = step("onnxslim", model, _slim)
         model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
         model = _share_tied(model, step, steps)

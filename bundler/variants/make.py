@@ -166,7 +166,8 @@ def _optimize(source: Path, destination: Path, options: BuildOptions,
         return Optimization(enabled=False)
     config = None if text_folder is None else read_config(text_folder, "config.json")
     report: OptimizeReport = optimize(source, destination, fix_dims=options.fix_dims or None,
-                                      config=config)
+                                      config=config,
+                                      execution_providers=options.execution_providers)
     for step in report.steps:
         if step.status == "fell back":
             reporter.warn(f"optimize: {step.name} fell back ({step.detail})")
