@@ -51,9 +51,10 @@ _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11
 _BROTLI_MODEL_QUALITY = 9
 _MODEL_BEST_QUALITY_BYTES = 2**20  # model files up to this size are brotli'd at 11
-# A file (or each part of one) past the large-model size (modelio.large_threshold) is compressed
-# only where a fast pass over its first MiB saves at least _PAYS of it: gigabytes of weights
-# that barely compress would cost minutes of brotli for nothing; zeros or repetitive data stay.
+# A file (or each part of one) past the large-model size (modelio.large_threshold) is read in
+# blocks, never whole, and compressed only where a fast pass over its first MiB saves at least
+# _PAYS of it: gigabytes of weights that barely compress would cost minutes of brotli for
+# nothing; zeros or repetitive data stay cheap.
 _PROBE_BYTES = 2**20
 _PAYS = 0.02
 _GZIP_LEVEL = 9
@@ -104,22 +105,57 @@ def _compressed(data: bytes, digest: str, encoding: str, quality: int) -> bytes:
     return encoded
 
 
-def _pays(data: bytes) -> bool:
-    """Whether compressing `data` is worth it, judged by a fast brotli pass over its start."""
-    sample = data[:_PROBE_BYTES]
+def _pays(sample: bytes) -> bool:
+    """Whether compressing is worth it, judged by a fast brotli pass over the first MiB."""
+    sample = sample[:_PROBE_BYTES]
     return len(brotli.compress(sample, quality=1)) < len(sample) * (1 - _PAYS)
+
+
+def _encode_stream(path: Path, sibling: Path, encoding: str, quality: int) -> None:
+    """compress() of the file at `path` into `sibling`, block by block (brotli: the same bytes;
+    gzip: a valid stream, deterministic too)."""
+    with path.open("rb") as source, sibling.open("wb") as out:
+        if encoding == "br":
+            compressor = brotli.Compressor(quality=quality)
+            for block in iter(lambda: source.read(1 << 24), b""):
+                out.write(compressor.process(block))
+            out.write(compressor.finish())
+            return
+        with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=_GZIP_LEVEL,
+                           mtime=0) as encoder:
+            shutil.copyfileobj(source, encoder, 1 << 24)
+
+
+def _streamed(directory: Path, path: Path) -> FileEntry:
+    """_record for a file (or part) of a model past the large-model size, never held whole: its
+    sha256 and siblings are made block by block, the siblings only where _pays says so."""
+    relative = path.relative_to(directory).as_posix()
+    size = path.stat().st_size
+    with path.open("rb") as stream:
+        start = stream.read(_PROBE_BYTES)
+    encodings = {}
+    if Path(_PART.sub("", path.name)).suffix.lower() in COMPRESSIBLE and size and _pays(start):
+        for encoding, suffix in ENCODINGS.items():
+            sibling = path.with_name(path.name + suffix)
+            _encode_stream(path, sibling, encoding, _brotli_quality(relative, size))
+            if sibling.stat().st_size < size:
+                encodings[encoding] = Encoded(relative + suffix, sibling.stat().st_size)
+            else:
+                sibling.unlink()
+    return FileEntry(relative, size, sha256_of(path), encodings=encodings or None)
 
 
 def _record(directory: Path, path: Path, probe: bool = False) -> FileEntry:
     """The path, bytes and sha256 of a file (or part), with `encodings` when a compressed sibling
-    is smaller (with `probe`, only where _pays says it may be)."""
+    is smaller (`probe`: it belongs to a large model, see _streamed)."""
+    if probe:
+        return _streamed(directory, path)
     data = path.read_bytes()  # a whole file at most max_file_size, or one part of a larger one
     digest = hashlib.sha256(data).hexdigest()
     relative = path.relative_to(directory).as_posix()
     original_suffix = _PART.sub("", path.name)
     encodings = {}
-    if (Path(original_suffix).suffix.lower() in COMPRESSIBLE and data
-            and (not probe or _pays(data))):
+    if Path(original_suffix).suffix.lower() in COMPRESSIBLE and data:
         quality = _brotli_quality(relative, len(data))
         for encoding, suffix in ENCODINGS.items():
             encoded = _compressed(data, digest, encoding, quality)
