@@ -321,9 +321,12 @@ class BuildOptions:
                             default=TaskSpec(), repeatable=True)
 
     def __post_init__(self) -> None:
-        # dataclasses.replace() hands the defaults back in: they need no checking
+        # dataclasses.replace() hands the defaults back in: they need no checking. A setting
+        # equal to its default but given (int4's format=nbits) is kept: what a task defaults
+        # to may differ (a text-generation bundle's int4 is qdq unless given).
         given = {key: value for key, declared in OPTIONS.items()
-                 if (value := getattr(self, key)) is not None and value != declared.default}
+                 if (value := getattr(self, key)) is not None
+                 and (value != declared.default or getattr(value, "given", ()))}
         checked = validate(given, Path.cwd())
         for key, declared in OPTIONS.items():
             setattr(self, key, checked[key] if key in checked else copy.copy(declared.default))

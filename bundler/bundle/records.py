@@ -251,7 +251,7 @@ class Variant:
     # Per EP, onnxruntime session config entries the variant is opened with there, by bundle.mjs
     # (as `extra`) and natively (the CPU EP runs as WASM's): int4 format=qdq's {"wasm":
     # {"session.disable_quant_qdq": "1"}} folds its DequantizeLinear blocks into float weights
-    # at load on WASM only (WebGPU's MatMulNBits is fast). None: none.
+    # at load on WASM only (WebGPU runs it as it is, weights in 4 bits). None: none.
     session_config: dict[str, dict[str, str]] | None = None
 
     def config_for(self, ep: str) -> dict[str, str] | None:

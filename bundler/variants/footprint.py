@@ -8,12 +8,15 @@ model whose weights are in external data is not loaded to size it. The estimates
   create the session (both the WASM and the WebGPU build); wasm32 caps that heap at 4 GiB.
 - peak: the model's bytes + heap, i.e. twice the model plus the margin: the fetched buffer is
   still alive on the page while its copy in the heap is read.
+- folded (int4 format=qdq on WASM, whose session_config folds its 4-bit blocks into float32
+  weights at load): the heap also holds those float32 weights, 4 bytes per 4-bit value.
 - WebGPU keeps `weights` on the GPU; each initializer is one buffer, so `largest_tensor` is what
   the adapter's maxBufferSize and maxStorageBufferBindingSize are compared with.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import onnx
@@ -26,10 +29,19 @@ from bundler.model.analysis import tensor_bytes
 HEAP_MARGIN = 64 * 2**20
 
 
-def footprint(model_path: Path, model_bytes: int) -> Memory:
+def footprint(model_path: Path, model_bytes: int, folded: bool = False) -> Memory:
     """The memory record of the ONNX model at `model_path` (its weights may be external, they are
-    not read), shipped as `model_bytes` bytes (the file, and its external data, as fetched)."""
-    sizes = tensor_bytes(onnx.load(str(model_path), load_external_data=False))
-    heap = model_bytes + HEAP_MARGIN
+    not read), shipped as `model_bytes` bytes (the file, and its external data, as fetched);
+    `folded`: its 4-bit weights become float32 at load."""
+    model = onnx.load(str(model_path), load_external_data=False)
+    sizes = tensor_bytes(model)
+    heap = model_bytes + HEAP_MARGIN + (_folded_bytes(model) if folded else 0)
     return Memory(largest_tensor=max(sizes, default=0), weights=sum(sizes), heap=heap,
                   peak=model_bytes + heap)
+
+
+def _folded_bytes(model: onnx.ModelProto) -> int:
+    """The float32 bytes of the graph's 4-bit initializers once dequantized."""
+    four_bits = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4)
+    return sum(4 * math.prod(tensor.dims) for tensor in model.graph.initializer
+               if tensor.data_type in four_bits)

@@ -127,7 +127,7 @@ def make(job: Job) -> None:
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
         # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
-        # WebGPU keeps MatMulNBits: its kernel is fast, and folding would cost fp32's memory.
+        # WebGPU runs it as it is: folding there would put fp32's weights on the GPU.
         job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",

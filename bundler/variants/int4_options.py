@@ -61,8 +61,7 @@ _KEYS = tuple(Int4Options().values())
 def for_generation(options: Int4Options) -> Int4Options:
     """A text-generation bundle's int4: format=qdq unless a format was given. Folded into float
     weights at load on WASM (its session_config), it decodes at fp32's speed where MatMulNBits
-    decodes 7-10x slower, for the same bytes (docs/benchmarks.md); on WebGPU onnxruntime fuses
-    it into MatMulNBits as before."""
+    decodes 7-10x slower, for the same bytes (docs/benchmarks.md); WebGPU runs it as it is."""
     if "format" in options.given:
         return options
     return dataclasses.replace(options, format="qdq")

@@ -328,7 +328,8 @@ def make_variants(
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,
             data=[f"{models_dir.name}/{file.name}" for file in data] or None,
-            memory=footprint(result.path, shipped_bytes),
+            memory=footprint(result.path, shipped_bytes, folded="session.disable_quant_qdq"
+                             in (result.native_config or {})),
             session_config=result.session_config,
         )
         variants.append(MadeVariant(entry, metrics, latency))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from bundler.bundle.modelio import cpu_session
 from bundler.errors import QuantizeError
+from bundler.variants.footprint import footprint
 from bundler.variants.int4_options import Int4Options
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
@@ -135,3 +137,15 @@ def test_int4_qdq_session_config_folds_the_blocks_natively(decoder: Path,
     assert ops(folded)["MatMulNBits"] == 0 and ops(folded)["DequantizeLinear"] == 0
     assert ops(fused)["MatMulNBits"] == 9
     assert make_variant("int4", decoder, tmp_path / "nbits.onnx").session_config is None
+
+
+def test_int4_qdq_folded_on_wasm_counts_float32_weights_in_the_heap(decoder: Path,
+                                                                    tmp_path: Path) -> None:
+    dst = tmp_path / "int4.onnx"
+    make_variant("int4", decoder, dst, int4=Int4Options(format="qdq"))
+    size = dst.stat().st_size
+    plain, folded = footprint(dst, size), footprint(dst, size, folded=True)
+    blocks = sum(math.prod(t.dims) for t in onnx.load(dst).graph.initializer
+                 if t.data_type == onnx.TensorProto.INT4)
+    assert blocks > 0 and folded.heap - plain.heap == 4 * blocks > size
+    assert folded.weights == plain.weights  # on WebGPU the blocks stay 4-bit
