@@ -69,6 +69,12 @@ def test_every_task_kind_has_every_part(name: str):
     other = TaskComparison("wasm", "fp32", "file")
     kind.compare(answer, [], other, 1e-4)
     assert not other.passed
+    if kind.method in ("generate", "transcribe"):  # greedy tokens agree or not
+        parted = [{**answer[0], "tokens": [5, 8]}]
+        differs = TaskComparison("wasm", "fp32", "file")
+        kind.compare(answer, parted, differs, 1e-4)
+        assert not differs.passed and "part from native's at step 1 ([8] for [7])" in str(
+            differs.error)
 
 
 def test_every_task_setting_applies_to_some_kind():

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
-from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
+from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count, same_tokens
 
 if TYPE_CHECKING:
     from bundler.bundle.modelio import TensorSpec
@@ -53,13 +53,7 @@ def compare_transcripts(native: list[dict], browser: list[dict], result: TaskCom
     if not same_count(native, browser, result, "transcripts"):
         return
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        wanted, tokens = list(want["tokens"]), list(got["tokens"])
-        if wanted != tokens:
-            at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
-                      min(len(wanted), len(tokens)))
-            result.worst_score_difference = 1.0
-            result.error = (f"audio {index}: the browser's tokens part from native's at {at}"
-                            f" ({tokens[at:at + 4]} for {wanted[at:at + 4]})")
+        if not same_tokens(list(want["tokens"]), list(got["tokens"]), result, f"audio {index}"):
             return
 
 

@@ -88,3 +88,16 @@ def same_count(native: list[dict], browser: list[dict], result: TaskComparison,
     if len(native) != len(browser):
         result.error = f"a different number of {what}"
     return len(native) == len(browser)
+
+
+def same_tokens(wanted: list[int], tokens: list[int], result: TaskComparison, what: str) -> bool:
+    """Greedy tokens agree or not: on the first that parts from native's, `result` fails naming
+    where (`what`: "prompt 0", "audio 1")."""
+    if wanted == tokens:
+        return True
+    at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
+              min(len(wanted), len(tokens)))
+    result.worst_score_difference = 1.0
+    result.error = (f"{what}: the browser's tokens part from native's at step {at}"
+                    f" ({tokens[at:at + 4]} for {wanted[at:at + 4]})")
+    return False

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
-from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count
+from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count, same_tokens
 from bundler.tasks.kinds.text import TOKEN_IDS
 
 if TYPE_CHECKING:
@@ -62,13 +62,8 @@ def compare_generations(native: list[dict], browser: list[dict], result: TaskCom
     if not same_count(native, browser, result, "generations"):
         return
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        wanted, tokens = list(want["tokens"]), list(got["tokens"])
-        if wanted != tokens:
-            at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
-                      min(len(wanted), len(tokens)))
-            result.worst_score_difference = 1.0
-            result.error = (f"prompt {index}: the browser's tokens part from native's at step"
-                            f" {at} ({tokens[at:at + 4]} for {wanted[at:at + 4]})")
+        wanted = list(want["tokens"])
+        if not same_tokens(wanted, list(got["tokens"]), result, f"prompt {index}"):
             return
         expected = np.asarray(want["logits"], np.float64).reshape(len(wanted), -1)
         values = np.asarray(got["logits"], np.float64).reshape(expected.shape)
