@@ -103,8 +103,7 @@ export interface Variant {
    * bundles built before it). */
   memory?: VariantMemory | null;
   /** Per EP, onnxruntime session config entries the variant is opened with there (natively as
-   * on wasm), e.g. int4 format=qdq's { wasm: { "session.disable_quant_qdq": "1" } }; absent:
-   * none. */
+   * on wasm), e.g. int4 format=qdq's "session.disable_quant_qdq" "1" on wasm (absent: none). */
   session_config?: Partial<Record<'wasm' | 'webgpu', Record<string, string>>>;
 }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import tempfile
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from typing import Any
 from bundler.bundle.manifest import Manifest
 from bundler.console import Reporter
 from bundler.errors import ConfigError
-from bundler.server.bundle_server import serve_directory
+from bundler.perf.page import BENCH_MODULE
+from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
+from bundler.verify.harness import harness_call
 
 DEFAULT_PROMPT_TOKENS = 16
 DEFAULT_NEW_TOKENS = 64
@@ -29,26 +32,6 @@ WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "w
 COLUMNS = ("EP", "variant", "model bytes (on the wire)", "load ms", "prompt / new tokens",
            "first call: first token ms", "prefill tok/s", "decode tok/s",
            "later calls: first token ms", "prefill tok/s", "decode tok/s")
-
-PAGE = """async ({ url, options, prompt, newTokens, calls }) => {
-  const { load } = await import(url);
-  let model;
-  try {
-    model = await load(options);
-    const runs = [];
-    for (let call = 0; call < calls; call += 1) {
-      const run = await model.generate(prompt, { maxNewTokens: newTokens });
-      runs.push({ promptTokens: run.promptIds.length, newTokens: run.tokenIds.length,
-                  ...run.timings });
-    }
-    return { ep: model.ep, loadMs: model.loadMs, runs };
-  } catch (error) {
-    return { error: String(error?.message ?? error) };
-  } finally {
-    await model?.release();
-  }
-}"""
-
 
 @dataclasses.dataclass
 class Call:
@@ -163,11 +146,11 @@ def bench_generation(directory: Path, manifest: Manifest, eps: Sequence[str],
                     try:
                         page = context.new_page()
                         page.set_default_timeout(timeout)
-                        page.goto(base_url)
+                        page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))  # loads nothing
                         options = {"executionProviders": [ep], "variant": name,
                                    "ignoreVerification": True,
                                    **({"numThreads": threads} if threads else {})}
-                        got = page.evaluate(PAGE, {
+                        got = page.evaluate(harness_call(BENCH_MODULE, "generationRuns"), {
                             "url": base_url + "bundle.mjs", "options": options,
                             "prompt": prompt, "newTokens": new_tokens, "calls": calls})
                     except Exception as error:  # noqa: BLE001 - reported in its row

@@ -140,3 +140,24 @@ export async function timeVariants({ base, names, ep = 'wasm', feeds, warmup, ro
   for (const model of Object.values(models)) await model.release();
   return { times, errors, threads, loadMs };
 }
+
+// `bundle bench` on a text-generation bundle (bundler/perf/generation.py): one cold load, then
+// `calls` generate() calls of the same prompt, each call's timings.
+export async function generationRuns({ url, options, prompt, newTokens, calls }) {
+  const { load } = await import(url);
+  let model;
+  try {
+    model = await load(options);
+    const runs = [];
+    for (let call = 0; call < calls; call += 1) {
+      const run = await model.generate(prompt, { maxNewTokens: newTokens });
+      runs.push({ promptTokens: run.promptIds.length, newTokens: run.tokenIds.length,
+                  ...run.timings });
+    }
+    return { ep: model.ep, loadMs: model.loadMs, runs };
+  } catch (error) {
+    return { error: String(error?.message ?? error) };
+  } finally {
+    await model?.release();
+  }
+}
