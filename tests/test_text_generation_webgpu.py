@@ -114,7 +114,7 @@ def counted(webgpu_browser: Any, long_bundle: dict[str, Path]) -> Iterator[Any]:
 
 def test_a_thousand_tokens_keep_the_gpu_buffer_count_flat(long_bundle, counted):
     manifest = manifest_file.load(long_bundle["bundle"])
-    session = cpu_session(long_bundle["bundle"] / manifest.variant("fp32").file)
+    session = cpu_session(long_bundle["bundle"] / manifest.session().variant("fp32").file)
     tokenizer = TextTokenizer.from_folder(long_bundle["folder"])
     native = prompt_generations(session, long_bundle["folder"], tokenizer, [PROMPT], STEPS)[0]
     assert len(native) == STEPS and len(set(native[-100:])) > 10  # no EOS, not one token looping
