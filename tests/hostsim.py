@@ -16,6 +16,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from bundler.hosting.headers import REVALIDATE, served
 from bundler.server.bundle_server import content_type
@@ -138,3 +139,20 @@ def hosting(host: Host) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def open_test_page(browser: Any, url: str, timeout_ms: int,
+              before: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """A fresh browser context (nothing cached) with the blank test page of the bundle at `url`
+    open; `before(page)` runs before the page is opened (listeners). Closed on exit."""
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        if before is not None:
+            before(page)
+        page.goto(url + TEST_PAGE)
+        yield page
+    finally:
+        context.close()

@@ -17,7 +17,7 @@ from bundler.bundle.options import BuildOptions
 from bundler.commands.build import build
 from bundler.hosting.publish import assembled
 from tests import models
-from tests.hostsim import TEST_PAGE, Host, hosting
+from tests.hostsim import Host, hosting, open_test_page
 from tests.test_hosting_browser import LIMIT, LOAD, _check_progress, _heavy, _matches_native
 
 pytestmark = pytest.mark.browser
@@ -60,11 +60,8 @@ def test_split_data_file_loads_on_a_static_host_with_progress_and_the_cache(
         native = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(native, expected)
     host = Host(root, isolation=False)
-    with hosting(host) as url:
-        context = plain_browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(browser_settings.timeouts_ms["load"])
-        page.goto(url + TEST_PAGE)
+    with hosting(host) as url, open_test_page(
+            plain_browser, url, browser_settings.timeouts_ms["load"]) as page:
         first = page.evaluate(LOAD, {"options": {}})
         _matches_native(first, expected)
         _check_progress(first, "model", graph["bytes"] + data["bytes"])
@@ -78,5 +75,4 @@ def test_split_data_file_loads_on_a_static_host_with_progress_and_the_cache(
         _matches_native(second, expected)
         assert _heavy(host.sent) == {}, host.sent  # the graph and its data from Cache Storage
         _matches_native(page.evaluate(LOAD, {"options": {"worker": True}}), expected)
-        context.close()
 

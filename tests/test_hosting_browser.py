@@ -19,7 +19,7 @@ from bundler.commands.build import build
 from bundler.hosting.sizes import MIB
 from tests import models
 from tests.conftest import run_cli
-from tests.hostsim import TEST_PAGE, Host, hosting
+from tests.hostsim import Host, hosting, open_test_page
 
 pytestmark = pytest.mark.browser
 
@@ -89,11 +89,8 @@ def test_plain_host_under_a_sub_path_with_the_coi_worker_and_the_cache(
     model, wasm = _entry(root, "models/"), _entry(root, "runtime/ort-wasm-simd-threaded.", ".wasm")
     assert len(model["parts"]) == 2 and len(wasm["parts"]) == 4
     host = Host(root, prefix="/some/sub/path/", isolation=False)
-    with hosting(host) as url:
-        context = plain_browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(browser_settings.timeouts_ms["load"])
-        page.goto(url + TEST_PAGE)
+    with hosting(host) as url, open_test_page(
+            plain_browser, url, browser_settings.timeouts_ms["load"]) as page:
         first = page.evaluate(LOAD, {"options": {}})
         _matches_native(first, expected)
         assert (first["threads"], first["isolated"]) == (1, False)
@@ -116,7 +113,6 @@ def test_plain_host_under_a_sub_path_with_the_coi_worker_and_the_cache(
         assert (second["threads"], second["isolated"]) == (2, True)
         assert _heavy(host.sent) == {}, host.sent  # from Cache Storage: no model or wasm bytes
         assert host.requested["bundle.files.mjs"] == 1  # stable names are revalidated
-        context.close()
 
 
 def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
@@ -124,49 +120,38 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
     root, expected = split_bundle
     model = _entry(root, "models/")
     host = Host(root, prefix="/cdn/", negotiate=True)
+    timeout = browser_settings.timeouts_ms["load"]
     with hosting(host) as url:
-        context = plain_browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(browser_settings.timeouts_ms["load"])
-        page.goto(url + TEST_PAGE)
-        loaded = page.evaluate(LOAD, {"options": {}})
-        _matches_native(loaded, expected)
-        _check_progress(loaded, "model", model["bytes"])  # real sizes, not the encoded ones
-        sent = _heavy(host.sent)
-        assert sum(sent.values()) < 0.5 * sum(p["bytes"] for p in model["parts"]) + sum(
-            p["bytes"] for p in _entry(root, "runtime/ort-wasm-simd-threaded.", ".wasm")["parts"])
-        part = model["parts"][1]["path"]
-        fetched = fetched_path(model["parts"][1])  # its gzip sibling: sent as it is
-        assert fetched == part + ".gz"
-        tampered = bytearray(gzip.decompress((root / fetched).read_bytes()))
-        tampered[len(tampered) // 2] ^= 0x01
-        host.replace[fetched] = gzip.compress(bytes(tampered))
-        _matches_native(page.evaluate(LOAD, {"options": {}}), expected)  # checked bytes, cached
-        context.close()
+        with open_test_page(plain_browser, url, timeout) as page:
+            loaded = page.evaluate(LOAD, {"options": {}})
+            _matches_native(loaded, expected)
+            _check_progress(loaded, "model", model["bytes"])  # real sizes, not the encoded ones
+            wasm = _entry(root, "runtime/ort-wasm-simd-threaded.", ".wasm")
+            assert sum(_heavy(host.sent).values()) < 0.5 * sum(
+                p["bytes"] for p in model["parts"]) + sum(p["bytes"] for p in wasm["parts"])
+            part = model["parts"][1]["path"]
+            fetched = fetched_path(model["parts"][1])  # its gzip sibling: sent as it is
+            assert fetched == part + ".gz"
+            tampered = bytearray(gzip.decompress((root / fetched).read_bytes()))
+            tampered[len(tampered) // 2] ^= 0x01
+            host.replace[fetched] = gzip.compress(bytes(tampered))
+            _matches_native(page.evaluate(LOAD, {"options": {}}), expected)  # checked bytes, cached
         # A visitor with nothing cached (no Cache Storage, no HTTP cache of the immutable names)
         # gets the tampered part: refused, also after clearing the cache and with cache: false.
-        context = plain_browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(browser_settings.timeouts_ms["load"])
-        page.goto(url + TEST_PAGE)
-        refused = page.evaluate(LOAD, {"options": {}})
-        assert refused["code"] == "integrity" and part in refused["error"], refused
-        assert page.evaluate("""async () => (await import(new URL('bundle.mjs', location.href)
-                                .href)).clearCache()""")  # the runtime's wasm was stored
-        assert page.evaluate(LOAD, {"options": {"cache": False}})["code"] == "integrity"
-        context.close()
+        with open_test_page(plain_browser, url, timeout) as page:
+            refused = page.evaluate(LOAD, {"options": {}})
+            assert refused["code"] == "integrity" and part in refused["error"], refused
+            assert page.evaluate("""async () => (await import(new URL('bundle.mjs', location.href)
+                                    .href)).clearCache()""")  # the runtime's wasm was stored
+            assert page.evaluate(LOAD, {"options": {"cache": False}})["code"] == "integrity"
         del host.replace[fetched]
-        context = plain_browser.new_context()  # a full quota: memory only, with a warning
-        page = context.new_page()
-        page.set_default_timeout(browser_settings.timeouts_ms["load"])
-        warnings = []
-        page.on("console", lambda message: warnings.append(message.text))
-        page.goto(url + TEST_PAGE)
-        context.new_cdp_session(page).send("Storage.overrideQuotaForOrigin", {
-            "origin": url.split("/cdn/")[0], "quotaSize": 1024})
-        _matches_native(page.evaluate(LOAD, {"options": {}}), expected)
+        warnings: list[str] = []  # a full quota: memory only, with a warning
+        with open_test_page(plain_browser, url, timeout, before=lambda page: page.on(
+                "console", lambda message: warnings.append(message.text))) as page:
+            page.context.new_cdp_session(page).send("Storage.overrideQuotaForOrigin", {
+                "origin": url.split("/cdn/")[0], "quotaSize": 1024})
+            _matches_native(page.evaluate(LOAD, {"options": {}}), expected)
         assert any("the storage quota is full" in text for text in warnings), warnings
-        context.close()
 
 
 def test_bundle_test_checks_a_split_model_natively_and_in_the_browser(split_bundle):
