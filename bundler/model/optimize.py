@@ -6,8 +6,11 @@ com.microsoft CPU-only ops and NCHWc, which the browser EPs cannot run. Last, a 
 another's transpose (a tied LM head folded into its own copy) is shared again
 (bundler.model.tied). Before all of them, a text encoder named by its export folder's config.json
 gets onnxruntime's transformer fusions, kept to the ops both browser EPs run
-(bundler.model.fusions). Each step that fails or
-breaks the model falls back to the model before it, and the report says which and why.
+(bundler.model.fusions). Each step that fails, breaks the model or changes what it computes
+falls back to the model before it, and the report says which and why: every step's result is run
+on the source's generated reference inputs (bundler.verify.reference) and must give the source's
+outputs, shapes included (onnxslim once folded a Reshape to a model's wrongly declared output
+shape, dropping an axis).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import onnxslim
@@ -33,12 +37,17 @@ from bundler.bundle.modelio import (
     model_bytes,
     read_model,
     save_model,
+    signature,
     tensor_dims,
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.model.fusions import encoder_shape, fuse_encoder, typed, unfused_eps
 from bundler.model.tied import share_transposed_copies
+from bundler.verify.reference import Case, NotRunnable, native_reference, run_native
+
+# Of the largest output value: rewritten graphs reorder float sums (as bundler.model.fusions).
+OUTPUT_TOLERANCE = 1e-3
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.
@@ -99,10 +108,41 @@ def _check_interface(before: onnx.ModelProto, after: onnx.ModelProto, shapes: bo
         raise ValueError(f"it changed the graph {role}: {'; '.join(changes) or 'their order'}")
 
 
-def _check_loads(model: onnx.ModelProto, workdir: Path) -> None:
+def _check_loads(model: onnx.ModelProto, workdir: Path, cases: Sequence[Case] = ()) -> None:
+    """It loads in onnxruntime and gives each case's outputs (see OUTPUT_TOLERANCE)."""
     path = workdir / "check.onnx"
     save_model(model, path)
-    cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    session = cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    for case in cases:
+        for name, got in run_native(session, case.feeds).items():
+            _check_output(name, case.outputs[name], got)
+
+
+def _check_output(name: str, want: np.ndarray, got: np.ndarray) -> None:
+    if want.shape != got.shape:
+        raise ValueError(f"it changed what the model computes: {name} has shape"
+                         f" {list(got.shape)}, not {list(want.shape)}")
+    if not np.issubdtype(want.dtype, np.floating):
+        if not np.array_equal(want, got):
+            raise ValueError(f"it changed what the model computes: {name}'s values differ")
+        return
+    finite = np.isfinite(want)
+    if not np.array_equal(finite, np.isfinite(got)):
+        raise ValueError(f"it changed what the model computes: {name}'s non-finite values moved")
+    worst = float(np.max(np.abs(got[finite].astype(np.float64) - want[finite]), initial=0.0))
+    scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
+    if worst > OUTPUT_TOLERANCE * scale:
+        raise ValueError(f"it changed what the model computes: {name} differs by {worst:.3g}")
+
+
+def _reference_cases(src: Path, model: onnx.ModelProto, fix_dims: dict[str, int] | None
+                     ) -> tuple[Case, ...]:
+    """The source's outputs on generated inputs at the sizes it runs at; () when none runs
+    (then the steps are checked for loading only)."""
+    try:
+        return native_reference(src, signature(model).inputs, fix_dims or {}).cases
+    except NotRunnable:
+        return ()
 
 
 def _fix_dims(model: onnx.ModelProto, fix_dims: dict[str, int]) -> onnx.ModelProto:
@@ -236,6 +276,7 @@ def optimize(
                               nodes, nodes, model_bytes(src), model_bytes(dst))
     model = read_model(src)
     nodes_before, bytes_before = len(model.graph.node), model_bytes(src)
+    cases: tuple[Case, ...] = ()
     steps: list[StepResult] = []
 
     with tempfile.TemporaryDirectory(prefix="bundler-optimize-") as tmp:
@@ -252,6 +293,7 @@ def optimize(
                 " export it again"
                 " with a supported opset"
             ) from None
+        cases = _reference_cases(src, model, fix_dims)
 
         def step(
             name: str,
@@ -262,7 +304,7 @@ def optimize(
             try:
                 result = run(current)
                 _check_interface(current, result, shapes=name != "fix-dims")
-                _check_loads(result, workdir)
+                _check_loads(result, workdir, cases)
             except ConfigError:
                 raise
             except Exception as error:
