@@ -69,15 +69,17 @@ def _graph(
     return helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializer))
 
 
-def _save(graph: GraphProto, directory: Path, ml: bool = False, **save_kwargs: Any) -> Path:
-    """Wrap `graph` in an opset 17, IR 8 model, check it, write `directory/<graph.name>.onnx`."""
+def _save(graph: GraphProto, directory: Path, ml: bool = False, full_check: bool = True,
+          **save_kwargs: Any) -> Path:
+    """Wrap `graph` in an opset 17, IR 8 model, check it (`full_check`: its declared shapes
+    too), write `directory/<graph.name>.onnx`."""
     opsets = [helper.make_opsetid("", 17)]
     if ml:
         opsets.append(helper.make_opsetid(ML_DOMAIN, 3))
     model = helper.make_model(
         graph, opset_imports=opsets, ir_version=8, producer_name="onnx-bundler tests"
     )
-    onnx.checker.check_model(model, full_check=True)
+    onnx.checker.check_model(model, full_check=full_check)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{graph.name}.onnx"
     if "location" in save_kwargs:
@@ -365,6 +367,40 @@ def recurrent_state(directory: Path) -> Path:
         [*_weights(7, w_in=(1, 8), w_out=(8, 1), b_out=(1,)), *constants],
     )
     return _save(graph, directory)
+
+
+def misdeclared_output(directory: Path) -> Path:
+    """A CRNN text recognizer's tail, as a pip-shipped OCR model has it: a bidirectional LSTM
+    over `seq` steps, per-step logits reshaped back to [seq, batch, vocab] from the runtime
+    shape, while the output is declared [1, seqlen]. onnxslim folds that Reshape to the declared
+    shape ([1, seq * vocab]): the optimiser must catch the changed result."""
+    hidden, features, vocab = 4, 8, 6
+    n = helper.make_node
+    nodes = [
+        n("LSTM", ["x", "W", "R", "B"], ["steps"], direction="bidirectional", hidden_size=hidden),
+        n("Transpose", ["steps"], ["by_step"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["by_step", "flat"], ["joined"]),
+        n("Shape", ["joined"], ["size"]),
+        *(n("Gather", ["size", f"axis{k}"], [f"size{k}"], axis=0) for k in range(3)),
+        n("Mul", ["size0", "size1"], ["rows"]),
+        n("Unsqueeze", ["rows", "axes"], ["rows1"]),
+        n("Unsqueeze", ["size2", "axes"], ["width1"]),
+        n("Concat", ["rows1", "width1"], ["table"], axis=0),
+        n("Reshape", ["joined", "table"], ["table_rows"]),
+        n("Gemm", ["table_rows", "head", "head_bias"], ["logits"], transB=1),
+        n("Unsqueeze", ["size0", "axes"], ["seq1"]),
+        n("Unsqueeze", ["size1", "axes"], ["batch1"]),
+        n("Concat", ["seq1", "batch1", "rest"], ["back"], axis=0),
+        n("Reshape", ["logits", "back"], ["y"]),
+    ]
+    constants = [_const("flat", [0, 0, -1], np.int64), _const("axes", [0], np.int64),
+                 _const("rest", [-1], np.int64),
+                 *(_const(f"axis{k}", k, np.int64) for k in range(3))]
+    weights = _weights(11, W=(2, 4 * hidden, features), R=(2, 4 * hidden, hidden),
+                       B=(2, 8 * hidden), head=(vocab, 2 * hidden), head_bias=(vocab,))
+    graph = _graph("misdeclared_output", nodes, [_io("x", F32, ["seq", 1, features])],
+                   [_io("y", F32, [1, "seqlen"])], [*weights, *constants])
+    return _save(graph, directory, full_check=False)  # its declared output shape is wrong
 
 
 def wide_dense(directory: Path) -> Path:

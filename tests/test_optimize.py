@@ -119,6 +119,22 @@ def test_a_step_that_would_change_the_inputs_falls_back(tmp_path: Path) -> None:
     assert status(report)["onnxruntime-basic"] == "ok"
 
 
+def test_a_step_that_changes_what_the_model_computes_falls_back(tmp_path: Path) -> None:
+    # onnxslim folds the last Reshape to the wrongly declared output shape [1, seqlen]
+    src = models.misdeclared_output(tmp_path)
+    dst = tmp_path / "out.onnx"
+
+    report = optimize(src, dst)
+
+    step = next(s for s in report.steps if s.name == "onnxslim")
+    assert step.status == "fell back"
+    assert "y has shape" in step.detail and "not [" in step.detail, step.detail
+    x = np.random.default_rng(0).standard_normal((3, 1, 8)).astype(np.float32)
+    [want], [got] = run(src, {"x": x}), run(dst, {"x": x})
+    assert got.shape == want.shape == (3, 1, 6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_library_step_that_raises_falls_back(tmp_path: Path, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("symbolic shape inference failed\nlong library traceback")
