@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,58 @@ def test_the_browser_continues_the_counting(counter, plain_browser, open_bundle)
     assert [run["text"] for run in sampled["runs"]] == [" " + text for text in COUNTED]
     assert [run["tokenIds"] for run in sampled["runs"]] == _native(counter, PROMPTS, 12, sampling)
     assert chat["runs"][0]["text"] == " " + trained_decoder.counting(63, 6)
+
+
+STOP_AT_FIRST_PIECE = """() => {
+  const results = document.getElementById('task-results');
+  new MutationObserver((_, observer) => {
+    const reply = results.querySelector('li[data-role=assistant] span');
+    if (reply?.textContent) {
+      observer.disconnect();
+      document.getElementById('chat-stop').click();
+    }
+  }).observe(results, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def _send(page: Any, text: str, **settings: str) -> None:
+    for name, value in settings.items():
+        page.fill(f"#chat-{name}", value)
+    page.fill("#task-text", text)
+    page.click("#task-run")
+
+
+def _replies(page: Any) -> list[str]:
+    return page.locator("#task-results li[data-role=assistant] span").all_text_contents()
+
+
+def test_the_demo_page_chats_streams_and_stops(counter, plain_browser, open_bundle):
+    with open_bundle(plain_browser, counter["bundle"], "index.html") as opened:
+        page = opened.page
+        page.wait_for_selector("body[data-ready=true]")
+        assert "chat template" in page.text_content("#chat-mode")
+        page.click("#chat-settings summary")
+        _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
+        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        assert _replies(page) == [" " + trained_decoder.counting(5, 4)]
+        stats = page.text_content("#chat-stats")
+        assert "first token" in stats and stats.endswith("4 tokens")
+        # the second turn sees the first: the template joins the conversation (16 numbers in
+        # all, the trained window)
+        _send(page, " 9 10")
+        page.wait_for_selector("#task-results li:nth-child(4)")
+        page.wait_for_selector("#task-run:not([disabled])")
+        assert _replies(page)[1] == " " + trained_decoder.counting(11, 4)
+        # the settings reach generate(): a near-uniform draw no longer counts
+        page.click("#chat-clear")
+        _send(page, "1 2 3 4", temperature="50", seed="1")
+        page.wait_for_selector("#task-run:not([disabled])")
+        assert _replies(page)[0] not in ("", " " + trained_decoder.counting(5, 8))
+        # Stop, clicked as the first piece streams in, ends the reply there
+        page.click("#chat-clear")
+        page.evaluate(STOP_AT_FIRST_PIECE)
+        _send(page, "1 2 3", temperature="0", **{"max-new-tokens": "100"})
+        page.wait_for_selector("#chat-stats:has-text('stopped')")
+        reply = _replies(page)[0]
+        assert reply.startswith(" 4") and len(reply.split()) <= 2
+        assert page.is_enabled("#task-run") and not page.is_enabled("#chat-stop")
