@@ -196,3 +196,36 @@ def test_int8_quantizes_inside_a_merged_decoders_branches(build_bundle, tmp_path
     (branch_node,) = [n for n in model.graph.node if n.op_type == "If"]
     for branch in branch_node.attribute:
         assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in branch.g.node}
+
+
+def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_path):
+    """The layers' weights, initializers of the outer graph read inside the If's branches, are
+    stored as int8; both branches (no past, and with the cache) still give fp32's logits."""
+    import numpy as np
+
+    from bundler.bundle.modelio import cpu_session
+    from bundler.text.generate import Decoder
+    from tests import decoder_models
+
+    export = decoder_models.gpt2_merged(tmp_path / "merged")
+    directory, manifest = build_bundle(export.onnx, variants=("int8-weights",))
+    (variant,) = manifest["sessions"][0]["variants"]
+    assert variant["settings"]["weights_int8"] == 8  # 2 layers x (qkv, proj, fc, fc proj)
+    model = onnx.load(str(directory / variant["file"]))
+    assert [n.op_type for n in model.graph.node].count("DequantizeLinear") == 8
+    floats = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT
+              and np.prod(t.dims) >= 1024 and len(t.dims) == 2}
+    (branch_node,) = [n for n in model.graph.node if n.op_type == "If"]
+    for branch in branch_node.attribute:
+        assert not {n.input[1] for n in branch.g.node
+                    if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1} & floats
+
+    def cosine(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+    want, got = (Decoder(cpu_session(path)) for path in (export.onnx, directory / variant["file"]))
+    ids, mask = [5, 17, 99, 3, 42], np.ones((1, 6), np.int64)
+    (first, past), (ours, our_past) = want.run(ids, None, mask[:, :5]), got.run(ids, None,
+                                                                                 mask[:, :5])
+    assert cosine(first, ours) > 0.99  # the branch without past
+    assert cosine(want.run([7], past, mask)[0], got.run([7], our_past, mask)[0]) > 0.99

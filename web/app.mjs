@@ -187,7 +187,7 @@ async function main() {
     : `Running on ${name} (variant ${model.variant})`, model.fallbackReason ? 'fallback' : 'ready');
   if (model.manifest.task) { // a task bundle: its own demo (task-demo.mjs)
     const { startTaskDemo } = await import('./task-demo.mjs');
-    startTaskDemo(model, { setStatus });
+    await startTaskDemo(model, { setStatus });
     document.body.dataset.ready = 'true';
     return;
   }

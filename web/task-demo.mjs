@@ -1,8 +1,8 @@
 // task-demo.mjs: the demo page of a task bundle (index.html's #task section). Images: a file
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
 // file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
-// Text: semantic search over pasted paragraphs (embed), a text's labels (classify) or a prompt
-// continued as it streams (generate).
+// Text: semantic search over pasted paragraphs (embed), a text's labels (classify) or a chat
+// (generate: text/chat-demo.mjs).
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
 import { KINDS, segments } from './tasks/index.mjs';
 
@@ -222,35 +222,7 @@ async function labelText(model, text) {
   listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
 }
 
-// The prompt continued, streamed into the results as it is decoded; the button stops it.
-let generating = null; // the running generation's AbortController
-
-async function continueText(model, prompt) {
-  if (generating) {
-    generating.abort();
-    return;
-  }
-  generating = new AbortController();
-  const button = $('task-run');
-  button.textContent = 'Stop';
-  let text = '';
-  try {
-    const run = await model.generate(prompt, {
-      maxNewTokens: 64, signal: generating.signal,
-      onToken: (piece) => { text += piece; listResults([prompt + text]); },
-    });
-    const { firstTokenMs, decodeTokensPerS } = run.timings;
-    listResults([prompt + run.text, `first token ${firstTokenMs?.toFixed(0)} ms, ${
-      decodeTokensPerS?.toFixed(1) ?? '-'} tokens/s`]);
-  } catch (error) {
-    if (error.name !== 'AbortError') throw error;
-  } finally {
-    generating = null;
-    button.textContent = 'Generate';
-  }
-}
-
-const TEXT_METHODS = { embed: searchParagraphs, classify: labelText, generate: continueText };
+const TEXT_METHODS = { embed: searchParagraphs, classify: labelText };
 
 function startTextDemo(model, method, setStatus) {
   const run = $('task-run');
@@ -261,8 +233,13 @@ function startTextDemo(model, method, setStatus) {
   run.disabled = false;
 }
 
-export function startTaskDemo(model, { setStatus }) {
+export async function startTaskDemo(model, { setStatus }) {
   const { method, media } = KINDS[model.manifest.task.kind];
+  if (method === 'generate') { // a chat (text/chat-demo.mjs, which generation bundles carry)
+    const { startChatDemo } = await import('./text/chat-demo.mjs');
+    await startChatDemo(model, { setStatus });
+    return;
+  }
   if (media === 'text') {
     startTextDemo(model, method, setStatus);
     return;

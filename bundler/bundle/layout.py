@@ -41,9 +41,10 @@ TEXT_TOKENIZER_MODULE = TEXT_DIR + "tokenizer.mjs"
 TOKENIZERS_LIBRARY = TEXT_DIR + "tokenizers.mjs"
 TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
 # A text-generation bundle's too (bundler.text.web.generation_modules): the loop, the sampling spec,
-# chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs.
+# chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs; and the
+# demo page's chat (task-demo.mjs imports it).
 GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "sampling.mjs", "chat.mjs",
-                                                      "jinja.mjs"))
+                                                      "jinja.mjs", "chat-demo.mjs"))
 # A speech-recognition bundle's (automatic-speech-recognition): the transcription loop, the
 # Whisper decoding spec, its windows, and the sampling spec whisper.mjs takes exp64 from.
 SPEECH_FILES = tuple(TEXT_DIR + name for name in ("transcribe.mjs", "whisper.mjs",

@@ -1,7 +1,14 @@
 """int8-weights: weight-only int8, symmetric per output channel, with a DequantizeLinear in front
-of each weight; compute stays float32 (a quarter of the download, about the same speed)."""
+of each weight; compute stays float32 (a quarter of the download, about the same speed).
+
+Weights used inside subgraphs count too: a merged decoder's layers are in the branches of an If
+on `use_cache_branch`, their weights initializers of the outer graph (or of a branch). Each
+graph's weights get their DequantizeLinear in that graph, which the branches read by outer
+scope."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -30,21 +37,44 @@ def _weight_axis(node: onnx.NodeProto, rank: int) -> int | None:
     return 1  # MatMul: [K, N]
 
 
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.GRAPH:
+            yield attribute.g
+        yield from attribute.graphs
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every graph nested in its nodes (If branches, Loop and Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for subgraph in _subgraphs(node):
+            yield from _graphs(subgraph)
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The nodes of `graph` and of the graphs nested in it, which may read its values."""
+    for inner in _graphs(graph):
+        yield from inner.node
+
+
 def _weights_to_store(graph: onnx.GraphProto) -> tuple[dict[str, int], set[str]]:
-    """The weights worth storing as int8, with their output-channel axis, and those left float."""
+    """The weights of `graph`'s own initializers worth storing as int8, with their output-channel
+    axis, and those left float (a weight of a nested graph counts where it is declared)."""
     weights = {tensor.name: tensor for tensor in graph.initializer}
     overridable = {value.name for value in graph.input}
     axes: dict[str, int] = {}
     left_float = set()
-    for node in graph.node:
+    for node in _nodes(graph):
         if node.op_type not in _OP_TYPES or len(node.input) < 2:
             continue
         name = node.input[1]
         tensor = weights.get(name)
         axis = None if tensor is None else _weight_axis(node, len(tensor.dims))
+        if tensor is None:
+            continue  # not this graph's: a nested graph's own, or computed
         if (
-            tensor is None
-            or axis is None
+            axis is None
             or name in overridable
             or tensor.data_type != TensorProto.FLOAT
             or int(np.prod(tensor.dims)) < _MIN_ELEMENTS
@@ -58,9 +88,9 @@ def _weights_to_store(graph: onnx.GraphProto) -> tuple[dict[str, int], set[str]]
 def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int]) -> None:
     """Replace each weight in `axes` by int8 values, scales and zero points, and a
     DequantizeLinear (first in the graph) that gives the float weight its old name."""
-    taken = {tensor.name for tensor in graph.initializer}
-    taken |= {out for node in graph.node for out in node.output}
-    taken |= {value.name for value in graph.input}
+    taken = {tensor.name for inner in _graphs(graph) for tensor in inner.initializer}
+    taken |= {out for node in _nodes(graph) for out in node.output}
+    taken |= {value.name for inner in _graphs(graph) for value in inner.input}
     initializers, dequantize = [], []
     for tensor in graph.initializer:
         if tensor.name not in axes:
@@ -101,13 +131,20 @@ def make(job: Job) -> None:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 13:  # DequantizeLinear's axis attribute
         model = onnx.version_converter.convert_version(model, 13)
-    axes, left_float = _weights_to_store(model.graph)
+    axes: dict[str, int] = {}
+    left_float: set[str] = set()
+    # inner graphs first: rewriting a graph's node list copies its nodes, nested graphs and all
+    for graph in reversed(list(_graphs(model.graph))):
+        stored, kept = _weights_to_store(graph)
+        if stored:
+            _store_as_int8(graph, stored)
+        axes.update(stored)
+        left_float |= kept
     if not axes:
         raise QuantizeError(
             f"{job.src.name} has no Conv, Gemm or MatMul weight of {_MIN_ELEMENTS}+"
             " elements to store as int8, so int8-weights would equal fp32; use fp16 instead"
         )
-    _store_as_int8(model.graph, axes)
     save_model(model, job.dst)
     job.result.settings = Int8WeightsSettings(
         scheme="int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",

@@ -1,0 +1,113 @@
+"""A decoder trained in the suite until it counts (tests/trained_decoder.py), built with
+`--task text-generation` and run in headless Chromium on WASM: its output is checked for content
+(the continuation is the counting), greedily, with seeded sampling, and through chat messages; each
+run also equals the Python reference loop's tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundler.text.sampling import SamplingOptions
+from tests import trained_decoder
+from tests.conftest import run_cli
+from tests.test_text_generation_browser import _generate, _native
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def counter(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("counter")
+    folder = trained_decoder.counter_folder(root / "model").folder
+    output = root / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--task", "text-generation", "--ep", "wasm", "--variants", "fp32")
+    assert result.returncode == 0, result.stderr
+    return {"bundle": output, "folder": folder}
+
+
+def test_the_trained_decoder_counts_natively(counter):
+    # the model learned the pattern before any bundle code ran: the Python reference loop counts
+    assert json.loads((counter["bundle"] / "bundle.json").read_text())["task"][
+        "kind"] == "text-generation"
+    result = run_cli("run", counter["bundle"], "--text", "7 8 9", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["generated"][0].startswith(" 10 11 12 13 14 15")
+
+
+PROMPTS = ["1 2 3 4", "31 32 33"]
+COUNTED = [trained_decoder.counting(5, 12), trained_decoder.counting(34, 12)]
+
+
+def test_the_browser_continues_the_counting(counter, plain_browser, open_bundle):
+    sampling = SamplingOptions(do_sample=True, temperature=0.7, top_k=20, seed=3)
+    with open_bundle(plain_browser, counter["bundle"]) as page:
+        greedy = _generate(page, PROMPTS, maxNewTokens=12)
+        sampled = _generate(page, PROMPTS, maxNewTokens=12, temperature=0.7, topK=20, seed=3)
+        chat = _generate(page, [[{"role": "user", "content": "60 61 62"}]], maxNewTokens=6)
+    assert [run["text"] for run in greedy["runs"]] == [" " + text for text in COUNTED]
+    assert [run["tokenIds"] for run in greedy["runs"]] == _native(counter, PROMPTS, 12)
+    # a trained model's distribution is peaked: a seeded draw still counts, token for token as
+    # the Python reference draws it
+    assert [run["text"] for run in sampled["runs"]] == [" " + text for text in COUNTED]
+    assert [run["tokenIds"] for run in sampled["runs"]] == _native(counter, PROMPTS, 12, sampling)
+    assert chat["runs"][0]["text"] == " " + trained_decoder.counting(63, 6)
+
+
+STOP_AT_FIRST_PIECE = """() => {
+  const results = document.getElementById('task-results');
+  new MutationObserver((_, observer) => {
+    const reply = results.querySelector('li[data-role=assistant] span');
+    if (reply?.textContent) {
+      observer.disconnect();
+      document.getElementById('chat-stop').click();
+    }
+  }).observe(results, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def _send(page: Any, text: str, **settings: str) -> None:
+    for name, value in settings.items():
+        page.fill(f"#chat-{name}", value)
+    page.fill("#task-text", text)
+    page.click("#task-run")
+
+
+def _replies(page: Any) -> list[str]:
+    return page.locator("#task-results li[data-role=assistant] span").all_text_contents()
+
+
+def test_the_demo_page_chats_streams_and_stops(counter, plain_browser, open_bundle):
+    with open_bundle(plain_browser, counter["bundle"], "index.html") as opened:
+        page = opened.page
+        page.wait_for_selector("body[data-ready=true]")
+        assert "chat template" in page.text_content("#chat-mode")
+        page.click("#chat-settings summary")
+        _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
+        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        assert _replies(page) == [" " + trained_decoder.counting(5, 4)]
+        stats = page.text_content("#chat-stats")
+        assert "first token" in stats and stats.endswith("4 tokens")
+        # the second turn sees the first: the template joins the conversation (16 numbers in
+        # all, the trained window)
+        _send(page, " 9 10")
+        page.wait_for_selector("#task-results li:nth-child(4)")
+        page.wait_for_selector("#task-run:not([disabled])")
+        assert _replies(page)[1] == " " + trained_decoder.counting(11, 4)
+        # the settings reach generate(): a near-uniform draw no longer counts
+        page.click("#chat-clear")
+        _send(page, "1 2 3 4", temperature="50", seed="1")
+        page.wait_for_selector("#task-run:not([disabled])")
+        assert _replies(page)[0] not in ("", " " + trained_decoder.counting(5, 8))
+        # Stop, clicked as the first piece streams in, ends the reply there
+        page.click("#chat-clear")
+        page.evaluate(STOP_AT_FIRST_PIECE)
+        _send(page, "1 2 3", temperature="0", **{"max-new-tokens": "100"})
+        page.wait_for_selector("#chat-stats:has-text('stopped')")
+        reply = _replies(page)[0]
+        assert reply.startswith(" 4") and len(reply.split()) <= 2
+        assert page.is_enabled("#task-run") and not page.is_enabled("#chat-stop")
