@@ -116,3 +116,17 @@ def test_the_recorded_agreement_is_the_native_runs(auto_built, whisper_export):
     assert len(want) > 4
     assert chosen.accuracy.tokens_agreement == pytest.approx(agreement([want], [got]), abs=1e-6)
     assert np.isfinite(chosen.accuracy.word_error_rate)
+
+
+def test_bundle_run_takes_a_session(auto_built):
+    """`bundle run --session decoder` runs that session's default on its tensors and compares
+    them with its variant's recorded reference (every session has one now)."""
+    from bundler.commands.run import run
+    from bundler.errors import ModelError
+
+    result = run(auto_built, session_name="decoder", as_json=True)
+    assert "logits" in result["outputs"] and result["reference"]["matches"] is True
+    with pytest.raises(ModelError, match=r"no session 'joiner' \(it has: encoder, decoder\)"):
+        run(auto_built, session_name="joiner")
+    with pytest.raises(ConfigError, match="--session runs one session on its tensors"):
+        run(auto_built, session_name="decoder", audio=auto_built / "bundle.json")
