@@ -124,7 +124,7 @@ def test_bundle_test_compares_the_transcript_tokens(built, tmp_path):
     samples, rate = speech(SECONDS)
     recording = tmp_path / "speech.wav"
     recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
-    result = run_cli("test", built["bundle"], "--audio", recording)
+    result = run_cli("test", built["bundle"], "--ep", "wasm", "--audio", recording)
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"task\W+fp32\W+wasm\W+speech\.wav.*pass", result.stdout), result.stdout
 

@@ -1,8 +1,8 @@
 """Variants per session of a speech-recognition bundle (the suite's random Whisper): the plan of
 each session (--session-quantize, the encoder kept fp32 unless named), and `--quantize auto`
-judging every combination of the sessions' candidates on its transcripts (token agreement and
-word error rate against fp32's), the figures recorded being those a native run of the shipped
-files gives."""
+judging every combination of the sessions' candidates on its transcripts of a recording given
+as --validation (token agreement and word error rate against fp32's), the figures recorded being
+those a native run of the shipped files gives."""
 
 from __future__ import annotations
 
@@ -17,15 +17,17 @@ from bundler.bundle import manifest as manifest_file
 from bundler.bundle.options import BuildOptions, merge
 from bundler.commands.build import build
 from bundler.errors import ConfigError
+from bundler.tasks.audio import read_wav
 from bundler.tasks.logmel import spec_of
-from bundler.tasks.samples import speech_like
+from bundler.tasks.samples import wav_bytes
 from bundler.text import whisper
 from bundler.text.quality import agreement
-from bundler.text.transcripts import CHECK_SECONDS, word_error_rate
-from bundler.text.whisper_run import RATE, WhisperSessions, transcribe
+from bundler.text.transcripts import word_error_rate
+from bundler.text.whisper_run import WhisperSessions, transcribe
 from bundler.variants.budget import parse_budget
 from bundler.variants.per_session import check_sessions
 from tests import speech_models
+from tests.speech import speech
 
 SPEECH = "automatic-speech-recognition"
 
@@ -61,22 +63,32 @@ def test_word_error_rate_counts_edits_over_the_reference_words() -> None:
 
 
 @pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Speech read by eSpeak NG, at its own rate: the check audio given as --validation."""
+    samples, rate = speech(3.0)
+    path = tmp_path_factory.mktemp("speech") / "speech.wav"
+    path.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    return path
+
+
+@pytest.fixture(scope="module")
 def auto_built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path,
-               whisper_export: speech_models.SpeechExport) -> Path:
+               whisper_export: speech_models.SpeechExport, recording: Path) -> Path:
     output = tmp_path_factory.mktemp("asr-auto") / "bundle"
     build(whisper_export.folder, BuildOptions(
         output=output, runtime_dir=runtime_dist, execution_providers=("wasm",),
         quantize="auto", variants=("fp32", "int8"), session_quantize={"encoder": "auto"},
-        verify=False))
+        validation=recording, verify=False))
     return output
 
 
-def _transcript(bundle: Path, folder: Path, files: dict[str, str]) -> list[int]:
+def _transcript(bundle: Path, folder: Path, files: dict[str, str], audio: Path) -> list[int]:
     sessions = WhisperSessions(*(ort.InferenceSession(str(bundle / files[name]))
                                  for name in ("encoder", "decoder")))
     settings = whisper.settings_of(json.loads((folder / "generation_config.json").read_text()))
     spec = spec_of(json.loads((folder / "preprocessor_config.json").read_text()))
-    _, chunks = transcribe(sessions, speech_like(CHECK_SECONDS, RATE), RATE, spec, settings)
+    samples, rate = read_wav(audio)
+    _, chunks = transcribe(sessions, samples, rate, spec, settings)
     return [token for chunk in chunks for token in chunk.tokens]
 
 
@@ -87,7 +99,7 @@ def test_auto_judges_every_combination_on_its_transcripts(auto_built, whisper_ex
     assert [c.name for c in selection.candidates] == [
         f"encoder={e},decoder={d}" for e in ("fp32", "int8") for d in ("fp32", "int8")]
     for candidate in selection.candidates:
-        assert candidate.accuracy is not None and candidate.accuracy.data == "check-audio"
+        assert candidate.accuracy is not None and candidate.accuracy.data == "validation"
         assert candidate.native_ms is not None and candidate.native_ms > 0
     fp32 = selection.candidates[0]
     assert fp32.within_budget and fp32.accuracy.tokens_agreement == 1.0
@@ -104,15 +116,16 @@ def test_auto_judges_every_combination_on_its_transcripts(auto_built, whisper_ex
     assert {p.name for p in (auto_built / "models").glob("*.onnx")} == shipped
 
 
-def test_the_recorded_agreement_is_the_native_runs(auto_built, whisper_export):
+def test_the_recorded_agreement_is_the_native_runs(auto_built, whisper_export, recording):
     """The chosen combination's tokens_agreement, recomputed from the shipped files against
-    the export's own fp32 files."""
+    the export's own fp32 files on the recording given as --validation."""
     bundle = manifest_file.load(auto_built)
     chosen = next(c for c in bundle.selection.candidates if c.chosen)
     folder = whisper_export.folder
     want = _transcript(folder, folder, {"encoder": "encoder_model.onnx",
-                                        "decoder": "decoder_model_merged.onnx"})
-    got = _transcript(auto_built, folder, {s.name: s.variants[0].file for s in bundle.sessions})
+                                        "decoder": "decoder_model_merged.onnx"}, recording)
+    got = _transcript(auto_built, folder, {s.name: s.variants[0].file for s in bundle.sessions},
+                      recording)
     assert len(want) > 4
     assert chosen.accuracy.tokens_agreement == pytest.approx(agreement([want], [got]), abs=1e-6)
     assert np.isfinite(chosen.accuracy.word_error_rate)

@@ -111,6 +111,8 @@ def make_session(model: SessionModel, primary: bool, checked: Checked, staging: 
     `NAME.KIND.onnx`) and renamed by their content's hash."""
     plan = options.plan_of(model.name, checked.task.kind if checked.task else None)
     prefix = "" if primary else f"{model.name}."
+    if not primary:  # the data given (.npz of inputs) is the primary session's inputs
+        options = dataclasses.replace(options, calibration=None, validation=None, sample=None)
     variants, optimization, inputs, outputs, workload, skipped = make_variants(
         model.model, staging / WORK_DIR, staging / MODELS_DIR, options,
         source_bytes=model_bytes(model.source), is_example=checked.is_example,
