@@ -143,3 +143,10 @@ def test_bundle_run_takes_a_session(auto_built):
         run(auto_built, session_name="joiner")
     with pytest.raises(ConfigError, match="--session runs one session on its tensors"):
         run(auto_built, session_name="decoder", audio=auto_built / "bundle.json")
+
+
+def test_recordings_as_validation_need_a_speech_bundle(recording, tmp_path):
+    with pytest.raises(ConfigError, match=r"recordings \(\.wav\) measure a"
+                                          " automatic-speech-recognition bundle"):
+        build(None, BuildOptions(output=tmp_path / "out", validation=recording, verify=False))
+    assert not (tmp_path / "out").exists()

@@ -274,7 +274,8 @@ class BuildOptions:
                                                    " (default), percentile, entropy.",
                                                    default="minmax")
     validation: Path | None = option(_path, ".npz of real inputs (a text bundle: .txt or .jsonl"
-                                     " of texts, one a line) to measure accuracy on and judge"
+                                     " of texts, one a line; a speech-recognition bundle: a"
+                                     " .wav or a folder of them) to measure accuracy on and judge"
                                      " auto's candidates by (default: --sample beside"
                                      " --calibration, else for auto a held-out part of the"
                                      " calibration data; else that data).")
