@@ -295,8 +295,10 @@ def inspect_command(source, as_json, html, netron, session):
               help="Classes to print with --image or --text (default: the task's top_k).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Score threshold of detections with --image (default: the task's).")
+@click.option("--session", "session_name", default=None, metavar="NAME",
+              help="A bundle folder's session to run on its tensors (default: the primary one).")
 def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, image, audio,
-                texts, top_k, threshold):
+                texts, top_k, threshold, session_name):
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
@@ -306,7 +308,7 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
         save=save, whole_graph=whole_graph, image=image, audio=audio, top_k=top_k,
-        threshold=threshold, reporter=_reporter(), texts=texts)
+        threshold=threshold, reporter=_reporter(), texts=texts, session_name=session_name)
 
 
 @main.command("export")

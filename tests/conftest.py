@@ -41,6 +41,14 @@ def runtime_dist() -> Path:
     return fetch_runtime(DEFAULT_RUNTIME_VERSION)
 
 
+@pytest.fixture(scope="session")
+def whisper_export(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The suite's tiny random Whisper, exported by optimum once (tests/speech_models.py)."""
+    from tests import speech_models
+
+    return speech_models.whisper(tmp_path_factory.mktemp("whisper"))
+
+
 BuildBundle = Callable[..., tuple[Path, dict[str, Any]]]
 
 

@@ -3,7 +3,8 @@ no --task): the task is inferred, the bundle holds an `encoder` and a `decoder` 
 tokenizer, config and speech modules; in headless Chromium on WASM, model.transcribe() of speech
 read by eSpeak NG gives the tokens of the native run (bundler/text/whisper_run.py) over the
 bundle's own model files, window by window and merged, and the same text (in the worker mode
-too); the demo page transcribes a dropped recording."""
+too), with the decoder's int8 variant (each session has two) against its own native run; the
+demo page transcribes a dropped recording."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import onnxruntime as ort
 import pytest
 
 from bundler.bundle import manifest as manifest_file
+from bundler.bundle.files import HASH_LENGTH
 from bundler.bundle.layout import SPEECH_FILES
+from bundler.bundle.modelio import sha256_of
 from bundler.tasks.logmel import spec_of
 from bundler.tasks.samples import wav_bytes
 from bundler.text import whisper
@@ -36,21 +39,25 @@ CASES = [{"language": "en", "task": "transcribe", "timestamps": False},
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("asr")
-    folder = speech_models.whisper(root / "model").folder
-    output = root / "bundle"
+def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path,
+          whisper_export: speech_models.SpeechExport) -> dict[str, Any]:
+    """Each session with two variants: the encoder's default fp32 (kept fp32 unless named), the
+    decoder's int8 (--session-quantize), which load() picks on WASM."""
+    folder = whisper_export.folder
+    output = tmp_path_factory.mktemp("asr") / "bundle"
     result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
-                     "--ep", "wasm", "--variants", "fp32")
+                     "--ep", "wasm", "--variants", "fp32,int8", "--session-quantize",
+                     "decoder=int8")
     assert result.returncode == 0, result.stderr
-    return {"bundle": output, "folder": folder}
+    return {"bundle": output, "folder": folder, "log": result.stdout}
 
 
 def _native(built: dict[str, Path], samples: np.ndarray, rate: int,
             options: dict[str, Any]) -> dict[str, Any]:
+    """The native run of each session's default on WASM: what load() opens there."""
     bundle = manifest_file.load(built["bundle"])
     open_session = lambda name: ort.InferenceSession(  # noqa: E731
-        str(built["bundle"] / bundle.session(name).variant("fp32").file))
+        str(built["bundle"] / bundle.session(name).default_for("wasm").file))
     sessions = WhisperSessions(open_session("encoder"), open_session("decoder"))
     folder = built["folder"]
     settings = whisper.settings_of(json.loads((folder / "generation_config.json").read_text()))
@@ -92,6 +99,34 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
             "tokenizer.json"} <= set(bundle.task.files or {})
     assert all((built["bundle"] / name).is_file() for name in SPEECH_FILES)
     assert bundle.verification.status == "passed"  # the encoder's per-session conformance
+    # every session ships the variants asked for, each with its own default
+    encoder, decoder = bundle.sessions
+    assert [v.name for v in encoder.variants] == ["fp32", "int8"] and encoder.default_variant \
+        == "fp32"
+    assert [v.name for v in decoder.variants] == ["int8", "fp32"] and decoder.default_variant \
+        == "int8"
+    for variant in encoder.variants + decoder.variants:  # made, hashed and measured alike
+        assert sha256_of(built["bundle"] / variant.file) == variant.sha256
+        assert f".{variant.sha256[:HASH_LENGTH]}." in variant.file
+        assert variant.accuracy is not None and variant.accuracy.data == "check-audio"
+        assert variant.accuracy.tokens_agreement is not None
+        assert variant.accuracy.word_error_rate is not None
+        assert variant.reference is not None
+    assert decoder.variant("fp32").accuracy.tokens_agreement == 1.0
+    # the build's check: transcribe() in Chromium gave the native tokens of each session's
+    # default on WASM (the encoder's fp32, the decoder's int8)
+    table = built["log"][built["log"].index("automatic-speech-recognition: browser vs"):]
+    assert re.search(r"task\W+fp32\W+wasm\W+generated\.wav.*pass", table), table
+    assert not bundle.verification.problems
+
+
+def test_bundle_test_compares_the_transcript_tokens(built, tmp_path):
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    result = run_cli("test", built["bundle"], "--ep", "wasm", "--audio", recording)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"task\W+fp32\W+wasm\W+speech\.wav.*pass", result.stdout), result.stdout
 
 
 def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_bundle):

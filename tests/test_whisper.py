@@ -34,8 +34,8 @@ RATE = 16000
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory: pytest.TempPathFactory) -> speech_models.SpeechExport:
-    return speech_models.whisper(tmp_path_factory.mktemp("whisper"))
+def export(whisper_export: speech_models.SpeechExport) -> speech_models.SpeechExport:
+    return whisper_export
 
 
 @pytest.fixture(scope="module")

@@ -73,6 +73,7 @@ export interface VariantAccuracy {
   /** A text-generation bundle's (measured on generation): the share of fp32's greedy tokens
    * kept before the first that differs, and the perplexity over fp32's on the check text. */
   tokens_agreement?: number | null; perplexity_ratio?: number | null;
+  word_error_rate?: number | null;
 }
 
 /** A task bundle's decoded answers agreeing with fp32's: labels, boxes matched by IoU, speech
@@ -89,7 +90,7 @@ export interface AccuracyBound {
 export interface SelectionCandidate {
   name: string; bytes: number; within_budget: boolean; budget: string;
   browser_verified: boolean; accuracy?: VariantAccuracy; wasm_ms?: number;
-  webgpu_ms?: number; chosen: boolean;
+  webgpu_ms?: number; native_ms?: number; chosen: boolean;
 }
 
 export interface Variant {

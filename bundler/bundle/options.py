@@ -39,6 +39,7 @@ from bundler.variants.kinds import (
     QuantizeChoice,
     VariantKind,
 )
+from bundler.variants.per_session import parse_session_quantize, session_plan
 from bundler.variants.plan import VariantPlan, variants_to_make
 
 if sys.version_info >= (3, 11):
@@ -263,13 +264,18 @@ class BuildOptions:
     default_variant: str | dict[str, str] | None = option(
         _default_variant, "Variant load() picks (default: --quantize K, else the first of"
         " --variants): NAME, or per EP: webgpu=fp16,wasm=int8. Not with auto.")
+    session_quantize: dict[str, str] = option(
+        parse_session_quantize, "One session's own --quantize choice: SESSION=KIND (repeat), e.g."
+        " decoder=int8; the others follow --quantize (a speech model's encoder keeps fp32 unless"
+        " named).", default={}, repeatable=True)
     calibration: Path | None = option(_path, ".npz with one array per input (samples on axis 0)"
                                       " for int8-static and accuracy.")
     calibration_method: CalibrationMethod = option(_one_of(CALIBRATION_METHODS), "minmax"
                                                    " (default), percentile, entropy.",
                                                    default="minmax")
     validation: Path | None = option(_path, ".npz of real inputs (a text bundle: .txt or .jsonl"
-                                     " of texts, one a line) to measure accuracy on and judge"
+                                     " of texts, one a line; a speech-recognition bundle: a"
+                                     " .wav or a folder of them) to measure accuracy on and judge"
                                      " auto's candidates by (default: --sample beside"
                                      " --calibration, else for auto a held-out part of the"
                                      " calibration data; else that data).")
@@ -341,6 +347,11 @@ class BuildOptions:
     def kinds(self) -> tuple[VariantKind, ...]:
         return self.plan.kinds
 
+    def plan_of(self, session: str, task_kind: str | None) -> VariantPlan:
+        """The plan of one session of the bundle (bundler.variants.per_session)."""
+        return session_plan(session, self.quantize, self.variants, self.default_variant,
+                            self.session_quantize, task_kind)
+
 
 OPTIONS: dict[str, Option] = {
     field.name: field.metadata["option"] for field in dataclasses.fields(BuildOptions)
@@ -409,7 +420,7 @@ def merge(config: Mapping[str, Any], flags: Mapping[str, Any], cwd: Path | None 
     given = validate({key: value for key, value in flags.items() if value is not None},
                      (cwd or Path.cwd()).resolve(), spelling=flag_of)
     values = {**config, **given}
-    for key in ("dims", "fix_dims", "inputs"):
+    for key in ("dims", "fix_dims", "inputs", "session_quantize"):
         if key in config and key in given:
             values[key] = {**config[key], **given[key]}
     for key in ("task", "int4"):  # setting by setting

@@ -106,6 +106,9 @@ class Accuracy:
     # check prompts and its perplexity over fp32's on the check text (bundler.text.quality)
     tokens_agreement: float | None = None
     perplexity_ratio: float | None = None
+    # a speech-recognition variant (or combination, in `selection`): its transcripts' word error
+    # rate against fp32's (bundler.text.transcripts); tokens_agreement is its token agreement
+    word_error_rate: float | None = None
 
 
 @dataclasses.dataclass
@@ -287,10 +290,11 @@ class Verification:
 
 @dataclasses.dataclass(kw_only=True)
 class SelectionCandidate:
-    """A candidate of `auto` (bundler.variants.select): its size, whether it kept the budget
-    (`budget` says why not, or how it did), whether it passed in the browser, its accuracy (kept
-    here, since a candidate that does not ship leaves `variants`), its steady-state ms per run
-    where timed, and whether it ships."""
+    """A candidate of `auto` (bundler.variants.select; for a bundle of several sessions, a
+    combination of their variants named "encoder=fp32,decoder=int8"): its size, whether it kept
+    the budget (`budget` says why not, or how it did), whether it passed in the browser, its
+    accuracy (kept here, since a candidate that does not ship leaves `variants`), its
+    steady-state ms per run where timed, and whether it ships."""
 
     name: str
     bytes: int
@@ -300,6 +304,9 @@ class SelectionCandidate:
     accuracy: Accuracy | None = None
     wasm_ms: float | None = None
     webgpu_ms: float | None = None
+    # a combination of several sessions' variants (a speech model's), timed natively: its
+    # transcription of the check audio in ms, onnxruntime CPU on one thread
+    native_ms: float | None = None
     chosen: bool
 
 

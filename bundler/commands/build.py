@@ -27,7 +27,7 @@ from bundler.hosting.publish import HostingOptions, add_coi_worker
 from bundler.site.pages import human_bytes, write_modules
 from bundler.stages import choose, prepare, publish, render, variants, verify
 from bundler.stages.assemble import assemble
-from bundler.stages.sessions import extra_sessions
+from bundler.stages.combine import choose_combination
 from bundler.text.build import ship_text
 
 
@@ -56,13 +56,14 @@ def build(
     with staging_folder(output) as staging:
         prepared = prepare.prepare(checked, fetched, staging, options, reporter)
         made = variants.make(checked, prepared, staging, options, reporter)
-        made = dataclasses.replace(made, sessions=extra_sessions(checked, prepared, made,
-                                                                 staging, reporter))
         checked = dataclasses.replace(checked, task=ship_text(checked.task, checked.text,
                                                               staging))
         manifest_of = functools.partial(assemble, checked, prepared, made, hosting)
-        chosen = choose.every_variant(made, options)
-        if options.plan.auto:
+        chosen = choose.every_variant(made)
+        if made.transcripts is not None and any(s.plan.auto for s in made.sessions):
+            chosen = choose_combination(staging, made, chosen, options,
+                                        checked.task and checked.task.kind, reporter)
+        elif made.primary.plan.auto:
             chosen = choose.choose_auto(staging, made, manifest_of(chosen), options,
                                         checked.user, reporter)
         heavy = publish.heavy(staging, hosting, reporter)

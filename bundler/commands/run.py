@@ -172,17 +172,22 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
         dims: dict[str, int] | None = None, variant: str | None = None, as_json: bool = False,
         save: Path | None = None, whole_graph: bool = False, image: Path | None = None,
         audio: Path | None = None, top_k: int | None = None, threshold: float | None = None,
-        reporter: Reporter | None = None, texts: Sequence[str] = ()) -> dict[str, Any]:
+        reporter: Reporter | None = None, texts: Sequence[str] = (),
+        session_name: str | None = None) -> dict[str, Any]:
+    """`session_name`: a bundle's session to run on its tensors (default: the primary one)."""
     reporter = reporter or Reporter()
-    model, manifest, entry = model_or_bundle(source, variant)
+    model, manifest, entry = model_or_bundle(source, variant, session_name)
     asked = [given for given in (image, audio, texts or None) if given is not None]
+    if asked and session_name is not None:
+        raise ConfigError("--session runs one session on its tensors (--input); --image, --audio"
+                          " and --text run the whole pipeline: give one or the other")
     task = _task_of(source, manifest) if asked else None
     if len(asked) > 1:
         raise ConfigError("give one of --image, --audio or --text")
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
     session = Session(model, eps, whole_graph=whole_graph)
-    specs = list(manifest.session().inputs) if manifest else _specs_of(session)
+    specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
                          source, texts)

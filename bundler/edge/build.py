@@ -178,7 +178,7 @@ def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: 
         with reporter.step(f"Checking {source}"):
             prepared = work / "source.onnx"
             notes = prepare_model(source, prepared, reporter)
-        made, optimization, inputs, outputs, _ = make_variants(
+        made, optimization, inputs, outputs, *_ = make_variants(
             prepared, work, work / MODELS_DIR, edge_options, source_bytes=source_bytes,
             is_example=is_example, reporter=reporter)
         # Sizes the model runs at: those the reference search found (a detector fails at 1x1).

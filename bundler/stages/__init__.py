@@ -5,9 +5,11 @@ once from their results (assemble.py).
     prepare.check       the inputs, before any folder is made            -> Checked
     prepare.fetch       the onnxruntime-web files, before any folder     -> Fetched
     prepare.prepare     runtime and browser modules copied, model fitted -> Prepared
-    variants.make       optimised, each variant made and measured        -> Made
-    choose.every_variant, choose.choose_auto
-                        which variants ship (auto: checked and timed)    -> Chosen
+    variants.make       each session's model optimised, each of its
+                        variants made and measured (make_session)        -> Made
+    choose.every_variant, choose.choose_auto, combine.choose_combination
+                        which variants ship per session (auto: checked
+                        and timed; several sessions: combinations)       -> Chosen
     publish.heavy       models and runtime split and compressed          -> Published
     verify.verify       the browser check against native onnxruntime     -> Verified
     render.render       types and pages written                          -> Rendered

@@ -10,7 +10,6 @@ from bundler.bundle.manifest import (
     TOOL_NAME,
     FileEntry,
     Manifest,
-    Session,
     Source,
     Tool,
     Verification,
@@ -32,14 +31,11 @@ def assemble(checked: Checked, prepared: Prepared, made: Made, hosting: HostingO
         name=checked.name,
         tool=Tool(TOOL_NAME, __version__),
         runtime=prepared.runtime,
-        # a single-model build is a pipeline of one session, named after the model; an export
-        # folder of several models names its primary session (a speech model's `encoder`)
-        sessions=(Session((checked.text and checked.text.primary_session) or checked.name,
-                          list(made.inputs), list(made.outputs), list(chosen.variants),
-                          chosen.default), *made.sessions),
+        sessions=chosen.sessions,
         source=Source(checked.source.name, model_bytes(checked.source)),
         optimization=made.optimization,
-        notes=list(prepared.notes),
+        # and each kind a session could not be made in, with why
+        notes=[*prepared.notes, *(note for session in made.sessions for note in session.skipped)],
         verification=verification or pending(),
         selection=chosen.selection,
         hosting=hosting.record(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from bundler.bundle.manifest import Manifest, Selection, Variant
+from bundler.bundle.manifest import Manifest, Selection, Session
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
@@ -23,16 +23,22 @@ from bundler.verify.workload import bundle_known, measured_reference
 
 @dataclasses.dataclass(frozen=True)
 class Chosen:
-    variants: tuple[Variant, ...]  # what ships
-    default: str | dict[str, str]  # bundle.json's default_variant
+    sessions: tuple[Session, ...]  # what ships, per session (the primary first), with defaults
     selection: Selection | None = None  # auto's record of the choice
 
+    @property
+    def primary(self) -> Session:
+        return self.sessions[0]
 
-def every_variant(made: Made, options: BuildOptions) -> Chosen:
-    """Every made variant, with the plan's default (for auto: the candidates while they are
-    checked, the first of them the default)."""
-    return Chosen(tuple(variant.entry for variant in made.variants),
-                  default_to_ship(made.names(), options.plan.default))
+
+def every_variant(made: Made) -> Chosen:
+    """Every made variant of every session, with its plan's default (for auto: the candidates
+    while they are checked, the first of them the default)."""
+    return Chosen(tuple(
+        Session(session.name, list(session.inputs), list(session.outputs),
+                [variant.entry for variant in session.variants],
+                default_to_ship(session.names(), session.plan.default))
+        for session in made.sessions))
 
 
 def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildOptions,
@@ -66,5 +72,7 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
     if choice.selection.note:  # the inputs cannot show the budget: fp32 ships
         reporter.warn(choice.selection.note)
     reporter.info(f"auto: shipping {choice.chosen}")
-    return Chosen(tuple(v for v in model.variants if v.name not in choice.dropped),
-                  choice.chosen, choice.selection)
+    shipped = dataclasses.replace(model, variants=[v for v in model.variants
+                                                   if v.name not in choice.dropped],
+                                  default_variant=choice.chosen)
+    return Chosen((shipped, *candidates.sessions[1:]), choice.selection)

@@ -28,9 +28,11 @@ from bundler.site.runtime import (
     runtime_version_of,
 )
 from bundler.tasks.build import shipped_inputs, task_hint, with_task_graph
+from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
 from bundler.tasks.resolve import resolve_task
 from bundler.text.build import complete_text_task, text_source
 from bundler.text.folder import ExportFolder
+from bundler.text.transcripts import check_audio, is_audio
 from bundler.text.validation import check_text_task, is_text_file, read_texts
 from bundler.verify.browser import chromium_executable, load_settings
 from bundler.verify.reference import Feeds, check_dims
@@ -87,6 +89,11 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
         assert options.validation is not None
         check_text_task(options.validation, task)
         read_texts(options.validation)
+    if is_audio(options.validation):  # recordings, for a speech model's transcripts
+        if task is None or task.kind != SPEECH_RECOGNITION:
+            raise ConfigError(f"--validation {options.validation}: recordings (.wav) measure a"
+                              f" {SPEECH_RECOGNITION} bundle; give an .npz of the model's inputs")
+        check_audio(options.validation)
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
         if warning.code not in FITTED_BY_PREPARE:
             reporter.warn(warning.text())
@@ -105,7 +112,8 @@ def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...],
     check_dims(inputs, options.dims)
     for key, path in (("--calibration", options.calibration),
                       ("--validation", options.validation)):
-        if path is not None and not (key == "--validation" and is_text_file(path)):
+        if path is not None and not (key == "--validation" and (is_text_file(path)
+                                                                or is_audio(path))):
             load_samples(path, shipped, key)  # texts are read once the task is known
     if options.verify and options.target != "edge":  # a Chromium named but missing is a mistake
         chromium_executable(load_settings())

@@ -26,6 +26,7 @@ from bundler.hosting.publish import assembled
 from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
+from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
@@ -34,6 +35,7 @@ from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
 from bundler.text.agreement import native_generations
 from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
+from bundler.text.whisper_run import WhisperSessions, transcribe_in
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -95,10 +97,12 @@ def texts_of(item: TaskInput) -> list[str]:
 
 def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                     folder: Path, directory: Path, steps: int,
-                    config: Mapping[str, str] | None = None
+                    config: Mapping[str, str] | None = None,
+                    others: Mapping[str, tuple[Path, Mapping[str, str] | None]] | None = None,
                     ) -> tuple[list[Any], list[dict[str, Any]]]:
     """(the native answers, what the page is given) for each input; `config`: the variant's
-    session config entries, so native opens it as bundle.mjs does."""
+    session config entries, so native opens it as bundle.mjs does; `others`: the other
+    sessions' files and config entries (their defaults on the EP the browser runs)."""
     task = manifest.task
     assert task is not None
     kind = kind_of(task.kind)
@@ -121,6 +125,15 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
             found.append(run_text(run, task, tokenizer, [spec.name for spec in specs],
                                   texts, top_k=5)[kind.answers])
             items.append({"texts": texts})
+        elif kind.name == SPEECH_RECOGNITION:  # the transcript of both sessions' files
+            samples, rate = read_wav(path)
+            bundle_tokenizer(directory, task, folder)  # the text files, under their names
+            decoder, decoder_config = (others or {})["decoder"]
+            sessions = WhisperSessions(session, cpu_session(decoder, config=decoder_config))
+            _, chunks = transcribe_in(sessions, folder / "tokenizer", samples, rate)
+            found.append([{"tokens": [token for chunk in chunks for token in chunk.tokens]}])
+            items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
+                          .decode(), "rate": rate})
         elif kind.media == "audio":
             samples, rate = read_wav(path)
             found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
@@ -147,8 +160,9 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                execution_providers: Sequence[str], settings: BrowserSettings,
                reporter: Reporter, scratch: Path, every_variant: bool = False,
                steps: int = CHECK_STEPS) -> list[TaskComparison]:
-    """Each EP's default variant (or every variant), in Chromium and natively (the same
-    variant's file), on every input; a text-generation bundle for `steps` tokens."""
+    """Each EP's default variant (or every variant) of the primary session, in Chromium and
+    natively (the same variant's file; the other sessions' defaults on that EP, as load() opens
+    them), on every input; a text-generation bundle for `steps` tokens."""
     task = manifest.task
     if task is None:
         raise ConfigError(f"{directory} was built without --task: --image/--audio need a task")
@@ -165,12 +179,15 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
             session.variants if every_variant else [session.default_for(ep)])]
         for ep, variant in runs:
             model = stack.enter_context(assembled(directory, manifest, variant.file))
+            others = {other.name: (stack.enter_context(assembled(
+                directory, manifest, other.default_for(ep).file)),
+                other.default_for(ep).config_for("wasm")) for other in manifest.sessions[1:]}
             with reporter.step(f"Task check on {ep} ({variant.name})"):
                 # Native always runs as WASM does (its config: int4 qdq folded into float
                 # weights); WebGPU runs qdq's DequantizeLinear + MatMul as they are, the same
                 # arithmetic, where native's fused MatMulNBits differed by 1.8% of the range.
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
-                                                steps, variant.config_for("wasm"))
+                                                steps, variant.config_for("wasm"), others)
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:

@@ -15,7 +15,7 @@ Everything goes through the export's own tokenizer: real text, never random ids.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,15 @@ def agreement(want: Sequence[Sequence[int]], got: Sequence[Sequence[int]]) -> fl
                     min(len(a), len(b)))
         kept, total = kept + same, total + len(a)
     return kept / total if total else 1.0
+
+
+def generation_judge(model: Path, folder: Path
+                     ) -> Callable[[Path, Mapping[str, str] | None], tuple[Metrics, int, str]]:
+    """fp32's runs made once, and how each variant is measured against them (make_variants'
+    judge): its Metrics on the check texts."""
+    check = reference(model, folder)
+    return lambda variant, config: (measure_generation(check, variant, config), len(check.texts),
+                                    MEASURED_ON)
 
 
 def measure_generation(check: GenerationCheck, variant: Path,

@@ -10,7 +10,9 @@ graph, float rounding apart), so it is judged by its point estimates.
 A text-generation bundle's variants are also measured on generation (bundler.text.quality):
 `tokens` (greedy-token agreement with fp32, >=) and `perplexity` (the variant's over fp32's on
 the check text, <=), counted on fixed check text and judged as measured. Its default budget is
-DEFAULT_GENERATION_BUDGET; these keys on a bundle of another task fail the budget.
+in TASK_BUDGETS; these keys on a bundle of another task fail the budget. A speech-recognition
+bundle's combinations of variants are measured on their transcripts (bundler.text.transcripts):
+`tokens` and `wer` (word error rate against fp32's transcript, <=).
 
 Pure Python: parsing a budget (options, TOML validation) imports neither numpy nor onnxruntime.
 """
@@ -36,6 +38,7 @@ _TERMS = {
     "mean_rel": ("<=", "mean_rel"),
     "tokens": (">=", "tokens"),
     "perplexity": ("<=", "perplexity"),
+    "wer": ("<=", "wer"),
 }
 # A task bundle's decoded answers agreeing with fp32's (bundler.variants.decoded): the share of
 # labels, of boxes matched by IoU, of speech/non-speech frames; each judged like top1.
@@ -47,7 +50,7 @@ DECODED_TERMS = {
 _TERMS.update(DECODED_TERMS)
 WILSON_KEYS = ("top1", *DECODED_TERMS)  # shares of rows: judged by the Wilson lower bound
 _COUNTED = {"top1": "rows", "labels": "labels", "boxes": "boxes", "frames": "frames"}
-GENERATION_KEYS = ("tokens", "perplexity")
+GENERATION_KEYS = ("tokens", "perplexity", "wer")
 _LIMITS = {"cosine": (-1.0, 1.0), "top1": (0.0, 1.0), "tokens": (0.0, 1.0),
            **{key: (0.0, 1.0) for key in DECODED_TERMS}}
 _ACCEPTED = ", ".join(f"{key}{op}" for key, (op, _) in _TERMS.items())
@@ -88,7 +91,8 @@ class Budget:
                 n, value, judged = metrics.judged(key)
             if judged is None:
                 if key in GENERATION_KEYS:
-                    failed.append(f"{key} is measured on text-generation bundles only")
+                    failed.append(f"{key} is measured on text-generation and"
+                                  " speech-recognition bundles only")
                 continue
             if key in WILSON_KEYS and not exact and metrics.measured_on == "generated":
                 failed.append(f"{key} cannot be shown on generated inputs")
@@ -159,6 +163,8 @@ TASK_BUDGETS = {
     "object-detection": "cosine>=0.999,boxes>=0.99",
     "audio-stream": "cosine>=0.999,frames>=0.99",
     "text-generation": "tokens>=0.9,perplexity<=1.05",
+    # fp32's transcript kept: its first 90 % of tokens, and at most 5 % of its words changed
+    "automatic-speech-recognition": "tokens>=0.9,wer<=0.05",
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,7 @@ from bundler.resources import example_calibration
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.generate import read_config
 from bundler.text.tokenizer import TextTokenizer
+from bundler.text.transcripts import is_audio
 from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
@@ -43,6 +44,7 @@ from bundler.variants.footprint import footprint
 from bundler.variants.int4_options import for_generation
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
+from bundler.variants.plan import VariantPlan
 from bundler.variants.registry import is_quantized, kind_spec, make_variant
 from bundler.verify.reference import Feeds, NotRunnable, fingerprint, resolve_shapes
 from bundler.verify.samples import generated_samples, load_samples, split_samples
@@ -57,6 +59,9 @@ GENERATED_NOTE = (
 CHECK_TEXT = "check-text"  # a text bundle given no data: the built-in check sentences
 CHECK_TEXT_NOTE = ("measured on the built-in check sentences; pass --validation texts.txt (one"
                    " text a line) with real texts of your own")
+# A variant's file and session config entries -> its Metrics, and how many inputs of what data
+# (bundle.json's accuracy.samples and accuracy.data) they were measured on.
+Judge = Callable[[Path, Mapping[str, str] | None], tuple[Metrics, int, str]]
 MAX_GROWTH = 1.1  # an optimised model this much (and 64 KB) larger than its input is not shipped
 VARIANT_COLUMNS = ("variant", "inputs (dims from)", "measured on (n)", "kept in float32", "bytes",
                    "ratio", "max_abs", "mean_rel (p95)", "cosine (p5)", "top1 (95% lower)",
@@ -98,7 +103,7 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
-    validation = (None if not options.validation else
+    validation = (None if not options.validation or is_audio(options.validation) else
                   text_feeds(options.validation, task, TextTokenizer.from_folder(text_folder),
                              [spec.name for spec in inputs])
                   if is_text_file(options.validation) and text_folder is not None else
@@ -236,52 +241,61 @@ def make_variants(
     task: Task | None = None,
     text_folder: Path | None = None,
     external: bool = False,
+    plan: VariantPlan | None = None,
+    prefix: str = "",
+    judge: Judge | None = None,
 ) -> tuple[list[MadeVariant], Optimization, tuple[TensorSpec, ...], tuple[TensorSpec, ...],
-           Workload | None]:
+           Workload | None, tuple[str, ...]]:
     """Write every variant of the prepared fp32 `source` into `models_dir`.
 
     `text_folder`: a text bundle's export folder (its tokenizer reads --validation texts).
     `external`: ship every variant's weights in external data files (bundler.bundle.external), as
     the given model kept them; a variant past protobuf's 2 GB ships them so anyway.
-    Returns the variants, the optimisation record, the shipped inputs and outputs, and the
-    input sizes the accuracy was measured at (None when it was not). A text-generation model
-    with its export `text_folder` is measured on generation instead (bundler.text.quality).
+    `plan`: the kinds to make (default: the options'); `prefix`: before each file's name (a
+    session's, `decoder.`), where a kind that cannot be made is left out with the reason, as for
+    auto; `judge`: how each variant is measured instead of output by output (a speech model's
+    session, on its transcripts).
+    Returns the variants, the optimisation record, the shipped inputs and outputs, the input
+    sizes the accuracy was measured at (None when it was not) and the kinds left out, each with
+    why. A text-generation model with its export `text_folder` is measured on generation
+    instead (bundler.text.quality).
     """
-    optimized = work / "optimized.onnx"
+    optimized = work / f"{prefix}optimized.onnx"
     with reporter.step("Optimising the graph"):
         optimization = _optimize(source, optimized, options, reporter, text_folder)
     info = signature(read_model(optimized, load_weights=False))  # the graph is all it needs
-    plan = options.plan
+    plan = plan or options.plan
     user = user or UserInputs()
-    check = None
     if text_folder is not None and task is not None and task.kind == TEXT_GENERATION:
-        from bundler.text.quality import reference
+        from bundler.text.quality import generation_judge
 
         with reporter.step("Running fp32 on the check prompts and text"):
-            check = reference(source, text_folder)
+            judge = generation_judge(source, text_folder)
     samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
-                       text_folder, on_text=check is not None)
+                       text_folder, on_text=judge is not None)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
         reporter.warn(warning)
-    if samples.validation is None and check is None and _any_quantized(plan.kinds):
+    if samples.validation is None and judge is None and _any_quantized(plan.kinds):
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
     generation = task is not None and task.kind == TEXT_GENERATION
     int4 = for_generation(options.int4) if generation else options.int4
+    skipped: list[str] = []
     for kind in plan.kinds:
-        with reporter.step(f"Making the {kind} variant"):
+        with reporter.step(f"Making the {prefix}{kind} variant"):
             try:
-                result = make_variant(kind, optimized, work / f"{kind}.onnx",
+                result = make_variant(kind, optimized, work / f"{prefix}{kind}.onnx",
                                       calibration=samples.calibration,
                                       calibration_method=options.calibration_method,
                                       int4=int4)
             except QuantizeError as error:
-                if not plan.auto:
+                if not plan.auto and not prefix:
                     raise
-                reporter.warn(f"auto: {kind} left out ({error.message})")
+                skipped.append(f"{prefix}{kind} left out ({error.message})")
+                reporter.warn(f"{'auto: ' if plan.auto else ''}{skipped[-1]}")
                 continue
-        shipped = models_dir / f"{kind}{extension}"
+        shipped = models_dir / f"{prefix}{kind}{extension}"
         data: list[Path] = []
         shipped.parent.mkdir(parents=True, exist_ok=True)
         if options.format == "ort":
@@ -295,19 +309,17 @@ def make_variants(
             shutil.copyfile(result.path, shipped)
         metrics = latency = None
         measured_on = len(samples.validation or []), samples.source
-        if check is not None:
-            from bundler.text.quality import MEASURED_ON, measure_generation
-
-            with reporter.step(f"Generating with {kind} against fp32"):
-                metrics = measure_generation(check, result.path, result.native_config)
-            measured_on = len(check.texts), MEASURED_ON
+        if judge is not None:
+            with reporter.step(f"Measuring {prefix}{kind} against fp32"):
+                metrics, count, data_name = judge(result.path, result.native_config)
+            measured_on = count, data_name
         elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
                 decode = decoder(task, generated=samples.source == "generated")
                 metrics = dataclasses.replace(measure(source, result.path, samples.validation,
                                                       decode, result.native_config),
                                               measured_on=samples.source)
-        if samples.validation:
+        if samples.validation and judge is None:
             latency = native_latency_ms(result.path, samples.validation, threads=1,
                                         config=result.native_config)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
@@ -335,6 +347,7 @@ def make_variants(
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:
         raise QuantizeError("auto: no candidate variant could be made; see the warnings above")
-    reporter.table("Variants (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,
+    of = f" of {prefix.rstrip('.')}" if prefix else ""
+    reporter.table(f"Variants{of} (accuracy against fp32, native onnxruntime)", VARIANT_COLUMNS,
                    [_row(v, samples.workload) for v in variants])
-    return variants, optimization, info.inputs, info.outputs, samples.workload
+    return variants, optimization, info.inputs, info.outputs, samples.workload, tuple(skipped)

@@ -63,7 +63,8 @@ class Metrics:
     worst over outputs, and `measured_on` which inputs the feeds were (bundle.json's `data`);
     Metrics made by hand without them are judged by their point estimates. A text-generation
     model's variant also has `tokens` (greedy-token agreement with fp32) and `perplexity` (its
-    perplexity over fp32's on the check text), bundler.text.quality.
+    perplexity over fp32's on the check text), bundler.text.quality; a speech-recognition
+    bundle's has `tokens` and `wer` of its transcripts (bundler.text.transcripts).
     """
 
     max_abs: float
@@ -78,6 +79,7 @@ class Metrics:
     tokens: float | None = None
     perplexity: float | None = None
     steps: int = 0  # greedy steps `tokens` is a share of
+    wer: float | None = None  # a transcript's word error rate against fp32's (text/transcripts)
 
     def agreement(self, key: str) -> Agreement | None:
         return next((found for found in self.decoded if found.key == key), None)
@@ -118,7 +120,7 @@ class Metrics:
         if key == "mean_rel":
             return samples, self.mean_rel, upper_quantile(
                 [s[1] for s in self.per_sample], ERROR_QUANTILE) if samples else self.mean_rel
-        if key in ("tokens", "perplexity"):  # counted exactly, on fixed check text: as measured
+        if key in ("tokens", "perplexity", "wer"):  # counted exactly on fixed checks: as measured
             value = getattr(self, key)
             return (self.steps if key == "tokens" else samples), value, value
         return samples, self.max_abs, self.max_abs
@@ -146,7 +148,8 @@ class Metrics:
                         samples=samples, data=data,
                         bounds=self.bounds() if self.per_sample else None,
                         tokens_agreement=_rounded(self.tokens),
-                        perplexity_ratio=_rounded(self.perplexity))
+                        perplexity_ratio=_rounded(self.perplexity),
+                        word_error_rate=_rounded(self.wer))
 
 
 _METHODS = {"top1": "wilson-95-lower", "cosine": f"p{round(COSINE_QUANTILE * 100)}",

@@ -43,11 +43,12 @@ class Candidate:
     browser_ok: bool
     speed_ms: float | None = None
     accuracy: Accuracy | None = None  # bundle.json's record of `metrics`
+    fp32: bool = False  # a combination of fp32 variants (bundler.stages.combine)
 
     @property
     def exact(self) -> bool:
         """fp32 is the optimised graph itself: judged by its point estimates."""
-        return self.name == "fp32"
+        return self.name == "fp32" or self.fp32
 
     def fits(self, budget: Budget) -> bool:
         return self.browser_ok and budget.accepts(self.metrics, self.exact)
@@ -93,9 +94,7 @@ def choose(
     fitting = [c for c in candidates if c.fits(budget)]
     if fitting:
         return pick(fitting, objective).name
-    if any(c.name == "fp32" and c.browser_ok for c in candidates):
-        return "fp32"
-    return None
+    return next((c.name for c in candidates if c.exact and c.browser_ok), None)
 
 
 def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> dict[str, bool]:

@@ -117,8 +117,8 @@ def test_generation_terms_judge_tokens_and_perplexity() -> None:
     assert budget.explain(drifted) == "tokens 0.5 is not >= 0.9; perplexity 1.2 is not <= 1.05"
     # a bundle of another task has no generation to judge: never vacuously within
     assert budget.failures(Metrics(**logits)) == [
-        "tokens is measured on text-generation bundles only",
-        "perplexity is measured on text-generation bundles only"]
+        "tokens is measured on text-generation and speech-recognition bundles only",
+        "perplexity is measured on text-generation and speech-recognition bundles only"]
     assert budget_for(None, generation=True) == default_budget("text-generation")
     assert budget_for(None, generation=False) == DEFAULT_BUDGET
     assert budget_for("tokens>=1", generation=False) == parse_budget("tokens>=1")
