@@ -331,6 +331,7 @@ def make_variants(
             memory=footprint(result.path, shipped_bytes, folded="session.disable_quant_qdq"
                              in (result.native_config or {})),
             session_config=result.session_config,
+            requires=result.requires,
         )
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:
