@@ -36,7 +36,7 @@ from bundler.resources import example_calibration
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.generate import read_config
 from bundler.text.tokenizer import TextTokenizer
-from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
+from bundler.text.validation import check_text_feeds, is_text_file, read_texts, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.footprint import footprint
@@ -98,7 +98,9 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
-    validation = (None if not options.validation else
+    # a text-generation bundle's texts are its perplexity's (bundler.text.quality), not feeds
+    held_out_text = on_text and is_text_file(options.validation)
+    validation = (None if not options.validation or held_out_text else
                   text_feeds(options.validation, task, TextTokenizer.from_folder(text_folder),
                              [spec.name for spec in inputs])
                   if is_text_file(options.validation) and text_folder is not None else
@@ -257,8 +259,10 @@ def make_variants(
     if text_folder is not None and task is not None and task.kind == TEXT_GENERATION:
         from bundler.text.quality import reference
 
-        with reporter.step("Running fp32 on the check prompts and text"):
-            check = reference(source, text_folder)
+        held_out = read_texts(options.validation) if is_text_file(options.validation) else None
+        with reporter.step("Running fp32 on the check prompts and "
+                           + ("the --validation texts" if held_out else "text")):
+            check = reference(source, text_folder, texts=held_out)
     samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
                        text_folder, on_text=check is not None)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
@@ -296,11 +300,11 @@ def make_variants(
         metrics = latency = None
         measured_on = len(samples.validation or []), samples.source
         if check is not None:
-            from bundler.text.quality import MEASURED_ON, measure_generation
+            from bundler.text.quality import measure_generation
 
             with reporter.step(f"Generating with {kind} against fp32"):
                 metrics = measure_generation(check, result.path, result.native_config)
-            measured_on = len(check.texts), MEASURED_ON
+            measured_on = len(check.texts), check.data
         elif samples.validation:
             with reporter.step(f"Measuring {kind} against fp32"):
                 decode = decoder(task, generated=samples.source == "generated")
