@@ -90,6 +90,33 @@ def _gemms_as_matmuls(graph: GraphProto, main: GraphProto, weights: dict[str, Te
     return rewritten
 
 
+def hoist_dequantize(model: ModelProto) -> int:
+    """Move each DequantizeLinear of constant int4 blocks out of the subgraphs into the main
+    graph, once per output (the two If branches of a merged decoder make the same one); how many
+    were moved. In a branch, onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits,
+    looks for the blocks among the branch's own initializers, and fails at the first run
+    ("Missing required weight"), even with session.disable_quant_qdq; out of the branch it folds
+    them into float weights at load, as in a graph without branches."""
+    constants = {tensor.name for tensor in model.graph.initializer}
+    hoisted: dict[str, NodeProto] = {}
+    for graph in reversed(list(graphs_of(model.graph))[1:]):  # innermost first (see above)
+        kept = []
+        for node in graph.node:
+            if node.op_type == "DequantizeLinear" and all(
+                    name in constants for name in node.input if name):
+                hoisted.setdefault(node.output[0], node)
+            else:
+                kept.append(node)
+        if len(kept) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(kept)
+    if hoisted:  # first: the graph stays in topological order
+        nodes = [*hoisted.values(), *model.graph.node]
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return len(hoisted)
+
+
 def make(job: Job) -> None:
     options = job.int4
     block = options.block_size
@@ -148,17 +175,18 @@ def make(job: Job) -> None:
             quantizer.process()
         model = quantizer.model.model
         drop_repeated_initializers(model)
+    hoisted = hoist_dequantize(model) if qdq else 0
     save_model(model, job.dst)
     if options.format == "qdq":
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
         # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
         # WebGPU runs it as it is: folding there would put fp32's weights on the GPU. Except
-        # where the blocks are read from inside subgraphs (a merged decoder's If branches): the
-        # fusion into MatMulNBits looks for them in the branch and fails the session, so they
-        # are folded there too (4-bit on the wire, float32 on the GPU).
+        # where the blocks were read from inside subgraphs (a merged decoder's If branches):
+        # hoisted out of them (hoist_dequantize), unfolded they would be dequantized on every
+        # run, so they are folded there too (4-bit on the wire, float32 on the GPU).
         job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
-        if len(list(graphs_of(model.graph))) > 1:
+        if hoisted:
             job.result.session_config["webgpu"] = dict(QDQ_SESSION_CONFIG)
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",

@@ -175,7 +175,25 @@ def test_int4_quantizes_a_merged_decoders_branches_once(tmp_path: Path) -> None:
     floats = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
     assert {table, f"{table}_transposed"}.isdisjoint(floats)  # neither copy stays float
     assert ratio(dst, merged) < 0.45
-    # the blocks are read from inside the branches, where the fusion into MatMulNBits cannot
-    # find them: folded on both EPs (and natively, which opened it so)
+    # the blocks' DequantizeLinear nodes are moved out of the branches (in them onnxruntime's
+    # fusion into MatMulNBits fails at the first run) and folded at load on both EPs
+    assert [node.op_type for node in model.graph.node].count("DequantizeLinear") == 9
     assert result.session_config == {ep: {"session.disable_quant_qdq": "1"}
                                      for ep in ("wasm", "webgpu")}
+
+
+def test_int4_qdq_of_a_merged_decoder_generates_natively(tmp_path: Path) -> None:
+    """Run through both branches (the prompt without past, then each step with it) by the
+    reference loop, opened as every native run opens it: close to fp32."""
+    from bundler.model.optimize import optimize
+    from bundler.text.quality import measure_generation, reference
+    from bundler.variants.int4_options import for_generation
+    from tests import decoder_models
+
+    export = decoder_models.gpt2_folder(tmp_path / "model", merged=True)
+    merged = tmp_path / "merged.onnx"
+    optimize(export.onnx, merged)
+    dst = tmp_path / "int4.onnx"
+    made = make_variant("int4", merged, dst, int4=for_generation(Int4Options()))
+    metrics = measure_generation(reference(merged, export.folder), dst, made.native_config)
+    assert metrics.cosine > 0.9 and metrics.perplexity < 1.5 and metrics.tokens > 0
