@@ -3,6 +3,7 @@
     python benchmarks/text_vs_transformersjs.py [--small] [--rounds 3] [--calls 4] [--keep DIR]
         [--only encoder|decoder] [--dtypes fp32,q8] [--sentences 32] [--prompt-tokens 16]
         [--new-tokens 64] [--encoder 6x384] [--decoder 12x768] [--vocab 8000]
+        [--q8-variant int8]
 
 Exports, with seeded random weights and tokenizers trained on local text (text_exports.py), a
 MiniLM-sized BERT encoder (6 layers x 384, feature-extraction) and a GPT-2-small-sized decoder
@@ -22,6 +23,8 @@ transformers.js runs offline as its docs show it (`pipeline('feature-extraction'
 its default wasm (the asyncify build of its onnxruntime-web) served from here. Our side loads each
 bundle through its bundle.mjs on a page that loads nothing itself. Prints both figures, the ratio
 (ours / theirs) and issue 31's and 32's targets. `--keep DIR` reuses the exports and builds there.
+`--q8-variant NAME` compares another variant of ours with q8 (the bundle's default with `default`:
+put a `bundle build` of the export, e.g. `--quantize auto`, at KEEP/.../site/ours/decoder first).
 """
 
 from __future__ import annotations
@@ -209,7 +212,10 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the work here")
+    parser.add_argument("--q8-variant", default="int8",
+                        help="our variant compared with q8 ('default': the bundle's default)")
     args = parser.parse_args()
+    OUR_VARIANT["q8"] = None if args.q8_variant == "default" else args.q8_variant
     base_sizes = SMALL if args.small else FULL
     sizes = Sizes(*(args.encoder or (base_sizes.encoder_layers, base_sizes.encoder_hidden)),
                   *(args.decoder or (base_sizes.decoder_layers, base_sizes.decoder_hidden)),

@@ -2,11 +2,12 @@
 zeros (a few hundred KB on the wire) on a page whose navigator.deviceMemory says 0.25 GB is
 refused before any request for models/, and a small bundle's bytes are counted as cached once a
 load() has stored them; an EP whose adapter cannot hold the largest tensor is skipped for the other.
+An fp16 default on WebGPU is loaded only where the adapter has shader-f16.
 """
 
 import pytest
 
-from tests import models
+from tests import models, quant_models
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +52,11 @@ def preflight_bundles(tmp_path_factory, runtime_dist):
         output = root / "site" / name
         manifest = build(model, BuildOptions(output=output, verify=False, runtime_dir=runtime_dist))
         built[name] = (output, manifest)
+    output = root / "site" / "fp16"
+    model = quant_models.mlp_classifier(root / "models" / "mlp.onnx")
+    built["fp16"] = (output, build(model, BuildOptions(
+        output=output, runtime_dir=runtime_dist, variants=("fp32", "fp16"),
+        default_variant={"webgpu": "fp16", "wasm": "fp32"})))  # verified: the build's check too
     return built
 
 
@@ -116,3 +122,82 @@ def test_an_ep_whose_adapter_cannot_hold_the_largest_tensor_is_skipped_for_the_n
     assert reason["detail"] == (
         f"webgpu skipped: variant 'fp32' needs {largest} bytes (largest tensor) but the WebGPU"
         " adapter's maxBufferSize is 16 bytes; no variant of this bundle fits on webgpu")
+
+
+# headless Chromium's SwiftShader adapter has no shader-f16 (requestDevice refuses it), and no
+# other adapter runs here: a page whose adapter reports the feature is this stub of the browser's
+# feature list (onnxruntime-web then asks the device for it, which SwiftShader refuses).
+REPORTS_SHADER_F16 = ("{ const real = Object.getOwnPropertyDescriptor(GPUAdapter.prototype,"
+                      " 'features').get; Object.defineProperty(GPUAdapter.prototype, 'features',"
+                      " { get() { return new Set([...real.call(this), 'shader-f16']); } }); }")
+
+LOAD_AND_RUN = """async ({ url, options }) => {
+  const { load, preflight } = await import(url);
+  const planned = await preflight(options);
+  try {
+    const model = await load(options);
+    const out = await model.run({ x: { dims: [2, 64], data: new Float32Array(128).fill(0.25) } });
+    const result = { ep: model.ep, variant: model.variant, variantReason: model.variantReason,
+                     fallbackReasons: model.fallbackReasons, logits: Array.from(out.logits.data) };
+    await model.release();
+    return { planned, ...result };
+  } catch (error) {
+    return { planned, error: error.message, code: error.code };
+  }
+}"""
+
+
+def _fp16_page(bundles, browser, open_bundle, options, init_script=None):
+    directory, manifest = bundles["fp16"]
+    with open_bundle(browser, directory) as page:
+        if init_script:
+            page.page.add_init_script(init_script)
+            page.page.reload()
+        result = page.evaluate(LOAD_AND_RUN, {"url": page.base_url + "bundle.mjs",
+                                              "options": options})
+        # the file names fetched, without a compressed sibling's suffix
+        models_requested = [url.split("/models/")[1].removesuffix(".gz").removesuffix(".br")
+                            for url in page.requests if "/models/" in url]
+    files = {variant.name: variant.file.split("/")[1] for variant in manifest.session().variants}
+    return result, models_requested, files
+
+
+def test_an_fp16_default_on_an_adapter_without_shader_f16_loads_another_variant_on_webgpu(
+        preflight_bundles, webgpu_browser, open_bundle):
+    _, manifest = preflight_bundles["fp16"]
+    fp16 = manifest.session().variant("fp16")
+    assert fp16.requires == ["shader-f16"]
+    assert manifest.session().variant("fp32").requires is None
+    # the build's own check (SwiftShader) recorded fp16 on WebGPU as unsupported by the device
+    assert manifest.verification.results["fp16"]["webgpu"].unsupported == "device"
+    assert manifest.verification.results["fp16"]["wasm"].passed
+    result, requested, files = _fp16_page(preflight_bundles, webgpu_browser, open_bundle, {})
+    detail = ("webgpu: variant 'fp16' needs the WebGPU feature shader-f16, which this adapter"
+              " lacks; loaded 'fp32' instead")
+    assert result.get("ep") == "webgpu" and result["variant"] == "fp32", result
+    assert result["variantReason"] == {"ep": "webgpu", "code": "feature-missing",
+                                       "variant": "fp16", "detail": detail}
+    assert result["fallbackReasons"] == [] and len(result["logits"]) == 20
+    webgpu = result["planned"]["eps"][0]
+    assert webgpu["variant"] == "fp32" and webgpu["variantReason"]["detail"] == detail
+    assert files["fp16"] not in requested and files["fp32"] in requested  # fp16 never fetched
+    # asked for by name, fp16 is not swapped: WebGPU is skipped and WASM runs it
+    result, requested, _ = _fp16_page(preflight_bundles, webgpu_browser, open_bundle,
+                                      {"variant": "fp16"})
+    assert result.get("ep") == "wasm" and result["variant"] == "fp16", result
+    [reason] = result["fallbackReasons"]
+    assert reason["code"] == "feature-missing" and reason["detail"].endswith(
+        "which this adapter lacks (asked for by name)")
+
+
+def test_an_adapter_that_reports_shader_f16_gets_the_fp16_variant(
+        preflight_bundles, webgpu_browser, open_bundle):
+    result, requested, files = _fp16_page(preflight_bundles, webgpu_browser, open_bundle, {},
+                                          REPORTS_SHADER_F16)
+    webgpu = result["planned"]["eps"][0]
+    assert webgpu["variant"] == "fp16" and webgpu["variantReason"] is None, webgpu
+    assert files["fp16"] in requested  # load() fetched fp16 for WebGPU …
+    # … and onnxruntime-web asked SwiftShader's device for the feature, which it has not got
+    assert result.get("ep") == "wasm" and result["variant"] == "fp32", result
+    [reason] = result["fallbackReasons"]
+    assert reason["code"] == "session-failed" and "shader-f16" in reason["detail"]

@@ -1,6 +1,7 @@
 """Variants of a text-generation model measured on generation (bundler.text.quality): greedy-token
-agreement with fp32 on the check prompts and perplexity change on the check text, through the
-export's tokenizer; recorded in bundle.json and judged by `--quantize auto`."""
+agreement with fp32 on the check prompts and perplexity change on the check text (or on held-out
+texts given with --validation), through the export's tokenizer; recorded in bundle.json and
+judged by `--quantize auto`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 import pytest
 
 from bundler.text.quality import CHECK_TEXT, agreement, measure_generation, reference
+from bundler.variants.int4_options import Int4Options, for_generation
 from bundler.variants.registry import make_variant
 from tests import decoder_models
 from tests.conftest import run_cli
@@ -72,3 +74,30 @@ def test_auto_picks_a_generation_bundles_variant_by_tokens_and_perplexity(export
     fitting = [c for c in candidates.values() if c["within_budget"]]
     assert selection["chosen"] == min(fitting, key=lambda c: c["bytes"])["name"]
     assert [v["name"] for v in bundle["sessions"][0]["variants"]] == [selection["chosen"]]
+
+
+def test_validation_texts_are_the_held_out_text_of_perplexity(export, tmp_path) -> None:
+    held_out = ["A lighthouse keeper counted the ships that passed in the night.",
+                "Rain fell on the market square while the bakers opened their doors.",
+                "x"]  # a text of one token predicts nothing: left out
+    check = reference(export.onnx, export.folder, texts=held_out)
+    assert check.data == "validation" and len(check.texts) == 2
+    assert check.nll != reference(export.onnx, export.folder).nll  # other text, other figure
+    path = tmp_path / "held-out.txt"
+    path.write_text("\n".join(held_out) + "\n", encoding="utf-8")
+    output = tmp_path / "bundle"
+    result = run_cli("build", export.folder, "-o", output, "--quantize", "auto", "--variants",
+                     "fp32,int4", "--no-verify", "--validation", path)
+    assert result.returncode == 0, result.stderr
+    bundle = json.loads((output / "bundle.json").read_text(encoding="utf-8"))
+    candidates = {c["name"]: c["accuracy"] for c in bundle["selection"]["candidates"]}
+    variant = tmp_path / "int4.onnx"
+    made = make_variant("int4", export.onnx, variant, int4=for_generation(Int4Options()))
+    expected = measure_generation(check, variant, made.native_config)
+    assert candidates["int4"]["data"] == "validation" and candidates["int4"]["samples"] == 2
+    assert candidates["int4"]["perplexity_ratio"] == pytest.approx(expected.perplexity, rel=1e-5)
+    assert candidates["fp32"]["perplexity_ratio"] == 1.0
+    # bundle test's --validation takes texts for encoders and classifiers only, and says so
+    result = run_cli("test", output, "--validation", path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "a text-generation bundle's texts are judged when it is built" in result.stderr

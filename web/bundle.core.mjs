@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'session-failed', // fallback reason: session creation failed otherwise (a device feature, ...)
   'no-execution-provider', // load(): every EP was skipped or failed; see error.reasons
   'too-large', // load(), before any download: no variant it may try fits this device's limits
+  'feature-missing', // variant/fallback reason: the variant needs a WebGPU feature (shader-f16)
   'input-name', // run(): a missing or unknown input (or feeds that are not an object)
   'input-type', // run(): wrong element type or data
   'input-shape', // run(): dims that do not fit the model or the data
@@ -154,7 +155,7 @@ export function pickVariant(session, ep, requested) {
 }
 
 // bundle.json's verification is that of the primary session (the one the build checks).
-function verificationReason(manifest, session, variant, ep) {
+export function verificationReason(manifest, session, variant, ep) {
   if (session.name !== sessionsOf(manifest)[0].name) return null;
   const result = manifest.verification?.results?.[variant.name]?.[ep];
   if (!result || result.passed !== false) return null;

@@ -106,6 +106,9 @@ export interface Variant {
   /** Per EP, onnxruntime session config entries the variant is opened with there (natively as
    * on wasm), e.g. int4 format=qdq's "session.disable_quant_qdq" "1" on wasm (absent: none). */
   session_config?: Partial<Record<'wasm' | 'webgpu', Record<string, string>>>;
+  /** The WebGPU features the variant needs on webgpu, e.g. fp16's "shader-f16". On an adapter
+   * without them load() loads another variant there and says why in model.variantReason. */
+  requires?: string[];
 }
 
 /** A variant's bytes as load() needs them: its largest initializer, all of them, and the
@@ -301,11 +304,14 @@ export interface Task {
 export type ErrorCode =
   | 'bad-option' | 'schema-version' | 'fetch-failed' | 'integrity' | 'not-bundled'
   | 'webgpu-unavailable' | 'verification-failed' | 'runtime-unsupported' | 'session-failed'
-  | 'no-execution-provider' | 'too-large' | 'input-name' | 'input-type' | 'input-shape' | 'released'
+  | 'no-execution-provider' | 'too-large' | 'feature-missing' | 'input-name' | 'input-type' | 'input-shape' | 'released'
   | 'worker-failed' | 'unsupported-environment' | 'wrong-task' | 'bad-source';
 
 /** Why load() skipped an EP or fell back from it. */
 export interface FallbackReason { ep: ExecutionProvider; code: ErrorCode; detail: string; }
+/** Why load() loaded another variant than the default on an EP: code 'feature-missing', the
+ * default `variant` it did not load (fp16 where the adapter lacks shader-f16) and the detail. */
+export interface VariantReason extends FallbackReason { variant: string; }
 
 /** What load() and run() reject with. */
 export class BundleError extends Error {
@@ -352,6 +358,8 @@ export interface BundleModel<Inputs, Outputs> {
   /** The session loaded (its name in manifest.sessions). */
   readonly session: string;
   readonly variant: string;
+  /** Why `variant` is not the default variant of the EP in use, or null when it is. */
+  readonly variantReason: VariantReason | null;
   readonly inputs: TensorSpec[];
   readonly outputs: TensorSpec[];
   readonly manifest: Manifest;
@@ -471,7 +479,7 @@ export interface PreflightFile { path: string; bytes: number; wire: number; cach
  * memory record, the limits checked and, when it would not load there, why. */
 export interface PreflightEP {
   ep: ExecutionProvider; variant: string | null; fits: boolean; reason: FallbackReason | null;
-  files: PreflightFile[]; download: number; cached: number; memory: VariantMemory | null;
+  variantReason: VariantReason | null; files: PreflightFile[]; download: number; cached: number; memory: VariantMemory | null;
   checks: LimitCheck[];
 }
 export interface Preflight { session: string; fits: boolean; eps: PreflightEP[]; }

@@ -206,8 +206,8 @@ class WorkerSession {
 }
 
 class Model {
-  constructor({ session, ep, fallbackReasons, variant, manifest, loadMs, worker, opened,
-                taskApi, base, spec }) {
+  constructor({ session, ep, fallbackReasons, variant, variantReason, manifest, loadMs, worker,
+                opened, taskApi, base, spec }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
@@ -215,6 +215,8 @@ class Model {
       : null;
     this.session = spec.name; // the session of the pipeline this model runs
     this.variant = variant.name;
+    // why not the default variant on this EP (fp16 where the adapter lacks shader-f16), or null
+    this.variantReason = variantReason ?? null;
     this.manifest = manifest;
     this.inputs = spec.inputs;
     this.outputs = spec.outputs;
@@ -390,7 +392,8 @@ export async function load(options = {}) {
         continue;
       }
       const model = new Model({
-        session, spec, ep, variant, manifest, fallbackReasons: reasons, worker: worker !== null,
+        session, spec, ep, variant, variantReason: attempt.variantReason, manifest,
+        fallbackReasons: reasons, worker: worker !== null,
         opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
       });
       if (SECOND_SESSION[manifest.task?.kind] && options.session === undefined) {

@@ -5,7 +5,8 @@
 // adapter's maxBufferSize and maxStorageBufferBindingSize. The checks are pure (unit-tested under
 // Node, tests/js/preflight.test.mjs); environment() and preflightOf() read the browser.
 
-import { BundleError, pickSession, planAttempts } from './bundle.core.mjs';
+import { BundleError, pickSession, pickVariant, planAttempts, verificationReason }
+  from './bundle.core.mjs';
 import { cachedBytes, fetchedPieces } from './bundle.fetch.mjs';
 
 export const WASM32_HEAP = 4 * 2 ** 30; // wasm32 addresses 4 GiB at most
@@ -50,7 +51,8 @@ const fitsOn = (variant, ep, env) => checksOf(variant, ep, env).every((check) =>
 export function tooLargeReason(session, variant, ep, env, checks) {
   const failed = checks.find((check) => !check.fits);
   const other = session.variants
-    .filter((v) => v !== variant && v.memory && fitsOn(v, ep, env))
+    .filter((v) => v !== variant && v.memory && fitsOn(v, ep, env)
+      && !missingFeatures(v, ep, env).length)
     .sort((a, b) => a.bytes - b.bytes)[0];
   const instead = other ? `the variant '${other.name}' would fit (load({ variant: '${other.name}' }))`
     : `no variant of this bundle fits on ${ep}`;
@@ -59,17 +61,51 @@ export function tooLargeReason(session, variant, ep, env, checks) {
     formatBytes(failed.value)}; ${instead}` };
 }
 
-// planAttempts (bundle.core.mjs) with the limits: per EP, { ep, variant, checks } or, where the
-// manifest, the environment (`envs[ep]`, with its `reason` when the EP is unavailable) or a limit
-// rules it out, with `reason` too.
+// The WebGPU features a variant needs (`requires`: fp16's shader-f16) that the adapter lacks
+// (`env.features`, the adapter's feature names); none on WASM, which runs every variant.
+export function missingFeatures(variant, ep, env = {}) {
+  if (ep !== 'webgpu') return [];
+  return (variant.requires ?? []).filter((name) => !(env.features ?? []).includes(name));
+}
+
+// A variant the adapter cannot run (fp16 without shader-f16: onnxruntime-web creates the session,
+// then every run fails) is swapped before anything is fetched: for the session's WASM default,
+// else its first variant, that needs nothing the adapter lacks and did not fail verification
+// there; `variantReason` says so. A variant asked for by name is not swapped: the EP is skipped.
+function withFeatures(manifest, session, attempt, env, options) {
+  const { ep, variant } = attempt;
+  const missing = missingFeatures(variant, ep, env);
+  if (!missing.length) return attempt;
+  const needs = `variant '${variant.name}' needs the WebGPU feature ${missing.join(', ')}, which`
+    + ' this adapter lacks';
+  const usable = (v) => !missingFeatures(v, ep, env).length
+    && !(options.ignoreVerification ? null : verificationReason(manifest, session, v, ep));
+  const instead = options.variant === undefined
+    ? [pickVariant(session, 'wasm'), ...session.variants].find(usable) : undefined;
+  if (!instead) {
+    const why = options.variant === undefined ? 'no other variant runs there'
+      : 'asked for by name';
+    return { ep, reason: { ep, code: 'feature-missing', detail: `${ep} skipped: ${needs} (${why})` } };
+  }
+  return { ep, variant: instead, variantReason: { ep, code: 'feature-missing', variant: variant.name,
+    detail: `${ep}: ${needs}; loaded '${instead.name}' instead` } };
+}
+
+// planAttempts (bundle.core.mjs) with the device: per EP, { ep, variant, checks } (and
+// `variantReason` when the default variant needs a feature the adapter lacks and another was
+// picked) or, where the manifest, the environment (`envs[ep]`, with its `reason` when the EP is
+// unavailable), a missing feature or a limit rules it out, with `reason` too.
 export function planFits(manifest, eps, options, envs) {
   const session = pickSession(manifest, options.session);
-  return planAttempts(manifest, eps, options).map((attempt) => {
+  return planAttempts(manifest, eps, options).map((planned) => {
+    const env = envs[planned.ep] ?? {};
+    if (planned.reason) return { ...planned, checks: [] };
+    if (env.reason) return { ...planned, checks: checksOf(planned.variant, planned.ep, env),
+      reason: env.reason };
+    const attempt = withFeatures(manifest, session, planned, env, options);
     const { ep, variant } = attempt;
     if (attempt.reason) return { ...attempt, checks: [] };
-    const env = envs[ep] ?? {};
     const checks = checksOf(variant, ep, env);
-    if (env.reason) return { ...attempt, checks, reason: env.reason };
     if (checks.every((check) => check.fits)) return { ...attempt, checks };
     return { ...attempt, checks, reason: tooLargeReason(session, variant, ep, env, checks) };
   });
@@ -95,7 +131,7 @@ async function webgpuEnvironment() {
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) return reason('no adapter (requestAdapter() returned null)');
     const limits = Object.fromEntries(ADAPTER_LIMITS.map((name) => [name, adapter.limits[name]]));
-    return { adapterLimits: limits };
+    return { adapterLimits: limits, features: [...adapter.features] };
   } catch (error) {
     return reason(`requestAdapter() failed: ${error.message ?? error}`);
   }
@@ -128,13 +164,15 @@ export async function preflightOf(manifest, eps, options, envs) {
   const session = pickSession(manifest, options.session);
   const cache = options.cache !== false;
   const plan = planFits(manifest, eps, options, envs);
-  const report = await Promise.all(plan.map(async ({ ep, variant, checks, reason }) => {
+  const report = await Promise.all(plan.map(async ({ ep, variant, checks, reason,
+                                                    variantReason }) => {
     const build = manifest.runtime.builds[ep];
     const paths = variant && build ? [variant.file, build.wasm] : [];
     const files = await Promise.all(paths.map((path) => fileOf(manifest, path, cache)));
     const sum = (list, key) => list.reduce((total, file) => total + file[key], 0);
     return {
-      ep, variant: variant?.name ?? null, fits: !reason, reason: reason ?? null, files,
+      ep, variant: variant?.name ?? null, fits: !reason, reason: reason ?? null,
+      variantReason: variantReason ?? null, files,
       download: sum(files.filter((file) => !file.cached), 'wire'),
       cached: sum(files.filter((file) => file.cached), 'bytes'),
       memory: variant?.memory ?? null, checks,

@@ -256,6 +256,10 @@ class Variant:
     # {"session.disable_quant_qdq": "1"}} folds its DequantizeLinear blocks into float weights
     # at load on WASM only (WebGPU runs it as it is, weights in 4 bits). None: none.
     session_config: dict[str, dict[str, str]] | None = None
+    # The WebGPU features the variant needs on the webgpu EP (fp16: ["shader-f16"]; without it
+    # onnxruntime-web opens the session and then fails every run). On an adapter without them
+    # load() loads another variant there (web/bundle.preflight.mjs) and says why. None: none.
+    requires: list[str] | None = None
 
     def config_for(self, ep: str) -> dict[str, str] | None:
         """The session config entries on `ep` ("wasm", "webgpu"; native runs take "wasm")."""

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from bundler.bundle.modelio import walk_nodes
+
 MIN_BYTES = 1 << 16  # smaller copies cost less than the node that replaces them
 
 
@@ -79,18 +81,22 @@ def unshare_for_matmuls(model: onnx.ModelProto) -> bool:
                   and len(weights[node.input[0]].dims) == 2
                   and weights[node.input[0]].data_type == onnx.TensorProto.FLOAT}
     changed = False
-    for node in model.graph.node:
+    made: dict[str, str] = {}  # one constant per Transpose, however many MatMuls read it
+    for node in walk_nodes(model.graph):  # a merged decoder's head is in both If branches
         if node.op_type == "MatMul" and node.input[1] in transposes:
             changed = True
-            source = weights[transposes[node.input[1]].input[0]]
-            name, index = f"{source.name}_transposed", 0
-            while name in weights:
-                index += 1
-                name = f"{source.name}_transposed_{index}"
-            weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(), name)
-            model.graph.initializer.append(weights[name])
-            node.input[1] = name
-    read = {name for node in model.graph.node for name in node.input}
+            if node.input[1] not in made:
+                source = weights[transposes[node.input[1]].input[0]]
+                name, index = f"{source.name}_transposed", 0
+                while name in weights:
+                    index += 1
+                    name = f"{source.name}_transposed_{index}"
+                weights[name] = numpy_helper.from_array(numpy_helper.to_array(source).T.copy(),
+                                                        name)
+                model.graph.initializer.append(weights[name])
+                made[node.input[1]] = name
+            node.input[1] = made[node.input[1]]
+    read = {name for node in walk_nodes(model.graph) for name in node.input}
     read |= {value.name for value in model.graph.output}
     live = [node for node in model.graph.node
             if node.output[0] not in transposes or node.output[0] in read]

@@ -5,7 +5,8 @@ judges a generation bundle's candidates by and bundle.json's `accuracy` records.
   fp32's new tokens that the variant reproduces before it first parts from them (after that the
   two continue different texts, so later matches mean nothing), over all prompts.
 - `perplexity`: the variant's perplexity over fp32's (a ratio; 1 is unchanged) on the check text,
-  teacher-forced, one sentence at a time.
+  teacher-forced, one sentence at a time; on the user's held-out texts instead where the build
+  was given them (`--validation texts.txt`, recorded as `validation`).
 - cosine, top1, max_abs and mean_rel: of the teacher-forced logits of the check text, one row
   per position (top1: the same next token predicted).
 
@@ -44,6 +45,7 @@ class GenerationCheck:
     logits: list[np.ndarray]  # fp32's teacher-forced logits per text, [tokens, vocab]
     eos: tuple[int, ...]
     steps: int
+    data: str = MEASURED_ON  # the texts': "check-text", or "validation" (the user's)
 
     @property
     def nll(self) -> float:
@@ -75,22 +77,28 @@ def _nll(logits: list[np.ndarray], texts: list[list[int]]) -> float:
     return total / max(count, 1)
 
 
-def reference(model: Path, folder: Path, steps: int = CHECK_STEPS) -> GenerationCheck:
-    """fp32's (`model`'s) greedy tokens on the check prompts and logits on the check text, with
-    the export `folder`'s tokenizer, config.json and generation_config.json."""
+def reference(model: Path, folder: Path, steps: int = CHECK_STEPS,
+              texts: Sequence[str] | None = None) -> GenerationCheck:
+    """fp32's (`model`'s) greedy tokens on the check prompts and logits on the check text, or on
+    `texts` (held-out text given with --validation), with the export `folder`'s tokenizer,
+    config.json and generation_config.json."""
     from bundler.text.tokenizer import TextTokenizer
 
     tokenizer = TextTokenizer.from_folder(folder)
     config = read_config(folder)
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
     prompts = [[int(i) for i in tokenizer.encode([p]).input_ids[0]] for p in CHECK_PROMPTS]
-    texts = [[int(i) for i in tokenizer.encode([t]).input_ids[0]][:MAX_TOKENS]
-             for t in CHECK_TEXT]
-    texts = [ids for ids in texts if len(ids) >= 2]  # one token predicts nothing
+    ids_of = [[int(i) for i in tokenizer.encode([t]).input_ids[0]][:MAX_TOKENS]
+              for t in (CHECK_TEXT if texts is None else texts)]
+    tokenized = [ids for ids in ids_of if len(ids) >= 2]  # one token predicts nothing
+    if not tokenized:
+        raise QuantizeError("--validation: no text of two tokens or more to measure perplexity"
+                            " on (one text per line)")
     decoder = _decoder(model, folder)
     tokens = [generate(decoder, ids, steps, None, eos).ids for ids in prompts]
-    logits = [_teacher_forced(decoder, ids) for ids in texts]
-    return GenerationCheck(folder, prompts, texts, tokens, logits, eos, steps)
+    logits = [_teacher_forced(decoder, ids) for ids in tokenized]
+    return GenerationCheck(folder, prompts, tokenized, tokens, logits, eos, steps,
+                           MEASURED_ON if texts is None else "validation")
 
 
 def agreement(want: Sequence[Sequence[int]], got: Sequence[Sequence[int]]) -> float:
@@ -103,13 +111,13 @@ def agreement(want: Sequence[Sequence[int]], got: Sequence[Sequence[int]]) -> fl
     return kept / total if total else 1.0
 
 
-def generation_judge(model: Path, folder: Path
+def generation_judge(model: Path, folder: Path, texts: Sequence[str] | None = None
                      ) -> Callable[[Path, Mapping[str, str] | None], tuple[Metrics, int, str]]:
     """fp32's runs made once, and how each variant is measured against them (make_variants'
-    judge): its Metrics on the check texts."""
-    check = reference(model, folder)
+    judge): its Metrics on the check texts, or on held-out `texts` (--validation)."""
+    check = reference(model, folder, texts=texts)
     return lambda variant, config: (measure_generation(check, variant, config), len(check.texts),
-                                    MEASURED_ON)
+                                    check.data)
 
 
 def measure_generation(check: GenerationCheck, variant: Path,
@@ -123,6 +131,6 @@ def measure_generation(check: GenerationCheck, variant: Path,
     metrics = compare_runs(["logits"], [[rows] for rows in check.logits],
                            [[rows] for rows in logits], variant.name)
     return dataclasses.replace(
-        metrics, measured_on=MEASURED_ON, tokens=agreement(check.tokens, tokens),
+        metrics, measured_on=check.data, tokens=agreement(check.tokens, tokens),
         steps=sum(map(len, check.tokens)),
         perplexity=float(np.exp(_nll(logits, check.texts) - check.nll)))

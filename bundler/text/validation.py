@@ -3,7 +3,8 @@ build time and in `bundle test`): each text tokenized alone by the bundle's own 
 (batch 1, so no padding; truncated to the task's max_length) into one feed, so that `auto` judges
 its candidates on the text the bundle will be given (embeddings by cosine, labels by agreement),
 not on generated ids. A text bundle given no data is measured on the built-in check sentences
-(`check-text`), which are real text, though too few to show a top-1 or label budget.
+(`check-text`), which are real text, though too few to show a top-1 or label budget. A
+text-generation bundle's texts are its held-out text for perplexity (bundler.text.quality).
 
 .txt: one text per line (blank lines are skipped, so a text cannot span lines); .jsonl: one JSON
 value per line, a string or an object with a "text" string.
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 TEXT_SUFFIXES = (".txt", ".jsonl")
 TEXT_KINDS = ("feature-extraction", "text-classification")  # one forward pass per text
+# its texts are teacher-forced for perplexity at build time (bundler.text.quality), not fed
+GENERATION_KIND = "text-generation"
 
 
 def is_text_file(path: Path | None) -> bool:
@@ -61,11 +64,16 @@ def read_texts(path: Path, key: str = "--validation") -> list[str]:
     return texts
 
 
-def check_text_task(path: Path, task: Task | None, key: str = "--validation") -> None:
-    """A ConfigError unless `task` is one a file of texts can validate."""
-    if task is None or task.kind not in TEXT_KINDS:
+def check_text_task(path: Path, task: Task | None, key: str = "--validation",
+                    kinds: Sequence[str] = (*TEXT_KINDS, GENERATION_KIND)) -> None:
+    """A ConfigError unless `task` is one of `kinds`, the tasks a file of texts can validate."""
+    if task is not None and task.kind == GENERATION_KIND and GENERATION_KIND not in kinds:
+        raise ConfigError(f"{key} {path}: a text-generation bundle's texts are judged when it"
+                          " is built (bundle build --validation: perplexity on them); here a"
+                          f" file of texts validates {' or '.join(kinds)}")
+    if task is None or task.kind not in kinds:
         raise ConfigError(f"{key} {path}: a file of texts validates a text bundle"
-                          f" ({' or '.join(TEXT_KINDS)}, built from its export folder);"
+                          f" ({', '.join(kinds)}, built from its export folder);"
                           f" this one is {task.kind if task else 'not a task bundle'}: give an"
                           " .npz of its inputs")
 
@@ -74,7 +82,7 @@ def text_feeds(path: Path, task: Task | None, tokenizer: TextTokenizer,
                input_names: Sequence[str], key: str = "--validation"
                ) -> list[dict[str, np.ndarray]]:
     """One feed per text of `path`, tokenized by `tokenizer` (the bundle's)."""
-    check_text_task(path, task, key)
+    check_text_task(path, task, key, TEXT_KINDS)
     assert task is not None
     return tokenized(read_texts(path, key), task, tokenizer, input_names)
 

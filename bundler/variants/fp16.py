@@ -64,6 +64,7 @@ def _sort_topologically(graph: onnx.GraphProto) -> None:
     graph.node.extend(nodes[index] for index in order)
 
 
+SHADER_F16 = "shader-f16"  # the WebGPU feature of float16 in shaders
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
@@ -79,6 +80,8 @@ def make(job: Job) -> None:
     _sort_topologically(converted.graph)
     save_model(converted, job.dst)
     job.result.settings = Fp16Settings(keep_io_types=True, op_block_list=blocked)
+    # float16 in WGSL needs the adapter's shader-f16: load() picks another variant where it lacks it
+    job.result.requires = [SHADER_F16]
     kept = sorted(op_types & set(blocked))
     if kept:
         job.note(f"kept {', '.join(kept)} in float32")

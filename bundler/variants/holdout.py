@@ -18,7 +18,7 @@ from bundler.bundle.folder import bundled_model
 from bundler.errors import ConfigError
 from bundler.tasks.build import with_task_graph
 from bundler.text.reference import bundle_tokenizer
-from bundler.text.validation import check_text_task, is_text_file, text_feeds
+from bundler.text.validation import TEXT_KINDS, check_text_task, is_text_file, text_feeds
 from bundler.variants.budget import Budget, default_budget, parse_budget
 from bundler.variants.decoded import decoder
 from bundler.variants.default import named_defaults
@@ -82,7 +82,7 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
 
 def _texts(directory: Path, validation: Path, manifest: manifest_file.Manifest) -> Feeds:
     """A text bundle's validation texts, tokenized by its own shipped tokenizer."""
-    check_text_task(validation, manifest.task)
+    check_text_task(validation, manifest.task, kinds=TEXT_KINDS)
     assert manifest.task is not None
     with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
         tokenizer = bundle_tokenizer(directory, manifest.task, Path(scratch))

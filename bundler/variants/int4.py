@@ -5,15 +5,21 @@ embedding are quantized come from `--int4` (bundler/variants/int4_options.py).""
 
 from __future__ import annotations
 
-from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-from bundler.bundle.modelio import read_model, save_model
+from bundler.bundle.modelio import read_model, save_model, walk_nodes
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import fresh_name, name_nodes, quiet
+from bundler.variants.tools import (
+    drop_repeated_initializers,
+    fresh_name,
+    graphs_of,
+    name_nodes,
+    quiet,
+)
 
 QDQ_SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
 
@@ -24,7 +30,7 @@ def _token_embedding(model: ModelProto) -> tuple[list[str], list[str], int | Non
     vocabulary."""
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     tables: dict[str, list[str]] = {}
-    for node in model.graph.node:
+    for node in walk_nodes(model.graph):  # a merged decoder's are in its If branches
         table = weights.get(node.input[0]) if node.op_type == "Gather" else None
         if table is not None and table.data_type == TensorProto.FLOAT and len(table.dims) == 2:
             tables.setdefault(table.name, []).append(node.name)
@@ -45,9 +51,18 @@ def gemms_as_matmuls(model: ModelProto) -> int:
     as Gemm) as MatMul + Add, the form MatMulNBits replaces; a transB weight is stored
     transposed. Returns how many were rewritten."""
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    taken = {node.name for node in model.graph.node}
+    taken = {node.name for node in walk_nodes(model.graph)}
+    # innermost first: rewriting a graph's node list copies its nodes, subgraphs included
+    return sum(_gemms_as_matmuls(graph, model.graph, weights, taken)
+               for graph in reversed(list(graphs_of(model.graph))))
+
+
+def _gemms_as_matmuls(graph: GraphProto, main: GraphProto, weights: dict[str, TensorProto],
+                      taken: set[str]) -> int:
+    """gemms_as_matmuls in one graph (`main`'s initializers, which `weights` holds, are those of
+    the model; a transposed copy goes there, made once for every graph that reads it)."""
     nodes, rewritten = [], 0
-    for node in model.graph.node:
+    for node in graph.node:
         weight = weights.get(node.input[1]) if node.op_type == "Gemm" else None
         if (weight is None or weight.data_type != TensorProto.FLOAT or len(weight.dims) != 2
                 or _attribute(node, "transA", 0) or _attribute(node, "alpha", 1.0) != 1.0
@@ -56,11 +71,11 @@ def gemms_as_matmuls(model: ModelProto) -> int:
             continue
         name = weight.name
         if _attribute(node, "transB", 0):
-            name = fresh_name(f"{weight.name}_transposed", set(weights))
-            transposed = numpy_helper.from_array(
-                numpy_helper.to_array(weight).T.copy(), name)
-            model.graph.initializer.append(transposed)
-            weights[name] = transposed
+            name = f"{weight.name}_transposed"
+            if name not in weights:
+                weights[name] = numpy_helper.from_array(numpy_helper.to_array(weight).T.copy(),
+                                                        name)
+                main.initializer.append(weights[name])
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         product = f"{node.output[0]}_matmul" if bias else node.output[0]
         nodes.append(helper.make_node("MatMul", [node.input[0], name], [product],
@@ -69,9 +84,37 @@ def gemms_as_matmuls(model: ModelProto) -> int:
             nodes.append(helper.make_node("Add", [product, bias], [node.output[0]],
                                           name=fresh_name(f"{node.name}_Add", taken)))
         rewritten += 1
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
+    if rewritten:
+        del graph.node[:]
+        graph.node.extend(nodes)
     return rewritten
+
+
+def hoist_dequantize(model: ModelProto) -> int:
+    """Move each DequantizeLinear of constant int4 blocks out of the subgraphs into the main
+    graph, once per output (the two If branches of a merged decoder make the same one); how many
+    were moved. In a branch, onnxruntime fuses DequantizeLinear + MatMul into MatMulNBits,
+    looks for the blocks among the branch's own initializers, and fails at the first run
+    ("Missing required weight"), even with session.disable_quant_qdq; out of the branch it folds
+    them into float weights at load, as in a graph without branches."""
+    constants = {tensor.name for tensor in model.graph.initializer}
+    hoisted: dict[str, NodeProto] = {}
+    for graph in reversed(list(graphs_of(model.graph))[1:]):  # innermost first (see above)
+        kept = []
+        for node in graph.node:
+            if node.op_type == "DequantizeLinear" and all(
+                    name in constants for name in node.input if name):
+                hoisted.setdefault(node.output[0], node)
+            else:
+                kept.append(node)
+        if len(kept) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(kept)
+    if hoisted:  # first: the graph stays in topological order
+        nodes = [*hoisted.values(), *model.graph.node]
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return len(hoisted)
 
 
 def make(job: Job) -> None:
@@ -84,7 +127,7 @@ def make(job: Job) -> None:
     gathers, other_gathers, vocabulary = _token_embedding(model)
     outputs = {value.name for value in model.graph.output}
     eligible, skipped, heads = [], [], []
-    for node in model.graph.node:
+    for node in walk_nodes(model.graph):
         if node.op_type != "MatMul":
             continue
         weight = weights.get(node.input[1])
@@ -108,27 +151,43 @@ def make(job: Job) -> None:
             + "; use int8-weights instead"
         )
     gathers = gathers if options.embeddings else []
-    # the quantizer takes every Gather of a constant table unless excluded by name
-    quantizer = MatMulNBitsQuantizer(
-        model,
-        bits=4,
-        block_size=block,
-        is_symmetric=options.symmetric,
-        accuracy_level=options.accuracy_level or None,
-        nodes_to_exclude=skipped + other_gathers,
-        op_types_to_quantize=("MatMul", "Gather") if gathers else ("MatMul",),
-        quant_axes=(("MatMul", 0), ("Gather", 1)),
-        quant_format=QuantFormat.QDQ if options.format == "qdq" else QuantFormat.QOperator,
-    )
-    with quiet():
-        quantizer.process()
-    save_model(quantizer.model.model, job.dst)
+    qdq = options.format == "qdq"
+    # the quantizer takes every Gather of a constant table unless excluded by name; it writes
+    # GatherBlockQuantized in its QOperator form only, so with qdq the table is a second pass
+    passes = [(("MatMul",), QuantFormat.QDQ), (("Gather",), QuantFormat.QOperator)] if qdq else [
+        (("MatMul", "Gather"), QuantFormat.QOperator)]
+    for op_types, quant_format in passes:
+        op_types = tuple(op for op in op_types if op == "MatMul" or gathers)
+        if not op_types:
+            continue
+        quantizer = MatMulNBitsQuantizer(
+            model,
+            bits=4,
+            block_size=block,
+            is_symmetric=options.symmetric,
+            accuracy_level=options.accuracy_level or None,
+            nodes_to_exclude=skipped + other_gathers,
+            op_types_to_quantize=op_types,
+            quant_axes=(("MatMul", 0), ("Gather", 1)),
+            quant_format=quant_format,
+        )
+        with quiet():
+            quantizer.process()
+        model = quantizer.model.model
+        drop_repeated_initializers(model)
+    hoisted = hoist_dequantize(model) if qdq else 0
+    save_model(model, job.dst)
     if options.format == "qdq":
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
         # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
-        # WebGPU runs it as it is: folding there would put fp32's weights on the GPU.
+        # WebGPU runs it as it is: folding there would put fp32's weights on the GPU. Except
+        # where the blocks were read from inside subgraphs (a merged decoder's If branches):
+        # hoisted out of them (hoist_dequantize), unfolded they would be dequantized on every
+        # run, so they are folded there too (4-bit on the wire, float32 on the GPU).
         job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
+        if hoisted:
+            job.result.session_config["webgpu"] = dict(QDQ_SESSION_CONFIG)
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,

@@ -58,13 +58,20 @@ class Int4Options:
 _KEYS = tuple(Int4Options().values())
 
 
+# A text-generation bundle's int4 where not given (see for_generation).
+GENERATION_DEFAULTS = {"format": "qdq", "embeddings": True}
+
+
 def for_generation(options: Int4Options) -> Int4Options:
-    """A text-generation bundle's int4: format=qdq unless a format was given. Folded into float
-    weights at load on WASM (its session_config), it decodes at fp32's speed where MatMulNBits
-    decodes 7-10x slower, for the same bytes (docs/benchmarks.md); WebGPU runs it as it is."""
-    if "format" in options.given:
-        return options
-    return dataclasses.replace(options, format="qdq")
+    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given.
+
+    format=qdq: folded into float weights at load on WASM (its session_config), it decodes at
+    fp32's speed where MatMulNBits decodes 7-10x slower, for the same bytes
+    (docs/benchmarks.md); WebGPU runs it as it is. embeddings=true: the token table (also the
+    tied LM head's) in 4 bits; left float it was 24.6 of a GPT-2-small-sized int4's ~85 MB."""
+    values = {key: value for key, value in GENERATION_DEFAULTS.items()
+              if key not in options.given}
+    return dataclasses.replace(options, **values)
 
 
 def _boolean(key: str, value: Any) -> bool:

@@ -37,7 +37,7 @@ from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.generate import read_config
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.transcripts import is_audio
-from bundler.text.validation import check_text_feeds, is_text_file, text_feeds
+from bundler.text.validation import check_text_feeds, is_text_file, read_texts, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.footprint import footprint
@@ -103,7 +103,10 @@ def _samples(options: BuildOptions, source_model: Path, inputs: Sequence[TensorS
     calibration_path = options.calibration or (example_calibration() if is_example else None)
     calibration = (load_samples(calibration_path, inputs, "--calibration")
                    if calibration_path else None)
-    validation = (None if not options.validation or is_audio(options.validation) else
+    # a text-generation bundle's texts are its perplexity's (bundler.text.quality), not feeds
+    held_out_text = on_text and is_text_file(options.validation)
+    validation = (None if not options.validation or is_audio(options.validation)
+                  or held_out_text else
                   text_feeds(options.validation, task, TextTokenizer.from_folder(text_folder),
                              [spec.name for spec in inputs])
                   if is_text_file(options.validation) and text_folder is not None else
@@ -269,8 +272,10 @@ def make_variants(
     if text_folder is not None and task is not None and task.kind == TEXT_GENERATION:
         from bundler.text.quality import generation_judge
 
-        with reporter.step("Running fp32 on the check prompts and text"):
-            judge = generation_judge(source, text_folder)
+        held_out = read_texts(options.validation) if is_text_file(options.validation) else None
+        with reporter.step("Running fp32 on the check prompts and "
+                           + ("the --validation texts" if held_out else "text")):
+            judge = generation_judge(source, text_folder, held_out)
     samples = _samples(options, source, info.inputs, is_example, reporter, user, task,
                        text_folder, on_text=judge is not None)
     if samples.workload is not None and (warning := samples.workload.warning()) is not None:
@@ -343,6 +348,7 @@ def make_variants(
             memory=footprint(result.path, shipped_bytes, folded="session.disable_quant_qdq"
                              in (result.native_config or {})),
             session_config=result.session_config,
+            requires=result.requires,
         )
         variants.append(MadeVariant(entry, metrics, latency))
     if not variants:

@@ -84,7 +84,7 @@ def make_variant(
             made = read_model(dst)
             if share_transposed_copies(made):
                 save_model(made, dst)
-        cpu_session(dst)
+        cpu_session(dst, config=job.result.native_config)  # as every native run opens it
     except BundlerError:
         raise
     except Exception as error:

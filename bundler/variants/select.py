@@ -99,13 +99,14 @@ def choose(
 
 def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> dict[str, bool]:
     """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
-    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants.)
+    at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants, nor
+    an adapter without a feature the variant requires: load() does not use it there.)
     Without a report (no browser, or --no-verify) every variant counts as passed."""
     if report is None:
         return dict.fromkeys(names, True)
     by_variant: dict[str, dict[str, bool]] = {}
     for check in report.checks:
-        if check.requested is not None:
+        if check.requested is not None and not check.missing_feature:
             by_variant.setdefault(check.variant, {})[check.label] = check.passed
     baseline = {ep for ep, ok in by_variant.get("fp32", {}).items() if ok}
     return {

@@ -26,6 +26,7 @@ class VariantResult:
     notes: list[str] = field(default_factory=list)
     settings: VariantSettings | None = None  # every kind sets its record
     session_config: dict[str, dict[str, str]] | None = None  # per EP (Variant's record)
+    requires: list[str] | None = None  # WebGPU features it needs (Variant's record)
 
     @property
     def native_config(self) -> dict[str, str] | None:

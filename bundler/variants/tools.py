@@ -10,7 +10,7 @@ from pathlib import Path
 
 import onnx
 
-from bundler.bundle.modelio import PROTOBUF_LIMIT, model_bytes
+from bundler.bundle.modelio import PROTOBUF_LIMIT, model_bytes, walk_nodes
 
 
 @contextlib.contextmanager
@@ -27,11 +27,42 @@ def quiet() -> Iterator[None]:
 
 
 def name_nodes(model: onnx.ModelProto) -> None:
-    """Give unnamed nodes stable names: the quantizers exclude nodes by name."""
-    taken = {node.name for node in model.graph.node}
-    for index, node in enumerate(model.graph.node):
+    """Give unnamed nodes stable names, in subgraphs too: the quantizers exclude nodes by name."""
+    nodes = list(walk_nodes(model.graph))
+    taken = {node.name for node in nodes}
+    for index, node in enumerate(nodes):
         if not node.name:
             node.name = fresh_name(f"{node.op_type}_{index}", taken)
+
+
+def graphs_of(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every subgraph in it (If branches, Loop and Scan bodies), outermost first."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            # only a graph attribute's: writing to another's empty `g` would make it present
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from graphs_of(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from graphs_of(subgraph)
+
+
+def drop_repeated_initializers(model: onnx.ModelProto) -> int:
+    """Keep the first of initializers of the same name in each graph; how many were dropped.
+    The weight-only quantizer writes one per node it quantizes, so a weight two If branches
+    share (a merged decoder's) would otherwise ship twice, under one name."""
+    dropped = 0
+    for graph in graphs_of(model.graph):
+        seen: set[str] = set()
+        kept = []
+        for tensor in graph.initializer:
+            if tensor.name not in seen:
+                seen.add(tensor.name)
+                kept.append(tensor)
+        dropped += len(graph.initializer) - len(kept)
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    return dropped
 
 
 def fresh_name(name: str, taken: set[str]) -> str:

@@ -62,6 +62,9 @@ class EPCheck:
     # for an op (the same everywhere, so load() skips it), "device" when the device lacks a
     # feature (shader-f16, say: another device may have it, so load() still tries it).
     unsupported: str | None = None
+    # The variant needs a WebGPU feature (shader-f16) this adapter lacks: bundle.mjs did not try
+    # it, so the check says nothing about the variant (auto does not hold it against it).
+    missing_feature: bool = False
     # It failed at build time too, and bundle.json says so, so load() does not use it.
     known: bool = False
 
@@ -247,7 +250,8 @@ class _Session:
 
 
 # bundle.mjs's codes for an EP that could not create a session -> EPCheck.unsupported.
-_UNSUPPORTED = {"runtime-unsupported": "runtime", "session-failed": "device"}
+_UNSUPPORTED = {"runtime-unsupported": "runtime", "session-failed": "device",
+                "feature-missing": "device"}
 
 
 def _check(session: _Session, label: str, variant: Variant, requested: list[str] | None,
@@ -267,6 +271,7 @@ def _check(session: _Session, label: str, variant: Variant, requested: list[str]
         if requested is not None and reason is not None:
             check.error = first_line(reason["detail"])
             check.unsupported = _UNSUPPORTED.get(reason["code"])
+            check.missing_feature = reason["code"] == "feature-missing"
         else:
             check.error = first_line(failure["message"])
         return check

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { ERROR_CODES } from '../../web/bundle.core.mjs';
-import { WASM32_HEAP, limitChecks, planFits, refusal } from '../../web/bundle.preflight.mjs';
+import { WASM32_HEAP, limitChecks, missingFeatures, planFits, refusal } from '../../web/bundle.preflight.mjs';
 
 const MIB = 2 ** 20;
 const GIB = 2 ** 30;
@@ -114,5 +114,64 @@ describe('planFits and the refusal', () => {
     const plan = planFits(old, ['wasm'], {}, { wasm: { deviceMemory: 0.25 } });
     assert.deepEqual(plan[0].checks, []);
     assert.equal(plan[0].reason, undefined);
+  });
+});
+
+describe('the WebGPU features a variant requires', () => {
+  const fp16 = { ...variant('fp16', 512 * MIB), requires: ['shader-f16'] };
+  // fp16 is the default on WebGPU, int8 on WASM; fp32 comes first in the list
+  const bundle = manifest([variant('fp32', 1 * GIB), fp16, variant('int8', 256 * MIB)]);
+  bundle.sessions[0].default_variant = { webgpu: 'fp16', wasm: 'int8' };
+  const withF16 = { features: ['timestamp-query', 'shader-f16'] };
+  const without = { features: ['timestamp-query'] };
+  const names = (plan) => plan.map((attempt) => [attempt.ep, attempt.variant?.name ?? null]);
+
+  test('an adapter with the feature gets the variant, with no reason', () => {
+    const plan = planFits(bundle, ['webgpu', 'wasm'], {}, { webgpu: withF16, wasm: {} });
+    assert.deepEqual(names(plan), [['webgpu', 'fp16'], ['wasm', 'int8']]);
+    assert.equal(plan[0].variantReason, undefined);
+    assert.deepEqual(missingFeatures(fp16, 'webgpu', withF16), []);
+  });
+
+  test("one without it gets the WASM default there, and the reason, on WebGPU only", () => {
+    const plan = planFits(bundle, ['webgpu', 'wasm'], {}, { webgpu: without, wasm: {} });
+    assert.deepEqual(names(plan), [['webgpu', 'int8'], ['wasm', 'int8']]);
+    assert.deepEqual(plan[0].variantReason, { ep: 'webgpu', code: 'feature-missing', variant: 'fp16',
+      detail: "webgpu: variant 'fp16' needs the WebGPU feature shader-f16, which this adapter"
+        + " lacks; loaded 'int8' instead" });
+    assert.ok(ERROR_CODES.includes(plan[0].variantReason.code));
+    assert.equal(plan[0].reason, undefined);
+    assert.deepEqual(missingFeatures(fp16, 'wasm', without), []); // WASM runs every variant
+  });
+
+  test('the swap skips a variant that failed verification there, and the limits check the swap', () => {
+    const failed = { ...bundle, verification: { results: { int8: { webgpu: { passed: false } } } } };
+    const plan = planFits(failed, ['webgpu'], {}, { webgpu: without });
+    assert.deepEqual(names(plan), [['webgpu', 'fp32']]);
+    // int8's largest tensor does not fit either: fp16 alone would, but not on this adapter
+    const wide = manifest([variant('fp32', 1 * GIB), fp16, variant('int8', 256 * MIB, 700 * MIB)]);
+    wide.sessions[0].default_variant = 'fp16';
+    const small = planFits(wide, ['webgpu'], {},
+      { webgpu: { ...without, adapterLimits: { maxBufferSize: 600 * MIB } } });
+    assert.equal(small[0].reason.code, 'too-large'); // fp32's 1 GiB tensor, not fp16's
+    assert.match(small[0].reason.detail, /variant 'fp32' needs 1\.00 GiB \(largest tensor\)/);
+    assert.match(small[0].reason.detail, /no variant of this bundle fits on webgpu$/); // not fp16
+  });
+
+  test('a variant asked for by name is not swapped: the EP is skipped', () => {
+    const plan = planFits(bundle, ['webgpu', 'wasm'], { variant: 'fp16' },
+      { webgpu: without, wasm: {} });
+    assert.deepEqual(names(plan), [['webgpu', null], ['wasm', 'fp16']]);
+    assert.deepEqual(plan[0].reason, { ep: 'webgpu', code: 'feature-missing', detail:
+      "webgpu skipped: variant 'fp16' needs the WebGPU feature shader-f16, which this adapter"
+        + ' lacks (asked for by name)' });
+    assert.equal(refusal(plan), null);
+  });
+
+  test('with no other variant to run there, WebGPU is skipped', () => {
+    const only = manifest([fp16]);
+    const plan = planFits(only, ['webgpu', 'wasm'], {}, { webgpu: without, wasm: {} });
+    assert.deepEqual(names(plan), [['webgpu', null], ['wasm', 'fp16']]);
+    assert.match(plan[0].reason.detail, /lacks \(no other variant runs there\)$/);
   });
 });

@@ -149,3 +149,51 @@ def test_int4_qdq_folded_on_wasm_counts_float32_weights_in_the_heap(decoder: Pat
                  if t.data_type == onnx.TensorProto.INT4)
     assert blocks > 0 and folded.heap - plain.heap == 4 * blocks > size
     assert folded.weights == plain.weights  # on WebGPU the blocks stay 4-bit
+
+
+def test_int4_quantizes_a_merged_decoders_branches_once(tmp_path: Path) -> None:
+    """A merged decoder (optimum's, one If on use_cache_branch) keeps its MatMuls in the two
+    branches, which read the same weights: each is quantized, head and embedding included, and
+    shipped once; with past, the variant computes what the unmerged int4 one does."""
+    from bundler.model.optimize import optimize
+    from tests import decoder_models
+
+    merged = tmp_path / "merged.onnx"
+    optimize(decoder_models.gpt2_merged(tmp_path / "m").onnx, merged)
+    assert [node.op_type for node in onnx.load(merged).graph.node][-1] == "If"
+    dst = tmp_path / "int4.onnx"
+    options = Int4Options(format="qdq", embeddings=True)
+    result = make_variant("int4", merged, dst, int4=options)
+    assert result.settings["matmuls_int4"] == 2 * 9 and result.settings["embeddings"] == 2
+    model = onnx.load(dst)
+    names = [t.name for t in model.graph.initializer]
+    assert len(names) == len(set(names))
+    blocks = [t for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT4]
+    assert len(blocks) == 9 + 1  # the 9 MatMul weights and the token table, once each
+    table = next(t.name for t in onnx.load(merged).graph.initializer
+                 if t.name.startswith("transformer.wte.weight"))
+    floats = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    assert {table, f"{table}_transposed"}.isdisjoint(floats)  # neither copy stays float
+    assert ratio(dst, merged) < 0.45
+    # the blocks' DequantizeLinear nodes are moved out of the branches (in them onnxruntime's
+    # fusion into MatMulNBits fails at the first run) and folded at load on both EPs
+    assert [node.op_type for node in model.graph.node].count("DequantizeLinear") == 9
+    assert result.session_config == {ep: {"session.disable_quant_qdq": "1"}
+                                     for ep in ("wasm", "webgpu")}
+
+
+def test_int4_qdq_of_a_merged_decoder_generates_natively(tmp_path: Path) -> None:
+    """Run through both branches (the prompt without past, then each step with it) by the
+    reference loop, opened as every native run opens it: close to fp32."""
+    from bundler.model.optimize import optimize
+    from bundler.text.quality import measure_generation, reference
+    from bundler.variants.int4_options import for_generation
+    from tests import decoder_models
+
+    export = decoder_models.gpt2_folder(tmp_path / "model", merged=True)
+    merged = tmp_path / "merged.onnx"
+    optimize(export.onnx, merged)
+    dst = tmp_path / "int4.onnx"
+    made = make_variant("int4", merged, dst, int4=for_generation(Int4Options()))
+    metrics = measure_generation(reference(merged, export.folder), dst, made.native_config)
+    assert metrics.cosine > 0.9 and metrics.perplexity < 1.5 and metrics.tokens > 0

@@ -113,6 +113,16 @@ def test_browser_passed_counts_only_the_eps_where_fp32_passed() -> None:
     assert browser_passed(None, ["fp32", "int8"]) == {"fp32": True, "int8": True}
 
 
+def test_browser_passed_does_not_hold_a_missing_adapter_feature_against_a_variant() -> None:
+    missing = _check("webgpu", "fp16", "webgpu skipped: variant 'fp16' needs the WebGPU feature"
+                     " shader-f16, which this adapter lacks (asked for by name)")
+    checks = [_check("webgpu", "fp32"), _check("wasm", "fp32"), missing, _check("wasm", "fp16")]
+    report = ConformanceReport(Path("dist"), checks=checks)
+    assert browser_passed(report, ["fp32", "fp16"]) == {"fp32": True, "fp16": False}
+    missing.missing_feature = True  # as conformance records bundle.mjs's feature-missing code
+    assert browser_passed(report, ["fp32", "fp16"]) == {"fp32": True, "fp16": True}
+
+
 def test_select_ships_the_choice_and_records_every_candidate() -> None:
     variants = [_variant("fp32", 1000, PERFECT), _variant("int8-weights", 270, CLOSE),
                 _variant("int4", 160, LOSSY)]
