@@ -12,6 +12,8 @@ these values as expressions of the inputs' dims, and this step uses it to
   MatMul + Add (which the int8 quantizer also reads);
 - turn a shape value whose every element is a number into a constant (the attention's
   1/sqrt(sqrt(head size)) is computed from a Shape today);
+- drop a Slice from 0 to each sliced dim's own size (the attention mask cut to the keys' length in
+  every layer);
 and drops the nodes left unused. A merged decoder's two If branches are each done on their own
 (as a model of their own, the weights left out: inference needs only their shapes).
 
@@ -148,16 +150,18 @@ def _rewrite(graph: onnx.GraphProto, outer: onnx.GraphProto | None, prefix: str)
             target = _reshape_target(node, inference)
             if target is not None:
                 node.input[1] = constant(target)
-        elif node.op_type not in ("Constant",) and len(node.output) == 1:
+        elif node.op_type != "Constant" and len(node.output) == 1 and node.output[0] not in (
+                outputs | inner):
             value = inference.sympy_data_.get(node.output[0])
             folded = _folded(value, _dims(inference, node.output[0]))
-            if folded is not None and node.output[0] not in outputs | inner:
-                name = constant(folded, node.output[0])
+            same = node.input[0] if _whole_slice(node, inference, weights) else None
+            if folded is not None or same is not None:
+                name = same or constant(folded, node.output[0])
                 for user in consumers.get(node.output[0], []):
                     for i, inp in enumerate(user.input):
                         if inp == node.output[0]:
                             user.input[i] = name
-                continue  # the node is dropped: its users read the constant
+                continue  # the node is dropped: its users read the constant, or its input
         new_nodes.append(node)
     del graph.node[:]
     graph.node.extend(new_nodes)
@@ -188,6 +192,32 @@ def _sandwich(gemm: onnx.NodeProto, producer: dict, consumers: dict, weights: di
         return False
     return all(_same(a, b) for a, b in zip(x[:-1], out[:-1], strict=True)) and _same(
         out[-1], width[-1])
+
+
+def _whole_slice(node: onnx.NodeProto, inference: Any, weights: dict) -> bool:
+    """A Slice from 0 to each sliced dim's own size, step 1: its output is its input (an
+    attention mask cut to the length of the keys it already has)."""
+    if node.op_type != "Slice" or len(node.input) < 4:
+        return False
+    if len(node.input) > 4 and node.input[4] and _values(node.input[4], inference, weights) != [
+            1] * len(_values(node.input[3], inference, weights) or []):
+        return False
+    starts, ends, axes = (_values(name, inference, weights) for name in node.input[1:4])
+    dims = _dims(inference, node.input[0])
+    if starts is None or ends is None or axes is None or dims is None:
+        return False
+    if len(starts) != len(ends) or len(axes) != len(ends):
+        return False
+    return all(_is_int(start) and int(start) == 0 and _is_int(axis) and -len(dims) <= int(axis)
+               < len(dims) and _same(end, dims[int(axis)])
+               for start, end, axis in zip(starts, ends, axes, strict=True))
+
+
+def _values(name: str, inference: Any, weights: dict) -> list[Any] | None:
+    if name in weights:
+        return [int(v) for v in numpy_helper.to_array(weights[name]).reshape(-1)]
+    value = inference.sympy_data_.get(name)
+    return value if isinstance(value, list) else None
 
 
 def _reshape_target(node: onnx.NodeProto, inference: Any) -> list[int] | None:
