@@ -131,6 +131,10 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(task["files"])
     for module in ("generate.mjs", "sampling.mjs", "chat.mjs", "jinja.mjs"):
         assert (built["bundle"] / "text" / module).is_file()
+    # the shipped graph is the folded one (bundler/model/shape_plumbing.py): the browser's greedy
+    # tokens below are those of the folded decoder
+    steps = {step["name"]: step for step in bundle["optimization"]["steps"]}
+    assert steps["shape-plumbing"]["status"] == "ok", steps["shape-plumbing"]
     configs = {variant["name"]: variant.get("session_config")
                for variant in bundle["sessions"][0]["variants"]}
     formats = {variant["name"]: variant["settings"].get("format")

@@ -9,8 +9,9 @@
 //   bytes; a host that adds Content-Encoding to the sibling is fine too (the bytes arrive plain).
 // - Progress counts the file's real bytes (entry.bytes) across all parts, also when the server
 //   sends a compressed body (its Content-Length is then the compressed size, not the total).
-// - Every part and the whole are checked against their sha256; a mismatch is fetched once more
-//   past the HTTP cache (a stale copy), then rejected with an Error whose code is 'integrity'.
+// - Every part (a file not in parts: the whole) is checked against its sha256; a mismatch is
+//   fetched once more past the HTTP cache (a stale copy), then rejected with an Error whose code
+//   is 'integrity'.
 // - Checked bytes are kept in Cache Storage under their sha256, so the next visit transfers
 //   nothing and a new build fetches exactly the files whose content changed. A full quota keeps
 //   them in memory only (a warning, not a failure); { cache: false } skips Cache Storage.
@@ -195,7 +196,11 @@ export async function fetchFile(entry, urls, onProgress, { stage, cache = true }
       report(loaded.reduce((sum, count) => sum + count, 0));
     })));
   const whole = concat(buffers, buffers.reduce((sum, bytes) => sum + bytes.byteLength, 0));
-  if (pieces.length > 1 && !(await matches(whole, entry.sha256))) {
+  // Parts each checked against their own sha256 make the whole that bundle.json lists: hashing
+  // it once more (a second pass over a 100 MB model, in the load time) is only for parts without
+  // one.
+  const partsChecked = pieces.every((piece) => piece.sha256);
+  if (pieces.length > 1 && !partsChecked && !(await matches(whole, entry.sha256))) {
     throw new BundleError('integrity', `${entry.path}: its parts put together do not match the` +
       ' sha256 in bundle.json; refusing to use them');
   }

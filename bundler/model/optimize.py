@@ -43,6 +43,7 @@ from bundler.bundle.modelio import (
 )
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.model.fusions import encoder_shape, fuse_encoder, typed, unfused_eps
+from bundler.model.shape_plumbing import fold_shape_plumbing, is_decoder
 from bundler.model.tied import share_transposed_copies
 from bundler.verify.reference import Case, NotRunnable, native_reference, run_native
 
@@ -55,8 +56,8 @@ _SLIM_SKIPPED_FUSIONS = ["FusionGemm"]
 _ORT_DISABLED_OPTIMIZERS = ["MatMulAddFusion"]
 
 # The steps a large model skips (all of them: each needs the weights in one ModelProto).
-LARGE_SKIPPED = ("transformer-fusions", "fix-dims", "onnxslim", "onnxruntime-basic",
-                 "tied-weights")
+LARGE_SKIPPED = ("transformer-fusions", "fix-dims", "onnxslim", "shape-plumbing",
+                 "onnxruntime-basic", "tied-weights")
 
 Status = Literal["ok", "fell back", "skipped"]
 
@@ -254,6 +255,26 @@ def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None, eps: Sequence[s
     return result
 
 
+def _fold(model: onnx.ModelProto, step: Callable[..., onnx.ModelProto],
+          steps: list[StepResult]) -> onnx.ModelProto:
+    """The shape-plumbing step (bundler.model.shape_plumbing), for a decoder with past only; after
+    onnxslim, before onnxruntime's basic pass, which folds what it made constant."""
+    if not is_decoder(model):
+        steps.append(StepResult("shape-plumbing", "skipped", "not a decoder with past"))
+        return model
+    details: list[str] = []
+
+    def run(current: onnx.ModelProto) -> onnx.ModelProto:
+        result, detail = fold_shape_plumbing(current)
+        details.append(detail)
+        return result
+
+    result = step("shape-plumbing", model, run)
+    if steps[-1].status == "ok":
+        steps[-1].detail = details[0]
+    return result
+
+
 def optimize(
     src: Path,
     dst: Path,
@@ -329,6 +350,7 @@ def optimize(
         # first: its patterns are those of the exporter's graph, which the later steps rewrite
         model = _fuse(model, config, execution_providers, step, steps)
         model = step("onnxslim", model, _slim)
+        model = _fold(model, step, steps)
         model = step("onnxruntime-basic", model, lambda m: _ort_basic(m, workdir))
         model = _share_tied(model, step, steps)
         if any(s.name == "transformer-fusions" and s.status == "ok" for s in steps):
