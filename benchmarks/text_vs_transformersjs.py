@@ -2,7 +2,7 @@
 
     python benchmarks/text_vs_transformersjs.py [--small] [--rounds 3] [--calls 4] [--keep DIR]
         [--only encoder|decoder] [--dtypes fp32,q8] [--sentences 32] [--prompt-tokens 16]
-        [--new-tokens 64] [--encoder 6x384] [--decoder 12x768] [--vocab 8000]
+        [--new-tokens 64] [--encoder 6x384] [--decoder 12x768] [--vocab 8000] [--ep wasm]
         [--q8-variant int8]
 
 Exports, with seeded random weights and tokenizers trained on local text (text_exports.py), a
@@ -10,8 +10,9 @@ MiniLM-sized BERT encoder (6 layers x 384, feature-extraction) and a GPT-2-small
 (12 x 768, text-generation-with-past, merged) into folders as transformers.js reads them
 (onnx/model.onnx, and onnx/model_quantized.onnx made as its conversion script makes q8), builds
 each folder with `bundle build --quantize fp32 --variants int8` (our default, fp32, and the dtype
-matching q8: dynamic int8), and in one headless Chromium (1 WASM thread for both, a fresh context
-per load, our side and transformers.js in turn, A B A B ...) measures per dtype:
+matching q8: dynamic int8; the build's default EPs, or those of `--ep`), and in one headless
+Chromium (1 WASM thread for both, a fresh context per load, our side and transformers.js in turn,
+A B A B ...) measures per dtype:
 
 - encoder: load ms (import -> ready), sentences/s embedding `--sentences` sentences as one batch
   (mean pooling, normalized) on the first call and on later calls (median), bytes on the wire;
@@ -67,7 +68,8 @@ def _layers(text: str) -> tuple[int, int]:
     return int(layers), int(hidden)
 
 
-def _site(work: Path, sizes: Sizes, reporter: TerminalReporter, only: str | None) -> Path:
+def _site(work: Path, sizes: Sizes, reporter: TerminalReporter, only: str | None,
+          eps: list[str] | None) -> Path:
     """work/site: models/{encoder,decoder} (the export folders), ours/{encoder,decoder} (the
     bundles), tjs/ (transformers.min.js and its wasm), raw/ (the page module). Kept exports and
     builds are reused."""
@@ -90,7 +92,7 @@ def _site(work: Path, sizes: Sizes, reporter: TerminalReporter, only: str | None
             with reporter.step(f"bundle build {kind} --quantize fp32 --variants int8"):
                 build(folder, merge({}, {"output": str(bundle), "runtime_dir": str(runtime),
                                          "quantize": "fp32", "variants": ["int8"],
-                                         "execution_providers": ["wasm"]}),
+                                         **({"execution_providers": eps} if eps else {})}),
                       force=True, reporter=reporter)
     package = npm_tool(TRANSFORMERS_JS, scripts=False) / "node_modules"
     (site / "tjs").mkdir(parents=True, exist_ok=True)
@@ -211,6 +213,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=32)
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--ep", default=None, help="our bundles' EPs (default: the build's)")
     parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the work here")
     parser.add_argument("--q8-variant", default="int8",
                         help="our variant compared with q8 ('default': the bundle's default)")
@@ -222,7 +225,7 @@ def main() -> None:
                   args.vocab or base_sizes.vocab)
     reporter = TerminalReporter()
     work = (args.keep or Path(tempfile.mkdtemp(prefix="text-vs-tjs-"))) / sizes.name
-    site = _site(work, sizes, reporter, args.only)
+    site = _site(work, sizes, reporter, args.only, args.ep and args.ep.split(","))
     lines = text_exports.corpus(400_000)
     texts = text_exports.sentences(args.sentences)
     kinds = [args.only] if args.only else ["encoder", "decoder"]

@@ -59,6 +59,9 @@ def test_the_build_checked_every_variant_and_ships_the_text_files(text_bundles):
                               ("xlmr", "feature-extraction", 64)):
         bundle = json.loads((text_bundles[name] / "bundle.json").read_text(encoding="utf-8"))
         assert bundle["verification"]["status"] == "passed", bundle["verification"]
+        # fused, though the bundle ships WebGPU: the check above ran the fused graph on both EPs
+        steps = {step["name"]: step for step in bundle["optimization"]["steps"]}
+        assert steps["transformer-fusions"]["status"] == "ok", steps["transformer-fusions"]
         task = bundle["task"]
         assert task["kind"] == kind and task["max_length"] == limit
         assert set(task["files"]) >= {"config.json", "tokenizer.json", "tokenizer_config.json",

@@ -42,7 +42,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.errors import ConfigError, ModelError, first_line
-from bundler.model.fusions import encoder_shape, fuse_encoder, typed, unfused_eps
+from bundler.model.fusions import attention_refused, encoder_shape, fuse_encoder, typed
 from bundler.model.shape_plumbing import fold_shape_plumbing, is_decoder
 from bundler.model.tied import share_transposed_copies
 from bundler.verify.reference import Case, NotRunnable, native_reference, run_native
@@ -236,22 +236,22 @@ def _fuse(model: onnx.ModelProto, config: dict[str, Any] | None, eps: Sequence[s
           step: Callable[..., onnx.ModelProto], steps: list[StepResult]) -> onnx.ModelProto:
     """The transformer-fusions step (bundler.model.fusions), its detail naming the fused ops."""
     shape = encoder_shape(config)
-    if shape is None or (no_fusion := unfused_eps(eps)):
+    if shape is None:
         steps.append(StepResult("transformer-fusions", "skipped",
-                                no_fusion if shape else "no BERT-style encoder named by"
-                                " config.json"))
+                                "no BERT-style encoder named by config.json"))
         return model
     fused_ops: list[str] = []
+    refused = attention_refused(eps)
 
     def run(current: onnx.ModelProto) -> onnx.ModelProto:
-        result, detail = fuse_encoder(current, shape)
+        result, detail = fuse_encoder(current, shape, attention=not refused)
         fused_ops.append(detail)
         return result
 
     result = step("transformer-fusions", model, run)
     if steps[-1].status == "ok":
         steps[-1].detail = (f"{shape[0]}, {shape[1]} heads x {shape[2]}: {fused_ops[0]}"
-                            f" ({steps[-1].detail})")
+                            f" ({steps[-1].detail})" + (f"; {refused}" if refused else ""))
     return result
 
 
@@ -286,7 +286,7 @@ def optimize(
 ) -> OptimizeReport:
     """Optimise the model at `src` into `dst` (plus `dst.data` only if over 2 GB). `config`: a
     text model's config.json (what the transformer fusions need); `execution_providers`: the EPs
-    the bundle ships (the fusions are for WASM only, see bundler.model.fusions). A large model
+    the bundle ships (attention is fused for WASM only, see bundler.model.fusions). A large model
     (is_large) is copied as it is, every step recorded as skipped: each loads all the weights."""
     if is_large(src):
         copy_model(src, dst)
