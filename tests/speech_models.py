@@ -16,10 +16,14 @@ the timestamp rules (pairs, monotonic, the sum-of-probabilities rule) all act on
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 OPSET = 18
 LANGUAGES = ("en", "zh", "de", "es", "ru", "ko", "fr", "ja")  # Whisper's first eight, its order
@@ -140,3 +144,57 @@ def whisper(directory: Path, seed: int = 0) -> SpeechExport:
             shutil.copyfile(path, folder / path.name)
     shutil.rmtree(saved)
     return SpeechExport(folder, model)
+
+
+@functools.cache
+def exported(root: Path) -> Path:
+    """The export folder (whisper()), made once per test session (`root`: its temporary
+    folder, pytest's tmp_path_factory.getbasetemp())."""
+    return whisper(Path(tempfile.mkdtemp(prefix="asr-export", dir=root)) / "model").folder
+
+
+# The browser tests' build on WASM: each session with two variants, the encoder's default fp32
+# (kept fp32 unless named), the decoder's int8 (--session-quantize), which load() picks on WASM.
+WASM_BUILD = ("--ep", "wasm", "--variants", "fp32,int8", "--session-quantize", "decoder=int8")
+
+
+@functools.cache
+def built(root: Path, runtime_dist: Path, *options: str) -> dict[str, Any]:
+    """exported() built as users build it (`bundle build DIR`, fp32, with `options`), once per
+    test session and options: {"bundle", "folder", "log"} (the build's standard output)."""
+    from tests.conftest import run_cli
+
+    folder = exported(root)
+    output = Path(tempfile.mkdtemp(prefix="asr", dir=root)) / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", *options)
+    assert result.returncode == 0, result.stderr
+    return {"bundle": output, "folder": folder, "log": result.stdout}
+
+
+def native(bundle: dict[str, Any], samples: np.ndarray, rate: int,
+           options: dict[str, Any]) -> dict[str, Any]:
+    """The native run (bundler/text/whisper_run.py) over the files of each session's default on
+    WASM (what load() opens there): each window's tokens, the merged tokens, text and chunks."""
+    import onnxruntime as ort
+
+    from bundler.bundle import manifest as manifest_file
+    from bundler.tasks.logmel import spec_of
+    from bundler.text import whisper as spec
+    from bundler.text.tokenizer import TextTokenizer
+    from bundler.text.whisper_run import WhisperSessions, transcribe
+
+    manifest = manifest_file.load(bundle["bundle"])
+    open_session = lambda name: ort.InferenceSession(  # noqa: E731
+        str(bundle["bundle"] / manifest.session(name).default_for("wasm").file))
+    sessions = WhisperSessions(open_session("encoder"), open_session("decoder"))
+    folder = bundle["folder"]
+    settings = spec.settings_of(json.loads((folder / "generation_config.json").read_text()))
+    features = spec_of(json.loads((folder / "preprocessor_config.json").read_text()))
+    language = options.get("language")
+    runs, chunks = transcribe(sessions, samples, rate, features, settings,
+                              spec.language_id(settings, language) if language else None,
+                              options.get("task"), options.get("timestamps", False))
+    tokens = [token for chunk in chunks for token in chunk.tokens]
+    return {"windows": [run.tokens for run in runs], "tokens": tokens,
+            "text": TextTokenizer.from_folder(folder).decode(tokens), "chunks": chunks}

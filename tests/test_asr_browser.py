@@ -9,24 +9,19 @@ demo page transcribes a dropped recording."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.files import HASH_LENGTH
 from bundler.bundle.layout import SPEECH_FILES
 from bundler.bundle.modelio import sha256_of
-from bundler.tasks.logmel import spec_of
+from bundler.tasks.audio import read_wav, resample
 from bundler.tasks.samples import wav_bytes
-from bundler.text import whisper
-from bundler.text.tokenizer import TextTokenizer
-from bundler.text.whisper_run import WhisperSessions, transcribe
 from tests import speech_models
 from tests.conftest import run_cli
 from tests.speech import speech
@@ -39,36 +34,9 @@ CASES = [{"language": "en", "task": "transcribe", "timestamps": False},
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path,
-          whisper_export: speech_models.SpeechExport) -> dict[str, Any]:
-    """Each session with two variants: the encoder's default fp32 (kept fp32 unless named), the
-    decoder's int8 (--session-quantize), which load() picks on WASM."""
-    folder = whisper_export.folder
-    output = tmp_path_factory.mktemp("asr") / "bundle"
-    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
-                     "--ep", "wasm", "--variants", "fp32,int8", "--session-quantize",
-                     "decoder=int8")
-    assert result.returncode == 0, result.stderr
-    return {"bundle": output, "folder": folder, "log": result.stdout}
-
-
-def _native(built: dict[str, Path], samples: np.ndarray, rate: int,
-            options: dict[str, Any]) -> dict[str, Any]:
-    """The native run of each session's default on WASM: what load() opens there."""
-    bundle = manifest_file.load(built["bundle"])
-    open_session = lambda name: ort.InferenceSession(  # noqa: E731
-        str(built["bundle"] / bundle.session(name).default_for("wasm").file))
-    sessions = WhisperSessions(open_session("encoder"), open_session("decoder"))
-    folder = built["folder"]
-    settings = whisper.settings_of(json.loads((folder / "generation_config.json").read_text()))
-    spec = spec_of(json.loads((folder / "preprocessor_config.json").read_text()))
-    language = options.get("language")
-    runs, chunks = transcribe(sessions, samples, rate, spec, settings,
-                              whisper.language_id(settings, language) if language else None,
-                              options.get("task"), options["timestamps"])
-    tokens = [token for chunk in chunks for token in chunk.tokens]
-    return {"windows": [run.tokens for run in runs], "tokens": tokens,
-            "text": TextTokenizer.from_folder(folder).decode(tokens), "chunks": chunks}
+def built(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Any]:
+    return speech_models.built(tmp_path_factory.getbasetemp(), runtime_dist,
+                               *speech_models.WASM_BUILD)
 
 
 TRANSCRIBE = """async ({ url, samples, rate, cases }) => {
@@ -132,7 +100,7 @@ def test_bundle_test_compares_the_transcript_tokens(built, tmp_path):
 def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_bundle):
     samples, rate = speech(SECONDS)
     audio = np.asarray(samples, np.float32)
-    native = [_native(built, audio, rate, case) for case in CASES]
+    native = [speech_models.native(built, audio, rate, case) for case in CASES]
     assert all(len(case["windows"][0]) > 4 for case in native)  # something was decoded
     with open_bundle(plain_browser, built["bundle"]) as page:
         got = page.evaluate(TRANSCRIBE, {
@@ -164,3 +132,72 @@ def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, ope
         assert items and all(re.match(r"\d+\.\d\d s – \d+\.\d\d s: ", item) for item in items), \
             items
         assert page.page.is_disabled("#task-live")  # no live transcription yet
+
+
+SOURCES = """async ({ url, samples, rate, wav, options }) => {
+  const { load } = await import(url);
+  const decode = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const audio = new Float32Array(decode(samples).buffer);
+  const model = await load({ executionProviders: ['wasm'] }); // warmUp: on by default
+  const pieces = [];
+  const streamed = await model.transcribe(audio, { sampleRate: rate, ...options,
+    onText: (piece, window) => pieces.push([piece, window]) });
+  // a stereo AudioBuffer at the recording's rate (the recording, and backwards): mixed down
+  const buffer = new AudioBuffer({ length: audio.length, numberOfChannels: 2, sampleRate: rate });
+  buffer.copyToChannel(audio, 0);
+  buffer.copyToChannel(audio.slice().reverse(), 1);
+  const mixed = await model.transcribe(buffer, options);
+  const blob = await model.transcribe(new Blob([decode(wav)], { type: 'audio/wav' }), options);
+  const failure = async (call) => {
+    try {
+      await call();
+      return null;
+    } catch (error) {
+      return { name: error.name, code: error.code ?? null, message: error.message };
+    }
+  };
+  const controller = new AbortController();
+  let chosen = 0;
+  const abortedMidway = await failure(() => model.transcribe(audio, { sampleRate: rate,
+    ...options, signal: controller.signal,
+    onToken: () => { chosen += 1; if (chosen === 3) controller.abort(); } }));
+  const abortedBefore = await failure(() => model.transcribe(audio, { sampleRate: rate,
+    ...options, signal: AbortSignal.abort() }));
+  const again = await model.transcribe(audio, { sampleRate: rate, ...options });
+  const notAudio = await failure(() => model.transcribe(new Blob(['not audio']), options));
+  const notASource = await failure(() => model.transcribe('speech.wav', options));
+  await model.release();
+  return { streamed, pieces, mixed, blob, abortedMidway, chosen, abortedBefore, again, notAudio,
+           notASource, warmedUp: model.loadMs > 0 };
+}"""
+
+
+def test_transcribe_takes_audio_buffers_and_blobs_streams_text_and_aborts(built, plain_browser,
+                                                                          open_bundle):
+    samples, rate = speech(SECONDS)
+    audio = np.asarray(samples, np.float32)
+    options = CASES[0]
+    stereo = ((audio.astype(np.float64) + audio[::-1]) / 2).astype(np.float32)
+    wav = wav_bytes(resample(audio, rate, 16000), 16000)
+    recording = built["bundle"].parent / "speech-16k.wav"
+    recording.write_bytes(wav)
+    want = speech_models.native(built, audio, rate, options)
+    want_mixed = speech_models.native(built, stereo, rate, options)
+    want_blob = speech_models.native(built, *read_wav(recording), options)
+    assert want_mixed["windows"] != want["windows"]  # the mixdown is what was transcribed
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = page.evaluate(SOURCES, {
+            "url": page.base_url + "bundle.mjs", "rate": rate, "options": options,
+            "samples": base64.b64encode(audio.tobytes()).decode(),
+            "wav": base64.b64encode(wav).decode()})
+    assert got["streamed"]["windows"] == want["windows"]
+    # the text as it was decoded, byte-level pieces held back until whole: the pieces joined
+    assert len(got["pieces"]) > 2 and {window for _, window in got["pieces"]} == {0}
+    assert "".join(piece for piece, _ in got["pieces"]) == got["streamed"]["text"] == want["text"]
+    assert got["mixed"]["windows"] == want_mixed["windows"]
+    assert got["blob"]["windows"] == want_blob["windows"]
+    assert got["abortedMidway"] is not None and got["abortedMidway"]["name"] == "AbortError"
+    assert got["chosen"] == 3  # no step after the abort
+    assert got["abortedBefore"]["name"] == "AbortError"
+    assert got["again"] == got["streamed"]  # an aborted call left nothing behind
+    assert got["notAudio"]["code"] == got["notASource"]["code"] == "bad-source"

@@ -6,6 +6,9 @@
 
 export const SCHEMA_VERSION = 2; // the newest bundle.json layout this module reads
 export const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
+// The task kinds that decode step by step with a KV cache (present.* kept on the device, a
+// warm-up at load by default).
+export const DECODING_KINDS = ['text-generation', 'automatic-speech-recognition'];
 
 // Stable codes of BundleError (and of the entries of model.fallbackReasons), each with its meaning:
 // docs/reference/errors.md is generated from this list.
@@ -29,7 +32,7 @@ export const ERROR_CODES = [
   'worker-failed', // load({ worker: true }): the worker did not start (its script did not load)
   'unsupported-environment', // load() under Node.js or on the server side of SSR (node.mjs)
   'wrong-task', // classify(), detect() or stream() on a bundle built for another task
-  'bad-source', // classify() or detect(): not an image source, or one with no pixels
+  'bad-source', // classify(), detect() or transcribe(): not an image (audio) source, or empty
 ];
 
 export class BundleError extends Error {

@@ -346,8 +346,9 @@ export interface LoadOptions<VariantName extends string = string,
   /** Run the session in a dedicated module worker (on WebGPU or WASM); run() then transfers the
    *  input buffers to it, so they are detached afterwards. */
   worker?: boolean;
-  /** Run the model once at load (default: true for a text-generation bundle, else false), so the
-   *  first generate() does not compile the shaders; loadMs includes it. */
+  /** Run the model once at load (default: true for a text-generation or speech-recognition
+   *  bundle, else false), so the first generate() or transcribe() does not compile the shaders;
+   *  loadMs includes it. */
   warmUp?: boolean;
 }
 
@@ -387,9 +388,12 @@ export interface BundleModel<Inputs, Outputs> {
   /** text-generation bundles: a prompt, or chat messages through the chat template, continued. */
   generate(input: string | ChatMessage[], options?: GenerateOptions): Promise<Generation>;
   /** Speech to text (a bundle built with --task automatic-speech-recognition): mono samples at
-   *  `sampleRate` (16 kHz when not given), resampled, in 30 s windows with strides, greedy
-   *  tokens by the Whisper decoding spec. */
-  transcribe(audio: Float32Array, options?: TranscribeOptions): Promise<Transcript>;
+   *  `sampleRate` (16 kHz when not given), an AudioBuffer (mixed down to mono, at its own rate)
+   *  or a Blob/File of a recording (decoded by the page's Web Audio at 16 kHz, so not inside a
+   *  worker), resampled, in 30 s windows with strides, greedy tokens by the Whisper decoding
+   *  spec. */
+  transcribe(audio: Float32Array | AudioBuffer | Blob, options?: TranscribeOptions
+  ): Promise<Transcript>;
 }
 
 export interface ChatMessage { role: string; content: string }
@@ -422,6 +426,11 @@ export interface TranscribeOptions {
   timestamps?: boolean;
   /** Each token id as it is chosen. */
   onToken?: (id: number) => void;
+  /** Each window's text as it is decoded, whole characters only: the pieces of a window joined
+   *  are its text (the transcript's text for audio of one window). */
+  onText?: (piece: string, window: number) => void;
+  /** Stops the call between decoder steps: it rejects with an Error named AbortError. */
+  signal?: AbortSignal;
 }
 
 export interface TranscriptSegment {

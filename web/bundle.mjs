@@ -13,6 +13,7 @@ import {
   BundleError,
   checkOptions,
   checkSchemaVersion,
+  DECODING_KINDS,
   importFailure,
   makeFeeds,
   noExecutionProvider,
@@ -39,10 +40,10 @@ function importTaskApi(manifest) {
   return imported;
 }
 
-// A text-generation bundle's KV cache (present.*, the outputs of the session `spec` opens): on
-// WebGPU it stays on the GPU between steps.
+// A decoder's KV cache (text generation's, a speech model's decoder session's: present.*, the
+// outputs of the session `spec` opens): on WebGPU it stays on the GPU between steps.
 function deviceOutputs(manifest, spec) {
-  if (manifest.task?.kind !== 'text-generation') return [];
+  if (!DECODING_KINDS.includes(manifest.task?.kind)) return [];
   return spec.outputs.map((output) => output.name).filter((name) => name.startsWith('present.'));
 }
 
@@ -347,7 +348,7 @@ export async function load(options = {}) {
 
   const spec = pickSession(manifest, options.session); // an unknown name fails here
   const taskApi = importTaskApi(manifest);
-  const warmUp = options.warmUp ?? manifest.task?.kind === 'text-generation';
+  const warmUp = options.warmUp ?? DECODING_KINDS.includes(manifest.task?.kind);
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
   const worker = options.worker ? new WorkerSession() : null;

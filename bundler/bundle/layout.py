@@ -40,14 +40,17 @@ TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detec
 TEXT_TOKENIZER_MODULE = TEXT_DIR + "tokenizer.mjs"
 TOKENIZERS_LIBRARY = TEXT_DIR + "tokenizers.mjs"
 TEXT_FILES = (TEXT_TOKENIZER_MODULE, TOKENIZERS_LIBRARY)
-# A text-generation bundle's too (bundler.text.web.generation_modules): the loop, the sampling spec,
-# chat templates and @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs; and the
-# demo page's chat (task-demo.mjs imports it).
-GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "sampling.mjs", "chat.mjs",
-                                                      "jinja.mjs", "chat-demo.mjs"))
-# A speech-recognition bundle's (automatic-speech-recognition): the transcription loop, the
-# Whisper decoding spec, its windows, and the sampling spec whisper.mjs takes exp64 from.
-SPEECH_FILES = tuple(TEXT_DIR + name for name in ("transcribe.mjs", "whisper.mjs",
+# A text-generation bundle's too (bundler.text.web.generation_modules): the loop, what the decoding
+# loops share (the kept KV cache, streamed text), the sampling spec, chat templates and
+# @huggingface/jinja's ESM file, which chat.mjs imports as ./jinja.mjs; and the demo page's chat
+# (task-demo.mjs imports it).
+GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "decoding.mjs",
+                                                      "sampling.mjs", "chat.mjs", "jinja.mjs",
+                                                      "chat-demo.mjs"))
+# A speech-recognition bundle's (automatic-speech-recognition): the transcription loop, what the
+# decoding loops share, the Whisper decoding spec, its windows, and the sampling spec whisper.mjs
+# takes exp64 from.
+SPEECH_FILES = tuple(TEXT_DIR + name for name in ("transcribe.mjs", "decoding.mjs", "whisper.mjs",
                                                   "whisper_windows.mjs", "sampling.mjs"))
 # The text modules the task API imports (web/tasks/text.mjs), each where the bundle carries it:
 # bundle.files.mjs imports them by a literal import(), which an app's bundler follows.

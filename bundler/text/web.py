@@ -39,7 +39,7 @@ def web_files() -> dict[str, Path]:
 
 def generation_modules() -> dict[str, Path]:
     """Bundle name -> the file to copy there, for a text-generation bundle: web/text/'s
-    generate.mjs, sampling.mjs and chat.mjs, and @huggingface/jinja as jinja.mjs."""
+    generate.mjs, decoding.mjs, sampling.mjs and chat.mjs, and @huggingface/jinja as jinja.mjs."""
     from bundler.text.chat import JINJA_FILE, jinja_dist
 
     return {name: jinja_dist() if name.endswith("/" + JINJA_FILE) else resource("web") / name

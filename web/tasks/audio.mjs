@@ -1,5 +1,7 @@
 // Streaming audio: resampling, chunking and the state carried between chunks. The spec is
-// bundler/tasks/audio.py.
+// bundler/tasks/audio.py. And audio sources read as mono samples (model.transcribe()).
+
+import { BundleError } from '../bundle.core.mjs';
 
 export function resample(samples, fromRate, toRate) {
   if (fromRate === toRate || samples.length === 0) return Float32Array.from(samples);
@@ -13,6 +15,57 @@ export function resample(samples, fromRate, toRate) {
     out[i] = samples[index] * (1 - fraction) + samples[Math.min(index + 1, last)] * fraction;
   }
   return out;
+}
+
+// An AudioBuffer's channels averaged into one (the mono mixdown), each sample's sum in float64.
+function mixdown(buffer) {
+  const channels = Array.from({ length: buffer.numberOfChannels }, (_, c) => buffer.getChannelData(c));
+  if (channels.length === 1) return channels[0];
+  const mono = new Float32Array(buffer.length);
+  for (let i = 0; i < mono.length; i++) {
+    let sum = 0;
+    for (const channel of channels) sum += channel[i];
+    mono[i] = sum / channels.length;
+  }
+  return mono;
+}
+
+const isAudioBuffer = (source) => typeof source?.getChannelData === 'function'
+  && Number.isInteger(source.numberOfChannels) && source.sampleRate > 0;
+
+/**
+ * { samples, rate } of an audio source: a Float32Array of mono samples at `sampleRate`, an
+ * AudioBuffer (its channels mixed down to mono, at its own sampleRate), or a Blob/File of an
+ * encoded recording, decoded by the browser's decodeAudioData at `decodeRate` (it resamples to
+ * the rate of the context it decodes in). A Blob needs a page's AudioContext: a worker has none,
+ * so decode there first and pass the AudioBuffer's samples.
+ */
+export async function audioOf(source, sampleRate, decodeRate) {
+  if (source instanceof Float32Array) {
+    if (!(sampleRate > 0)) throw new RangeError(`bad sampleRate ${sampleRate}`);
+    return { samples: source, rate: sampleRate };
+  }
+  if (isAudioBuffer(source)) return { samples: mixdown(source), rate: source.sampleRate };
+  if (typeof Blob === 'undefined' || !(source instanceof Blob)) {
+    throw new BundleError('bad-source', 'expected a Float32Array of mono samples, an AudioBuffer,'
+      + ' or a Blob/File of a recording');
+  }
+  const Context = globalThis.OfflineAudioContext ?? globalThis.AudioContext;
+  if (!Context) {
+    throw new BundleError('bad-source', 'decoding a Blob needs the page\'s AudioContext, which'
+      + ' this context (a worker?) lacks: decode it on the page and pass an AudioBuffer\'s samples');
+  }
+  const context = globalThis.OfflineAudioContext
+    ? new Context(1, 1, decodeRate) : new Context({ sampleRate: decodeRate });
+  try {
+    return { samples: mixdown(await context.decodeAudioData(await source.arrayBuffer())),
+             rate: decodeRate };
+  } catch (error) {
+    throw new BundleError('bad-source', `the Blob is not audio the browser decodes (${
+      error?.message ?? error})`, { cause: error });
+  } finally {
+    if (context.close) await context.close();
+  }
 }
 
 const ARRAYS = { float32: Float32Array, float16: Uint16Array, float64: Float64Array,

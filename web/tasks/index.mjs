@@ -1,6 +1,7 @@
 // The task API of a loaded model (see docs/how-to/task-apps.md): model.classify(), model.detect(),
 // model.stream() and model.embed() call these with the model and bundle.json's `task` record (checked by
 // taskOf in bundle.core.mjs). load() imports this module only for a bundle built with --task.
+import { DECODING_KINDS } from '../bundle.core.mjs';
 import { AudioStream, segments } from './audio.mjs';
 import { topClasses } from './classify.mjs';
 import { detections } from './detect.mjs';
@@ -59,8 +60,8 @@ export function transcribe(model, task, audio, options) {
   return text.transcribe(model, task, audio, options);
 }
 
-// A first run at load (load({ warmUp }), on by default for text-generation): shaders compiled and
-// kernels picked before the first call, so that its time to first token is not theirs.
+// A first run at load (load({ warmUp }), on by default for the decoding kinds): shaders compiled
+// and kernels picked before the first call, so that its time to first token is not theirs.
 export async function warmUp(model, task) {
-  if (task?.kind === 'text-generation') await text.warmUp(model, task);
+  if (DECODING_KINDS.includes(task?.kind)) await text.warmUp(model, task);
 }

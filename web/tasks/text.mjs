@@ -130,25 +130,44 @@ export async function generate(model, task, input, options) {
   return module.generate({ ...decoder, tokenizer }, input, options);
 }
 
-export async function warmUp(model, task) {
-  const [, { module, decoder }] = await Promise.all([
-    tokenizerOf(model, task), decoderOf(model, task)]);
-  await module.warmUp(decoder);
-}
-
 // Internal, for the build's check (web/dev/conformance.mjs): generate.mjs's teacherForced().
 export async function teacherForced(model, task, { ids, prompt, at }) {
   const { module, decoder } = await decoderOf(model, task);
   return module.teacherForced(decoder, ids, prompt, at);
 }
 
-// Speech to text (automatic-speech-recognition, web/text/transcribe.mjs): the model's `encoder`
-// session and the `decoder` session load() opened beside it (model._decoder).
+// Speech to text (automatic-speech-recognition, web/text/transcribe.mjs): a Transcriber over the
+// model's `encoder` session and the `decoder` session load() opened beside it (model._decoder),
+// made once per model. Live transcription uses its window().
+const transcribers = new WeakMap();
+export function transcriberOf(model, task) {
+  if (!transcribers.has(model)) {
+    const made = (async () => {
+      const [tokenizer, module, generation, preprocessor] = await Promise.all([
+        tokenizerOf(model, task), model._textModule(TRANSCRIBE_MODULE),
+        readJson(model, task, 'generation_config.json'),
+        readJson(model, task, 'preprocessor_config.json')]);
+      return new module.Transcriber(model, model._decoder, task,
+        { tokenizer, generation, preprocessor });
+    })();
+    made.catch(() => transcribers.delete(model)); // a failed read is tried again next call
+    transcribers.set(model, made);
+  }
+  return transcribers.get(model);
+}
+
 export async function transcribe(model, task, audio, options) {
-  const [tokenizer, module, generation, preprocessor] = await Promise.all([
-    tokenizerOf(model, task), model._textModule(TRANSCRIBE_MODULE),
-    readJson(model, task, 'generation_config.json'),
-    readJson(model, task, 'preprocessor_config.json')]);
-  return module.transcribe(model, model._decoder, task, { tokenizer, generation, preprocessor },
-    audio, options);
+  return (await transcriberOf(model, task)).transcribe(audio, options);
+}
+
+// load()'s warm-up: text generation's first steps, or a speech model's encoder and decoder.
+export async function warmUp(model, task) {
+  if (task.kind === 'automatic-speech-recognition') {
+    // one session of the pipeline loaded alone (load({ session })) has no transcriber to warm
+    if (model._decoder) await (await transcriberOf(model, task)).warmUp();
+    return;
+  }
+  const [, { module, decoder }] = await Promise.all([
+    tokenizerOf(model, task), decoderOf(model, task)]);
+  await module.warmUp(decoder);
 }

@@ -4,17 +4,9 @@
 // step 0, then each step's `present.*` fed back as the next `past_key_values.*`; position_ids
 // from the attention mask; tokens chosen by the sampling spec (sampling.mjs); EOS ids from
 // generation_config.json, else config.json. Messages go through the chat template (chat.mjs).
-//
-//
-// The cache stays with the session (run's `keep`, see bundle.session.mjs): on WebGPU each
-// present.* stays in its GPU buffer and goes back in as the next step's past, and the past it
-// replaces is disposed at once (its buffer returns to onnxruntime's pool), so the live GPU buffers
-// stay flat however long the generation. On WASM the outputs are copied out of the runtime's
-// memory and the inputs into it at each step whatever is done here (onnxruntime-web has no
-// output binding on WASM, and optimum's decoders concatenate the past into a new present); what
-// keeping saves there is the cache's trip through plain arrays and, in worker mode, through
-// messages.
+// The KV cache stays with the session (decoding.mjs's KeptCache: on WebGPU on the GPU).
 import { chatTemplate, renderChat, specialTokens } from './chat.mjs';
+import { checkSignal, KeptCache, textStream } from './decoding.mjs';
 import { createSampler } from './sampling.mjs';
 
 const PAST = /^past_key_values\.(\d+)\.(key|value)$/;
@@ -70,15 +62,12 @@ function emptyPast(layout) {
   return past;
 }
 
-// The KV cache of one generation: run() feeds the new ids after the past and keeps the presents
-// (handles, see bundle.session.mjs) as the next past, dropping the past they replace; release()
-// drops the last. The first step's zero-length past is plain (nothing to drop).
-class Cache {
+// The KV cache of one generation (decoding.mjs's KeptCache): run() feeds the new ids after the
+// past and keeps the presents as the next past. The first step's zero-length past is plain.
+class Cache extends KeptCache {
   constructor(step, drop, layout) {
-    this._step = step;
-    this._drop = drop;
+    super(step, drop, emptyPast(layout));
     this._layout = layout;
-    this._past = emptyPast(layout);
     this._steps = 0;
   }
 
@@ -87,7 +76,6 @@ class Cache {
     const feeds = {
       input_ids: { data: BigInt64Array.from(pending, BigInt), dims: [1, pending.length] },
       attention_mask: { data: new BigInt64Array(length).fill(1n), dims: [1, length] },
-      ...this._past,
     };
     if (this._layout.positionIds) { // the mask is all ones: positions are the running count
       const positions = new BigInt64Array(pending.length);
@@ -97,20 +85,9 @@ class Cache {
     if (this._layout.cacheBranch) {
       feeds.use_cache_branch = { data: [this._steps > 0], dims: [1] };
     }
-    const outputs = await this._step(feeds, this._layout.presents);
-    await this.release();
+    const outputs = await super.run(feeds, this._layout.presents);
     this._steps += 1;
-    for (const name of this._layout.presents) {
-      this._past[name.replace('present', 'past_key_values')] = outputs[name];
-    }
     return outputs.logits;
-  }
-
-  async release() {
-    const ids = Object.values(this._past).map((value) => value.kept)
-      .filter((id) => id !== undefined);
-    this._past = {};
-    await this._drop(ids);
   }
 }
 
@@ -179,41 +156,6 @@ export function eosIds(config = {}, generationConfig = {}) {
   return Array.isArray(value) ? value.map(Number) : [Number(value)];
 }
 
-// The streamed text: the whole new sequence decoded each step and its new suffix emitted,
-// holding back a tail of U+FFFD (a byte-level token may end inside a UTF-8 character; the next
-// one completes it) and a tail that may be the start of a stop string. finish() emits the rest,
-// so the pieces joined are the returned text.
-function textStream(stops, onToken) {
-  let emitted = '';
-  const emit = (text) => {
-    if (!text.startsWith(emitted)) return; // an earlier piece re-decoded differently: wait
-    const piece = text.slice(emitted.length);
-    if (piece) {
-      emitted = text;
-      onToken?.(piece);
-    }
-  };
-  const held = (text) => {
-    let keep = text.length - (text.match(/\uFFFD+$/u)?.[0].length ?? 0);
-    for (const stop of stops) {
-      for (let k = Math.min(stop.length - 1, keep); k > 0; k -= 1) {
-        if (text.slice(keep - k, keep) === stop.slice(0, k)) {
-          keep -= k;
-          break;
-        }
-      }
-    }
-    return text.slice(0, keep);
-  };
-  return {
-    push: (text) => emit(held(text)),
-    finish(text) {
-      emit(text);
-      return emitted.length === text.length ? text : emitted;
-    },
-  };
-}
-
 function promptText(input, tokenizerConfig) {
   if (typeof input === 'string') return { text: input, special: null };
   if (!Array.isArray(input) || input.some((m) => typeof m?.role !== 'string')) {
@@ -227,13 +169,6 @@ function promptText(input, tokenizerConfig) {
     }),
     special: false,
   };
-}
-
-function aborted(signal) {
-  const error = new Error('generation aborted');
-  error.name = 'AbortError';
-  if (signal.reason !== undefined) error.cause = signal.reason;
-  return error;
 }
 
 /**
@@ -272,9 +207,9 @@ export async function generate({ step, drop, inputs, tokenizer, files }, input, 
   let firstTokenMs = null;
   try {
     while (tokenIds.length < maxNewTokens) {
-      if (signal?.aborted) throw aborted(signal);
+      checkSignal(signal);
       const logits = await cache.run(pending, seen.length);
-      if (signal?.aborted) throw aborted(signal);
+      checkSignal(signal);
       const vocab = logits.dims[logits.dims.length - 1];
       const rows = logits.data.length / vocab;
       const token = sampler.next(logits.data.subarray((rows - 1) * vocab, rows * vocab), seen);

@@ -6,8 +6,10 @@
 // use_cache_branch false, and its present.N.encoder.* are the cross-attention cache of every
 // later step, which feeds one token with use_cache_branch true and takes the new
 // present.N.decoder.*. The windows' tokens are merged into chunks as the native side does.
+// The cache stays with the decoder's session (decoding.mjs's KeptCache; on WebGPU on the GPU).
+import { audioOf, resample } from '../tasks/audio.mjs';
 import { logMel, logMelSpec } from '../tasks/logmel.mjs';
-import { resample } from '../tasks/audio.mjs';
+import { checkSignal, KeptCache, textStream } from './decoding.mjs';
 import {
   choose, detectLanguage, languageId, needsLanguage, processLogits, prompt, segments, settingsOf,
   WINDOW_FRAMES,
@@ -32,7 +34,10 @@ export function cacheLayout(inputs) {
     throw new Error(`${first.name} is ${first.type} ${JSON.stringify(first.shape)}: the heads`
       + ' and head size must be fixed, the type float');
   }
-  return { names: past.map((spec) => spec.name), heads, size, type: first.type };
+  const pastNames = past.map((spec) => spec.name);
+  const presents = pastNames.map((name) => name.replace('past_key_values', 'present'));
+  return { names: pastNames, presents, heads, size, type: first.type,
+           selfAttention: presents.filter((name) => name.includes('.decoder.')) };
 }
 
 function emptyPast(layout) {
@@ -43,136 +48,198 @@ function emptyPast(layout) {
   return past;
 }
 
-// The sessions of one transcription: encode() and step(), as whisper_run.WhisperSessions.
-class Sessions {
-  constructor(encoder, decoder, task) {
+const WHAT = 'transcription'; // the AbortError's message
+
+// One decoding call's decoder steps over one encoding (whisper_run.WhisperSessions.step): step 0
+// feeds the prompt with zero-length pasts and keeps every present; each later step feeds one
+// token and keeps the new self-attention cache (the cached branch's cross-attention outputs are
+// placeholders, dropped at once: the cross-attention cache is step 0's).
+class Decoding extends KeptCache {
+  constructor(decoder, layout, hidden) {
+    super((feeds, keep) => decoder._step(feeds, keep), (ids) => decoder._drop(ids),
+      emptyPast(layout));
+    this._layout = layout;
+    this._hidden = hidden;
+    this._worker = decoder.worker;
+    this._steps = 0;
+  }
+
+  // The logits of the last id of `ids`, after the steps so far.
+  async logits(ids) {
+    const { data, dims } = this._hidden;
+    const feeds = {
+      input_ids: { data: BigInt64Array.from(ids, BigInt), dims: [1, ids.length] },
+      // a worker's run() takes the feeds' buffers (transferred, detached here): it gets a copy
+      encoder_hidden_states: { data: this._worker ? data.slice() : data, dims },
+      use_cache_branch: { data: [this._steps > 0], dims: [1] },
+    };
+    const { presents, selfAttention } = this._layout;
+    const outputs = await this.run(feeds, presents, this._steps === 0 ? presents : selfAttention);
+    this._steps += 1;
+    const logits = outputs.logits;
+    const vocab = logits.dims[logits.dims.length - 1];
+    return logits.data.subarray(logits.data.length - vocab);
+  }
+}
+
+/**
+ * A transcriber over a speech bundle's two sessions (loaded models: `encoder` runs the log-mel
+ * features, `decoder` is stepped with its cache kept) and its files ({ tokenizer, generation,
+ * preprocessor }): transcribe() any audio; window() one window of at most 30 s, for a caller
+ * that cuts the audio itself (live transcription).
+ */
+export class Transcriber {
+  constructor(encoder, decoder, task, files) {
     this.encoder = encoder;
     this.decoder = decoder;
-    this.input = task.input;
-    this.output = task.output;
+    this.task = task;
+    this.tokenizer = files.tokenizer;
+    this.settings = settingsOf(files.generation);
+    this.spec = logMelSpec(files.preprocessor);
     this.layout = cacheLayout(decoder.inputs);
   }
 
-  async encode(features, mels) {
+  async _encode(features, signal) {
+    checkSignal(signal, WHAT);
     const outputs = await this.encoder.run({
-      [this.input]: { data: features, dims: [1, mels, WINDOW_FRAMES] },
+      [this.task.input]: { data: features, dims: [1, this.spec.feature_size, WINDOW_FRAMES] },
     });
-    return outputs[this.output];
+    return outputs[this.task.output];
   }
 
-  // The logits of the last id of `ids` after `past` (null: step 0) and the new past. A model in
-  // a worker (load({ worker: true })) takes the feeds' buffers (transferred, detached here), so
-  // it is given copies of what later steps feed again.
-  async step(ids, hidden, past) {
-    const kept = (tensor) => (this.decoder.worker
-      ? { data: tensor.data.slice(), dims: tensor.dims } : { data: tensor.data, dims: tensor.dims });
-    const feeds = {
-      input_ids: { data: BigInt64Array.from(ids, BigInt), dims: [1, ids.length] },
-      encoder_hidden_states: kept(hidden),
-      use_cache_branch: { data: [past !== null], dims: [1] },
-      ...Object.fromEntries(Object.entries(past ?? emptyPast(this.layout))
-        .map(([name, tensor]) => [name, kept(tensor)])),
-    };
-    const outputs = await this.decoder.run(feeds);
-    const next = { ...(past ?? {}) };
-    for (const [name, value] of Object.entries(outputs)) {
-      if (name.startsWith('present.') && (past === null || name.includes('.decoder.'))) {
-        next[name.replace('present', 'past_key_values')] = { data: value.data, dims: value.dims };
-      }
+  // The language detected on an encoding: the logits after <|startoftranscript|>.
+  async _detect(hidden, signal) {
+    checkSignal(signal, WHAT);
+    const decoding = new Decoding(this.decoder, this.layout, hidden);
+    try {
+      return detectLanguage(this.settings, await decoding.logits([this.settings.decoderStart]));
+    } finally {
+      await decoding.release();
     }
-    const { data, dims } = outputs.logits;
-    const vocab = dims[dims.length - 1];
-    return { logits: data.subarray(data.length - vocab), past: next };
   }
-}
 
-// One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos.
-async function decodeCall(sessions, features, mels, settings, language, task, timestamps,
-  detected, onToken) {
-  const hidden = await sessions.encode(features, mels);
-  let found = detected;
-  if (found === null && needsLanguage(settings, language, task)) {
-    found = detectLanguage(settings, (await sessions.step([settings.decoderStart], hidden, null))
-      .logits);
+  // One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos.
+  async _call(features, run, detected, onToken) {
+    const { settings } = this;
+    const hidden = await this._encode(features, run.signal);
+    let found = detected;
+    if (found === null && needsLanguage(settings, run.language, run.task)) {
+      found = await this._detect(hidden, run.signal);
+    }
+    const ids = prompt(settings, run.language, run.task, run.timestamps, found);
+    const generated = [];
+    const decoding = new Decoding(this.decoder, this.layout, hidden);
+    try {
+      let pending = ids;
+      while (ids.length + generated.length < settings.maxLength) {
+        checkSignal(run.signal, WHAT);
+        const logits = await decoding.logits(pending);
+        const token = choose(processLogits(logits, generated, settings, run.timestamps));
+        generated.push(token);
+        onToken(token);
+        if (token === settings.eos) break;
+        pending = [token];
+      }
+    } finally {
+      await decoding.release();
+    }
+    return generated;
   }
-  const ids = prompt(settings, language, task, timestamps, found);
-  const generated = [];
-  let past = null;
-  let pending = ids;
-  while (ids.length + generated.length < settings.maxLength) {
-    const step = await sessions.step(pending, hidden, past);
-    past = step.past;
-    const token = choose(processLogits(step.logits, generated, settings, timestamps));
-    generated.push(token);
-    onToken?.(token);
-    if (token === settings.eos) break;
-    pending = [token];
-  }
-  return { prompt: ids, generated };
-}
 
-// One window's features [mels * frames] (whisper_run.transcribe_window): calls from `seek` on,
-// each on the features zero-padded to WINDOW_FRAMES, until seek reaches the end.
-async function transcribeWindow(sessions, features, mels, settings, language, task, timestamps,
-  onToken) {
-  const total = features.length / mels;
-  let detected = null;
-  if (needsLanguage(settings, language, task)) {
-    const hidden = await sessions.encode(features, mels);
-    detected = detectLanguage(settings,
-      (await sessions.step([settings.decoderStart], hidden, null)).logits);
+  // The run's settings from transcribe()'s options.
+  _run({ language = null, task = null, timestamps = false, signal = null }) {
+    return { language: language == null ? null : languageId(this.settings, language), task,
+             timestamps, signal };
   }
-  const found = [];
-  for (let seek = 0; seek < total;) {
+
+  /**
+   * One window (whisper_run.transcribe_window): `samples` at 16 kHz, at most 30 s, decoded in
+   * calls from `seek` on (each on the features zero-padded to 30 s) until seek reaches the end.
+   * { tokens, text, segments }: the window's tokens (timestamps included; what the native run
+   * gives), its text, and its segments ({ start, end, tokens }, seconds from the window's
+   * start). onText(piece) gets the text as it is decoded; the pieces joined are `text`.
+   */
+  async window(samples, options = {}) {
+    const run = this._run(options);
+    const mels = this.spec.feature_size;
+    const features = logMel(samples, RATE, this.spec);
+    const total = features.length / mels;
+    const detected = needsLanguage(this.settings, run.language, run.task)
+      ? await this._detect(await this._encode(this._padded(features, 0, total), run.signal),
+        run.signal)
+      : null;
+    const said = []; // the text tokens so far, streamed as text
+    const stream = textStream([], options.onText);
+    const onToken = (token) => {
+      options.onToken?.(token);
+      if (token >= this.settings.eos) return; // special and timestamp tokens are no text
+      said.push(token);
+      stream.push(this.tokenizer.decode(said));
+    };
+    const found = [];
+    for (let seek = 0; seek < total;) {
+      const frames = Math.min(WINDOW_FRAMES, total - seek);
+      const generated = await this._call(this._padded(features, seek, total), run, detected,
+        onToken);
+      const made = segments(generated, this.settings, seek, frames);
+      found.push(...made.segments);
+      seek += made.advance;
+    }
+    return { tokens: found.flatMap((segment) => segment.tokens),
+             text: stream.finish(this.tokenizer.decode(said)), segments: found };
+  }
+
+  // The features [mels * total] from frame `seek` on, zero-padded (or cut) to WINDOW_FRAMES.
+  _padded(features, seek, total) {
+    const mels = this.spec.feature_size;
     const frames = Math.min(WINDOW_FRAMES, total - seek);
     const piece = new Float32Array(mels * WINDOW_FRAMES);
     for (let m = 0; m < mels; m++) {
       piece.set(features.subarray(m * total + seek, m * total + seek + frames), m * WINDOW_FRAMES);
     }
-    const call = await decodeCall(sessions, piece, mels, settings, language, task, timestamps,
-      detected, onToken);
-    const made = segments(call.generated, settings, seek, frames);
-    found.push(...made.segments);
-    seek += made.advance;
+    return piece;
   }
-  return found.flatMap((segment) => segment.tokens);
-}
 
-function samplesOf(audio, sampleRate) {
-  if (!(audio instanceof Float32Array)) {
-    throw new TypeError('transcribe(audio): give the samples as a Float32Array (mono)');
+  /**
+   * { text, tokens, windows, segments? } of `audio` (see audioOf in tasks/audio.mjs: a
+   * Float32Array at `sampleRate`, an AudioBuffer or a Blob): `windows` each 30 s window's tokens
+   * (what the native run is compared on), `tokens` the merged text tokens, `segments` (with
+   * timestamps) the merged chunks { start, end, text, tokens }. onText(piece, window) streams
+   * each window's text as it is decoded.
+   */
+  async transcribe(audio, options = {}) {
+    const { sampleRate = RATE, timestamps = false, onText } = options;
+    const { samples, rate } = await audioOf(audio, sampleRate, RATE);
+    const signal = resample(samples, rate, RATE);
+    const spans = windows(signal.length);
+    const outputs = [];
+    for (const [index, span] of spans.entries()) {
+      const found = await this.window(signal.subarray(span.start, span.end), {
+        ...options, onText: onText && ((piece) => onText(piece, index)) });
+      outputs.push(found.tokens);
+    }
+    const chunks = merge(outputs, spans.map(strideSeconds), this.settings, timestamps);
+    const tokens = chunks.flatMap((chunk) => chunk.tokens);
+    const result = { text: this.tokenizer.decode(tokens), tokens, windows: outputs };
+    if (timestamps) {
+      result.segments = chunks.map((chunk) => ({
+        start: chunk.start, end: chunk.end, text: this.tokenizer.decode(chunk.tokens),
+        tokens: chunk.tokens,
+      }));
+    }
+    return result;
   }
-  if (!(sampleRate > 0)) throw new RangeError(`transcribe(): bad sampleRate ${sampleRate}`);
-  return resample(audio, sampleRate, RATE);
-}
 
-/**
- * { text, tokens, windows, segments? } of `audio` (a Float32Array at `sampleRate`): `windows`
- * each 30 s window's tokens (what the native run is compared on), `tokens` the merged text
- * tokens, `segments` (with timestamps) the merged chunks { start, end, text, tokens }.
- */
-export async function transcribe(encoder, decoder, task, files, audio, options = {}) {
-  const { sampleRate = RATE, language = null, timestamps = false, onToken } = options;
-  const settings = settingsOf(files.generation);
-  const spec = logMelSpec(files.preprocessor);
-  const languageToken = language == null ? null : languageId(settings, language);
-  const sessions = new Sessions(encoder, decoder, task);
-  const signal = samplesOf(audio, sampleRate);
-  const spans = windows(signal.length);
-  const outputs = [];
-  for (const span of spans) {
-    const features = logMel(signal.subarray(span.start, span.end), RATE, spec);
-    outputs.push(await transcribeWindow(sessions, features, spec.feature_size, settings,
-      languageToken, options.task ?? null, timestamps, onToken));
+  /** A first run (load's warmUp): the encoder on 30 s of silence, a prompt step and one step
+   * with its cache, so shaders and kernels of both decoder branches are ready. */
+  async warmUp() {
+    const hidden = await this._encode(new Float32Array(this.spec.feature_size * WINDOW_FRAMES));
+    const decoding = new Decoding(this.decoder, this.layout, hidden);
+    try {
+      await decoding.logits([this.settings.decoderStart]);
+      await decoding.logits([this.settings.eos]);
+    } finally {
+      await decoding.release();
+    }
   }
-  const chunks = merge(outputs, spans.map(strideSeconds), settings, timestamps);
-  const tokens = chunks.flatMap((chunk) => chunk.tokens);
-  const result = { text: files.tokenizer.decode(tokens), tokens, windows: outputs };
-  if (timestamps) {
-    result.segments = chunks.map((chunk) => ({
-      start: chunk.start, end: chunk.end, text: files.tokenizer.decode(chunk.tokens),
-      tokens: chunk.tokens,
-    }));
-  }
-  return result;
 }
