@@ -5,13 +5,21 @@ embedding are quantized come from `--int4` (bundler/variants/int4_options.py).""
 
 from __future__ import annotations
 
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import (
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    TensorProto,
+    helper,
+    numpy_helper,
+    version_converter,
+)
 from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from bundler.bundle.modelio import read_model, save_model, walk_nodes
 from bundler.bundle.records import Int4Settings
-from bundler.errors import QuantizeError
+from bundler.errors import QuantizeError, first_line
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import (
     drop_repeated_initializers,
@@ -22,6 +30,23 @@ from bundler.variants.tools import (
 )
 
 QDQ_SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
+# 4-bit DequantizeLinear blocks need opset 21. The quantizer raises an older model's opset import
+# without converting its nodes, which breaks those whose form changed since (ReduceMean's axes
+# became an input at 18: a Llama/Qwen2 RMSNorm), so the model is converted first.
+QDQ_OPSET = 21
+
+
+def _at_qdq_opset(model: ModelProto, name: str) -> ModelProto:
+    current = next((entry.version for entry in model.opset_import
+                    if entry.domain in ("", "ai.onnx")), QDQ_OPSET)
+    if current >= QDQ_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, QDQ_OPSET)
+    except Exception as error:
+        raise QuantizeError(f"int4 format=qdq needs opset {QDQ_OPSET}, and onnx could not convert"
+                            f" {name} from opset {current} ({first_line(error, typed=True)});"
+                            " try --int4 format=nbits") from None
 
 
 def _token_embedding(model: ModelProto) -> tuple[list[str], list[str], int | None]:
@@ -121,6 +146,8 @@ def make(job: Job) -> None:
     options = job.int4
     block = options.block_size
     model = read_model(job.src)
+    if options.format == "qdq":
+        model = _at_qdq_opset(model, job.src.name)
     name_nodes(model)
     gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}

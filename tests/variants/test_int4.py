@@ -6,15 +6,17 @@ import math
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
-from bundler.bundle.modelio import cpu_session
+from bundler.bundle.modelio import cpu_session, signature
 from bundler.errors import QuantizeError
 from bundler.variants.footprint import footprint
 from bundler.variants.int4_options import Int4Options
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
+from bundler.verify.reference import native_reference
 from tests import models
 from tests.variants.helpers import feeds, ops, ratio
 
@@ -197,3 +199,25 @@ def test_int4_qdq_of_a_merged_decoder_generates_natively(tmp_path: Path) -> None
     made = make_variant("int4", merged, dst, int4=for_generation(Int4Options()))
     metrics = measure_generation(reference(merged, export.folder), dst, made.native_config)
     assert metrics.cosine > 0.9 and metrics.perplexity < 1.5 and metrics.tokens > 0
+
+
+def test_int4_qdq_converts_an_older_opset_first(tmp_path: Path) -> None:
+    """A Llama's RMSNorm exported at opset 17 has ReduceMean with an `axes` attribute, which
+    opset 21 (4-bit DequantizeLinear) no longer allows: the model is converted, not only its
+    opset import raised (which made an invalid model on an optimum Qwen2 export)."""
+    from bundler.model.optimize import optimize
+    from tests import decoder_models
+
+    source = decoder_models.llama(tmp_path / "llama").onnx
+    assert "ReduceMean" in ops(source)
+    optimized = tmp_path / "optimized.onnx"
+    optimize(source, optimized)
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", optimized, dst, int4=Int4Options(format="qdq"))
+    model = onnx.load(dst)
+    assert next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == 21
+    assert all(not any(a.name == "axes" for a in node.attribute)
+               for node in model.graph.node if node.op_type == "ReduceMean")
+    cpu_session(dst, config=result.native_config)  # it loads: the invalid model did not
+    reference = native_reference(dst, signature(model).inputs, {})
+    assert np.isfinite(reference.cases[0].outputs["logits"]).all()
