@@ -245,16 +245,37 @@ def test_bundle_run_text_continues_a_prompt_natively(built):
     assert answer["task"] == "text-generation" and answer["tokens"] == _native(built, PROMPTS[:1])
 
 
-def test_the_demo_page_continues_a_prompt(built, plain_browser, open_bundle):
-    with open_bundle(plain_browser, built["bundle"], "index.html") as page:
-        page.page.wait_for_selector("body[data-ready=true]")
-        assert page.page.text_content("#task-run") == "Generate"
-        page.page.fill("#task-text", PROMPTS[0])
-        page.page.click("#task-run")
-        page.page.wait_for_selector("#task-results li:nth-child(2)")  # the timings line: done
-        items = page.page.locator("#task-results li").all_text_contents()
-    assert items[0].startswith(PROMPTS[0]) and len(items[0]) > len(PROMPTS[0])
-    assert "tokens/s" in items[1]
+def test_bundle_run_opens_a_qdq_variant_with_its_session_config(int4):
+    """`bundle run --variant int4` opens the qdq file as the build's check and the browser's WASM
+    do (its DequantizeLinear blocks folded into float weights), and says so."""
+    result = run_cli("run", int4["bundle"], "--variant", "int4", "--text", PROMPTS[0], "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["session_config"] == {"session.disable_quant_qdq": "1"}
+    assert answer["tokens"] == _native(int4, PROMPTS[:1], variant="int4")
+    fp32 = json.loads(run_cli("run", int4["bundle"], "--variant", "fp32", "--text", PROMPTS[0],
+                              "--json").stdout)
+    assert fp32["session_config"] is None
+
+
+def test_the_demo_page_chats_through_the_template(built, plain_browser, open_bundle):
+    """The demo's chat (web/text/chat-demo.mjs) sends the message through the GPT-2's ChatML
+    template: its reply is the Python loop's on the rendered prompt."""
+    config = json.loads((built["folder"] / "tokenizer_config.json").read_text(encoding="utf-8"))
+    text = render_chat(config["chat_template"], [{"role": "user", "content": PROMPTS[0]}],
+                       add_generation_prompt=True, tokens=special_tokens(config))
+    want = TextTokenizer.from_folder(built["folder"]).decode(_native(built, [text], 8)[0])
+    with open_bundle(plain_browser, built["bundle"], "index.html") as opened:
+        page = opened.page
+        page.wait_for_selector("body[data-ready=true]")
+        assert page.text_content("#task-run") == "Send"
+        page.click("#chat-settings summary")
+        page.fill("#chat-max-new-tokens", "8")
+        page.fill("#task-text", PROMPTS[0])
+        page.click("#task-run")
+        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        reply = page.text_content("#task-results li[data-role=assistant] span")
+    assert reply == want
 
 
 def test_bundle_test_catches_a_drifted_loop(built, tmp_path):

@@ -91,13 +91,15 @@ def test_the_demo_page_chats_streams_and_stops(counter, plain_browser, open_bund
         page.wait_for_selector("#chat-stats:has-text('tokens/s')")
         assert _replies(page) == [" " + trained_decoder.counting(5, 4)]
         stats = page.text_content("#chat-stats")
-        assert "first token" in stats and stats.endswith("4 tokens")
+        assert stats.startswith("4 prompt tokens · first token") and stats.endswith(
+            "4 new tokens")
         # the second turn sees the first: the template joins the conversation (16 numbers in
         # all, the trained window)
         _send(page, " 9 10")
         page.wait_for_selector("#task-results li:nth-child(4)")
         page.wait_for_selector("#task-run:not([disabled])")
         assert _replies(page)[1] == " " + trained_decoder.counting(11, 4)
+        assert page.text_content("#chat-stats").startswith("10 prompt tokens")
         # the settings reach generate(): a near-uniform draw no longer counts
         page.click("#chat-clear")
         _send(page, "1 2 3 4", temperature="50", seed="1")
@@ -111,3 +113,40 @@ def test_the_demo_page_chats_streams_and_stops(counter, plain_browser, open_bund
         reply = _replies(page)[0]
         assert reply.startswith(" 4") and len(reply.split()) <= 2
         assert page.is_enabled("#task-run") and not page.is_enabled("#chat-stop")
+
+
+@pytest.fixture(scope="module")
+def plain_counter(counter: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
+                  runtime_dist: Path) -> Path:
+    """The same counter, its tokenizer without a chat template (no check: the model is the
+    checked one)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("plain-counter")
+    folder = shutil.copytree(counter["folder"], root / "model")
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    del config["chat_template"]
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    result = run_cli("build", folder, "-o", root / "bundle", "--runtime-dir", runtime_dist,
+                     "--task", "text-generation", "--ep", "wasm", "--variants", "fp32",
+                     "--no-verify")
+    assert result.returncode == 0, result.stderr
+    return root / "bundle"
+
+
+def test_without_a_chat_template_each_message_is_a_prompt(plain_counter, plain_browser,
+                                                         open_bundle):
+    with open_bundle(plain_browser, plain_counter, "index.html") as opened:
+        page = opened.page
+        page.wait_for_selector("body[data-ready=true]")
+        assert "no chat template" in page.text_content("#chat-mode")
+        page.click("#chat-settings summary")
+        _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
+        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        _send(page, "40 41")  # continued on its own, not after the first turn
+        page.wait_for_selector("#task-results li:nth-child(4)")
+        page.wait_for_selector("#task-run:not([disabled])")
+        assert _replies(page) == [" " + trained_decoder.counting(5, 4),
+                                  " " + trained_decoder.counting(42, 4)]
+        assert page.text_content("#chat-stats").startswith("2 prompt tokens")

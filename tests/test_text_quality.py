@@ -44,6 +44,16 @@ def test_fp32_perplexity_is_the_torch_models_and_itself_agrees(export, tmp_path)
     assert same.steps == sum(map(len, check.tokens)) and same.measured_on == "check-text"
 
 
+def test_the_check_fits_a_model_with_few_positions(tmp_path) -> None:
+    """Prompt plus steps, and the check text, cut to the model's 40 positions: a longer run
+    failed in onnxruntime's position Gather."""
+    short = decoder_models.gpt2_folder(tmp_path / "model", positions=40)
+    check = reference(short.onnx, short.folder)
+    assert all(len(ids) + len(new) <= 40 for ids, new in zip(check.prompts, check.tokens,
+                                                               strict=True))
+    assert max(map(len, check.texts)) == 40
+
+
 def test_a_quantized_variant_is_measured_against_fp32s_runs(export, tmp_path) -> None:
     check = reference(export.onnx, export.folder)
     variant = tmp_path / "int8.onnx"

@@ -329,6 +329,21 @@ def copy_model(src: Path, dst: Path) -> None:
         save_model(read_model(src), dst)
 
 
+def session_options(config: Mapping[str, str] | None = None, threads: int = 0
+                    ) -> ort.SessionOptions:
+    """Options of a native session that logs nothing (its errors are raised and reported by the
+    caller), with `config`'s session config entries (a variant's `session_config` for the EP,
+    as bundle.mjs opens it) and `threads` intra-op threads (0: onnxruntime's choice)."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    return options
+
+
 def cpu_session(
     model: Path,
     *,
@@ -342,14 +357,8 @@ def cpu_session(
     """A CPU-EP session that logs nothing (its errors are raised and reported by the caller);
     with `optimized_path`, onnxruntime also writes the graph there; `config`: session config
     entries (a variant's `session_config`, opened the way bundle.mjs opens it)."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    for key, value in (config or {}).items():
-        options.add_session_config_entry(key, value)
+    options = session_options(config, threads)
     options.graph_optimization_level = level
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
     if optimized_path is not None:
         options.optimized_model_filepath = str(optimized_path)
         options.add_session_config_entry("session.save_model_format", save_format)

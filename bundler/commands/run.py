@@ -158,7 +158,8 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
     else:
         samples, rate = read_wav(audio)  # type: ignore[arg-type]
         result = run_audio(session.run, task, specs, samples, rate)
-    result = {"ep": session.ep, "task": task.kind, **result}
+    result = {"ep": session.ep, "task": task.kind, "session_config": session.config or None,
+              **result}
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
@@ -186,7 +187,9 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
         raise ConfigError("give one of --image, --audio or --text")
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
         read_model(model, load_weights=False)
-    session = Session(model, eps, whole_graph=whole_graph)
+    # opened as the browser opens the variant on WASM (int4 format=qdq folds its weights)
+    config = entry.config_for("wasm") if entry is not None else None
+    session = Session(model, eps, whole_graph=whole_graph, config=config)
     specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
@@ -205,7 +208,7 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     check = (_reference_check(session, entry, specs) if entry is not None and not given
              else {"compared": False, "detail": "inputs given with --input" if given
                    else "a model file has no recorded reference (give a bundle folder)"})
-    result = {"model": str(model), "ep": session.ep,
+    result = {"model": str(model), "ep": session.ep, "session_config": session.config or None,
               "providers_tried": [a.to_json() for a in session.providers_tried],
               "outputs": {name: _output_json(value) for name, value in outputs.items()},
               "reference": check}

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 import onnxruntime as ort
 
+from bundler.bundle.modelio import session_options
 from bundler.errors import ConfigError, ModelError, first_line
 
 EP_PRIORITY = ("tensorrt", "cuda", "openvino", "directml", "rocm", "coreml", "nnapi", "qnn",
@@ -91,12 +92,16 @@ class Session:
     `provider_options` maps an EP to its onnxruntime provider options. With `whole_graph`, an
     accelerator that would leave some nodes to the CPU counts as failed (onnxruntime's
     `session.disable_cpu_ep_fallback`), so `ep` names the device that runs the whole model.
+    `config`: session config entries for every EP (a bundle variant's `session_config`, e.g.
+    int4 format=qdq's, as `bundle run` opens it).
     """
 
     def __init__(self, model: Path | str, eps: Sequence[str] | str = EP_PRIORITY, *,
                  provider_options: Mapping[str, Mapping[str, str]] | None = None,
-                 whole_graph: bool = False, threads: int = 0) -> None:
+                 whole_graph: bool = False, threads: int = 0,
+                 config: Mapping[str, str] | None = None) -> None:
         self.model = Path(model)
+        self.config = dict(config or {})
         if not self.model.is_file():
             raise ModelError(f"model not found: {self.model}")
         self.providers_tried: list[Attempt] = []
@@ -109,10 +114,8 @@ class Session:
                     f"onnxruntime {ort.__version__} here has no {provider}; install"
                     f" {PACKAGES.get(ep, 'a build with it')}"))
                 continue
-            options = ort.SessionOptions()
-            options.log_severity_level = 4  # its failures are reported as the skip reason
-            if threads:
-                options.intra_op_num_threads = threads
+            # silent: its failures are reported as the skip reason
+            options = session_options(config, threads)
             if whole_graph and ep != "cpu":
                 options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
             try:

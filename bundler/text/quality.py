@@ -24,7 +24,14 @@ import numpy as np
 from bundler.bundle.modelio import cpu_session
 from bundler.errors import QuantizeError, first_line
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
-from bundler.text.generate import Decoder, eos_ids, generate, read_config
+from bundler.text.generate import (
+    Decoder,
+    eos_ids,
+    generate,
+    max_positions,
+    prompt_ids,
+    read_config,
+)
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
 from bundler.variants.metrics import Metrics, compare_runs
 
@@ -87,8 +94,10 @@ def reference(model: Path, folder: Path, steps: int = CHECK_STEPS,
     tokenizer = TextTokenizer.from_folder(folder)
     config = read_config(folder)
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
-    prompts = [[int(i) for i in tokenizer.encode([p]).input_ids[0]] for p in CHECK_PROMPTS]
-    ids_of = [[int(i) for i in tokenizer.encode([t]).input_ids[0]][:MAX_TOKENS]
+    # cut to the model's positions (a small model may have fewer than prompt + steps)
+    prompts = [prompt_ids(tokenizer, p, config, steps)[0] for p in CHECK_PROMPTS]
+    longest = min(MAX_TOKENS, max_positions(config) or MAX_TOKENS)
+    ids_of = [[int(i) for i in tokenizer.encode([t]).input_ids[0]][:longest]
               for t in (CHECK_TEXT if texts is None else texts)]
     tokenized = [ids for ids in ids_of if len(ids) >= 2]  # one token predicts nothing
     if not tokenized:

@@ -2,8 +2,8 @@
 // started by task-demo.mjs). The conversation goes through the tokenizer's chat template when
 // tokenizer_config.json has one (model.generate(messages)); without one each message is a plain
 // prompt continued on its own. The reply streams in as it is decoded (onToken), the Stop button
-// aborts it (AbortSignal), the sampling settings are read at each send, and the time to first
-// token and decode tokens/s are shown. Text reaches the page only through textContent.
+// aborts it (AbortSignal), the sampling settings are read at each send, and the prompt's length,
+// the time to first token and decode tokens/s are shown. Text reaches the page only through textContent.
 import { readJson } from '../tasks/text.mjs';
 
 const $ = (id) => document.getElementById(id);
@@ -72,8 +72,9 @@ export async function startChatDemo(model, { setStatus }) {
       reply.textContent = run.text;
       if (chat) messages.push({ role: 'user', content }, { role: 'assistant', content: run.text });
       const { firstTokenMs, decodeTokensPerS } = run.timings;
-      $('chat-stats').textContent = `first token ${firstTokenMs?.toFixed(0) ?? '–'} ms · ${
-        decodeTokensPerS?.toFixed(1) ?? '–'} tokens/s · ${run.tokenIds.length} tokens`;
+      $('chat-stats').textContent = `${run.promptIds.length} prompt tokens · first token ${
+        firstTokenMs?.toFixed(0) ?? '–'} ms · ${decodeTokensPerS?.toFixed(1) ?? '–'} tokens/s · ${
+        run.tokenIds.length} new tokens`;
     } catch (error) {
       if (error.name !== 'AbortError') {
         reply.parentElement.remove();
