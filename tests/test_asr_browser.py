@@ -3,7 +3,7 @@ no --task): the task is inferred, the bundle holds an `encoder` and a `decoder` 
 tokenizer, config and speech modules; in headless Chromium on WASM, model.transcribe() of speech
 read by eSpeak NG gives the tokens of the native run (bundler/text/whisper_run.py) over the
 bundle's own model files, window by window and merged, and the same text (in the worker mode
-too), with the decoder's int8 variant (each session has two) against its own native run; the
+too), with the decoder's int4 variant (each session has two) against its own native run; the
 demo page transcribes a dropped recording."""
 
 from __future__ import annotations
@@ -69,10 +69,10 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
     assert bundle.verification.status == "passed"  # the encoder's per-session conformance
     # every session ships the variants asked for, each with its own default
     encoder, decoder = bundle.sessions
-    assert [v.name for v in encoder.variants] == ["fp32", "int8"] and encoder.default_variant \
+    assert [v.name for v in encoder.variants] == ["fp32", "int4"] and encoder.default_variant \
         == "fp32"
-    assert [v.name for v in decoder.variants] == ["int8", "fp32"] and decoder.default_variant \
-        == "int8"
+    assert [v.name for v in decoder.variants] == ["int4", "fp32"] and decoder.default_variant \
+        == "int4"
     for variant in encoder.variants + decoder.variants:  # made, hashed and measured alike
         assert sha256_of(built["bundle"] / variant.file) == variant.sha256
         assert f".{variant.sha256[:HASH_LENGTH]}." in variant.file
@@ -82,7 +82,7 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
         assert variant.reference is not None
     assert decoder.variant("fp32").accuracy.tokens_agreement == 1.0
     # the build's check: transcribe() in Chromium gave the native tokens of each session's
-    # default on WASM (the encoder's fp32, the decoder's int8)
+    # default on WASM (the encoder's fp32, the decoder's int4)
     table = built["log"][built["log"].index("automatic-speech-recognition: browser vs"):]
     assert re.search(r"task\W+fp32\W+wasm\W+generated\.wav.*pass", table), table
     assert not bundle.verification.problems
