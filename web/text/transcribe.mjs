@@ -54,8 +54,9 @@ class Sessions {
   }
 
   async encode(features, mels) {
-    const outputs = await this.encoder.run({
-      [this.input]: { data: features, dims: [1, mels, WINDOW_FRAMES] },
+    const outputs = await this.encoder.run({ // a worker takes the buffer: a window is fed again
+      [this.input]: { data: this.encoder.worker ? features.slice() : features,
+                      dims: [1, mels, WINDOW_FRAMES] },
     });
     return outputs[this.output];
   }
