@@ -9,7 +9,7 @@ function bytesSince(since) {
     .reduce((total, entry) => total + entry.transferSize, 0);
 }
 
-async function measure(open, call, calls) {
+export async function measure(open, call, calls) {
   const started = performance.now();
   const side = await open();
   const loadMs = performance.now() - started;
@@ -58,7 +58,7 @@ export function oursGenerate({ base, variant, prompt, newTokens, calls }) {
 
 // ---- transformers.js, as its docs show it, offline: local models, its wasm served here ----
 
-async function transformersJs({ lib, models, ort }) {
+export async function transformersJs({ lib, models, ort }) {
   const module = await import(lib);
   const { env } = module;
   env.allowLocalModels = true;

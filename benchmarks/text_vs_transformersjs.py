@@ -32,27 +32,21 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import text_exports
 from text_exports import Sizes
+from tjs_bench import TEXT_PAGES, copy_transformers_js, interleaved, median, row
 
 from bundler.bundle.options import DEFAULT_RUNTIME_VERSION, merge
 from bundler.commands.build import build
 from bundler.console import TerminalReporter
-from bundler.server.bundle_server import HARNESS_PATH, serve_directory
-from bundler.site.npmtools import npm_tool
+from bundler.server.bundle_server import serve_directory
 from bundler.site.runtime import fetch_runtime
 from bundler.verify.browser import launch, load_settings, playwright_session
-from bundler.verify.harness import harness_call
 
-TRANSFORMERS_JS = {"@huggingface/transformers": "4.3.1"}
-PAGES_MODULE = Path(__file__).with_name("text_pages.mjs")
-RAW_MODULE = f"/raw/{PAGES_MODULE.name}"
-ORT_FILES = ("ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
 OUR_VARIANT = {"fp32": None, "q8": "int8"}  # None: the bundle's default (fp32)
 FULL = Sizes(encoder_layers=6, encoder_hidden=384, decoder_layers=12, decoder_hidden=768,
              vocab=8000)
@@ -94,27 +88,8 @@ def _site(work: Path, sizes: Sizes, reporter: TerminalReporter, only: str | None
                                          "quantize": "fp32", "variants": ["int8"],
                                          **({"execution_providers": eps} if eps else {})}),
                       force=True, reporter=reporter)
-    package = npm_tool(TRANSFORMERS_JS, scripts=False) / "node_modules"
-    (site / "tjs").mkdir(parents=True, exist_ok=True)
-    (site / "raw").mkdir(exist_ok=True)
-    shutil.copyfile(package / "@huggingface/transformers/dist/transformers.min.js",
-                    site / "tjs" / "transformers.min.js")
-    for name in ORT_FILES:
-        shutil.copyfile(package / "onnxruntime-web/dist" / name, site / "tjs" / name)
-    shutil.copyfile(PAGES_MODULE, site / "raw" / PAGES_MODULE.name)
+    copy_transformers_js(site)
     return site
-
-
-def _run(browser: Any, base: str, function: str, argument: dict, timeout_ms: int) -> dict:
-    """`function` of the page module on the harness page of a fresh context."""
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.set_default_timeout(timeout_ms)
-        page.goto(base + HARNESS_PATH.lstrip("/"))
-        return page.evaluate(harness_call(RAW_MODULE, function), argument)
-    finally:
-        context.close()
 
 
 def _interleaved(browser: Any, base: str, kind: str, dtype: str, common: dict, rounds: int,
@@ -128,19 +103,8 @@ def _interleaved(browser: Any, base: str, kind: str, dtype: str, common: dict, r
                                               "models": "/models/", "ort": f"{base}tjs/",
                                               "name": kind, "dtype": dtype}),
     }
-    results: dict[str, list[dict]] = {name: [] for name in sides}
-    for round_ in range(rounds):
-        order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
-        for name in order:
-            function, argument = sides[name]
-            with reporter.step(f"{kind} {dtype}, round {round_ + 1}: {name}"):
-                results[name].append(_run(browser, base, function, argument, timeout_ms))
-    return results
-
-
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    return interleaved(browser, base, TEXT_PAGES, sides, f"{kind} {dtype}", rounds, timeout_ms,
+                       reporter)
 
 
 def _figures(kind: str, loads: list[dict], batch: int) -> dict[str, float | None]:
@@ -148,17 +112,17 @@ def _figures(kind: str, loads: list[dict], batch: int) -> dict[str, float | None
     first = [load["results"][0] for load in loads]
     later = [r for load in loads for r in load["results"][1:]]
     figures: dict[str, float | None] = {
-        "load ms": _median([load["loadMs"] for load in loads]),
-        "bytes": _median([float(load["bytes"]) for load in loads])}
+        "load ms": median([load["loadMs"] for load in loads]),
+        "bytes": median([float(load["bytes"]) for load in loads])}
     if kind == "encoder":
-        figures["sentences/s, first call"] = _median([batch * 1000 / r["ms"] for r in first])
-        figures["sentences/s, later calls"] = _median([batch * 1000 / r["ms"] for r in later])
+        figures["sentences/s, first call"] = median([batch * 1000 / r["ms"] for r in first])
+        figures["sentences/s, later calls"] = median([batch * 1000 / r["ms"] for r in later])
         return figures
     for label, calls in (("first call", first), ("later calls", later)):
-        figures[f"first token ms, {label}"] = _median([r["firstTokenMs"] for r in calls])
-        figures[f"prefill tok/s, {label}"] = _median(
+        figures[f"first token ms, {label}"] = median([r["firstTokenMs"] for r in calls])
+        figures[f"prefill tok/s, {label}"] = median(
             [r["promptTokens"] * 1000 / r["firstTokenMs"] for r in calls])
-        figures[f"decode tok/s, {label}"] = _median([r["decodeTokensPerS"] for r in calls])
+        figures[f"decode tok/s, {label}"] = median([r["decodeTokensPerS"] for r in calls])
     return figures
 
 
@@ -171,20 +135,7 @@ def _target(metric: str) -> tuple[bool, float | None]:
 
 def _row(metric: str, ours: float | None, theirs: float | None, applies: bool) -> list[str]:
     higher, target = _target(metric)
-    ratio = None if ours is None or not theirs else ours / theirs
-    goal = "-" if target is None or not applies else f"{'>=' if higher else '<='} {target:g}x"
-    met = "" if ratio is None or goal == "-" else (
-        " ok" if (ratio >= target if higher else ratio <= target) else " MISSED")
-    return [metric, _number(ours), _number(theirs),
-            "-" if ratio is None else f"{ratio:.2f}x{met}", goal]
-
-
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value >= 1e6:
-        return f"{value / 1e6:,.1f} MB"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+    return row(metric, ours, theirs, higher, target if applies else None)
 
 
 def _agreement(kind: str, ours: list[dict], theirs: list[dict]) -> str:

@@ -107,33 +107,40 @@ def generation_config(ids: dict[str, int], max_length: int = 96) -> dict[str, An
     }
 
 
-def _whisper(ids: dict[str, int], seed: int) -> Any:
-    """Whisper at 2+2 layers x 64, 4 heads, real 80-bin front end and 30 s of positions."""
+# The suite's size: 2+2 layers x 64, 4 heads. WHISPER_TINY: openai/whisper-tiny's (the benchmark).
+TEST_SIZE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+             "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
+WHISPER_TINY = {"d_model": 384, "encoder_layers": 4, "decoder_layers": 4,
+                "encoder_attention_heads": 6, "decoder_attention_heads": 6,
+                "encoder_ffn_dim": 1536, "decoder_ffn_dim": 1536}
+
+
+def _whisper(ids: dict[str, int], seed: int, size: dict[str, int]) -> Any:
+    """Whisper at `size`, real 80-bin front end and 30 s of positions."""
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
     torch.manual_seed(seed)
     eos = ids["<|endoftext|>"]
     config = WhisperConfig(
-        vocab_size=ids["vocab"], num_mel_bins=80, d_model=64, encoder_layers=2,
-        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=1500,
+        vocab_size=ids["vocab"], num_mel_bins=80, **size, max_source_positions=1500,
         max_target_positions=128, init_std=0.2, pad_token_id=eos, bos_token_id=eos,
         eos_token_id=eos, decoder_start_token_id=ids["<|startoftranscript|>"],
         suppress_tokens=None, begin_suppress_tokens=None)
     return WhisperForConditionalGeneration(config).eval()
 
 
-def whisper(directory: Path, seed: int = 0) -> SpeechExport:
+def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None) -> SpeechExport:
     """The export folder: optimum's ONNX files, config.json, preprocessor_config.json,
-    generation_config.json and the tokenizer; with the torch model it came from."""
+    generation_config.json and the tokenizer; with the torch model it came from. `size`: the
+    WhisperConfig dimensions (TEST_SIZE when not given)."""
     from optimum.exporters.onnx import main_export
     from transformers import GenerationConfig, WhisperFeatureExtractor
 
     saved, folder = directory / "saved", directory / "onnx"
     tokenizer(saved)
     ids = _ids(saved)
-    model = _whisper(ids, seed)
+    model = _whisper(ids, seed, size or TEST_SIZE)
     model.generation_config = GenerationConfig(**generation_config(ids))
     model.save_pretrained(saved)
     WhisperFeatureExtractor(feature_size=80).save_pretrained(saved)

@@ -131,7 +131,7 @@ def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, ope
         items = page.page.locator("#task-results li").all_text_contents()
         assert items and all(re.match(r"\d+\.\d\d s – \d+\.\d\d s: ", item) for item in items), \
             items
-        assert page.page.is_disabled("#task-live")  # no live transcription yet
+        assert page.page.is_enabled("#task-live")  # the microphone mode (test_asr_listen_browser)
 
 
 SOURCES = """async ({ url, samples, rate, wav, options }) => {

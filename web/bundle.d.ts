@@ -394,6 +394,49 @@ export interface BundleModel<Inputs, Outputs> {
    *  spec. */
   transcribe(audio: Float32Array | AudioBuffer | Blob, options?: TranscribeOptions
   ): Promise<Transcript>;
+  /** Live speech to text (automatic-speech-recognition bundles): a MediaStream's audio cut into
+   *  utterances, each transcribed as it grows (onPartial) and when a silence ends it (onFinal),
+   *  until `signal` aborts or its tracks end. Resolves to the final transcripts. */
+  listen(stream: MediaStream, options?: ListenOptions): Promise<FinalTranscript[]>;
+}
+
+export interface ListenOptions {
+  language?: string;
+  task?: 'transcribe' | 'translate';
+  timestamps?: boolean;
+  /** The utterance being spoken, transcribed again every `partialMs` of new audio. */
+  onPartial?: (transcript: LiveTranscript) => void;
+  /** An utterance ended by a silence (or by stop), transcribed. */
+  onFinal?: (transcript: FinalTranscript) => void;
+  /** Stops listening: the utterance being spoken is transcribed, then listen() resolves. */
+  signal?: AbortSignal;
+  /** A model loaded from an audio-stream (voice-activity) bundle: speech is where its chunk
+   *  scores reach its score_threshold. Without it, where a 20 ms frame's RMS reaches `threshold`. */
+  vad?: BundleModel<any, any>;
+  /** RMS of a speech frame for the energy detector (default 0.01, full scale 1). */
+  threshold?: number;
+  /** Silence that ends an utterance (default 600). */
+  silenceMs?: number;
+  /** Audio kept before the speech starts (default 200). */
+  prerollMs?: number;
+  /** New audio between partial transcripts (default 1000). */
+  partialMs?: number;
+  /** Longest utterance, cut there (default 28). */
+  maxSeconds?: number;
+  /** 'auto' (the default): an AudioWorklet, a ScriptProcessor where worklets cannot run. */
+  capture?: 'auto' | 'worklet' | 'script-processor';
+}
+
+export interface LiveTranscript extends Transcript {
+  /** Seconds from the capture's start. */
+  start: number;
+  end: number;
+}
+
+export interface FinalTranscript extends LiveTranscript {
+  /** The utterance's captured samples at `sampleRate`, which `text` is the transcript of. */
+  audio: Float32Array;
+  sampleRate: number;
 }
 
 export interface ChatMessage { role: string; content: string }

@@ -328,6 +328,15 @@ class Model {
     }
     return this._taskApi.transcribe(this, task, audio, options);
   }
+
+  // Live speech to text of a MediaStream (web/text/listen.mjs): the final transcripts.
+  async listen(stream, options) {
+    const task = taskOf(this.manifest, 'automatic-speech-recognition', 'listen');
+    if (!this._decoder) {
+      throw new BundleError('released', 'this model was released; load() it again');
+    }
+    return this._taskApi.listen(this, task, stream, options);
+  }
 }
 
 // The kinds whose pipeline runs a second session beside the primary one, and its name.

@@ -1,6 +1,7 @@
 // task-demo.mjs: the demo page of a task bundle (index.html's #task section). Images: a file
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
-// file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline.
+// file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline;
+// speech to text: a recording's timed segments, or the microphone's utterances as they are said.
 // Text: semantic search over pasted paragraphs (embed), a text's labels (classify) or a chat
 // (generate: text/chat-demo.mjs).
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
@@ -179,6 +180,31 @@ function microphone(model, button, setStatus) {
   });
 }
 
+// The microphone transcribed live (automatic-speech-recognition, model.listen()): each utterance
+// ended by a silence as a line with its times, the one being spoken below them as partial text.
+function liveTranscription(model, button, setStatus) {
+  return liveToggle(button, 'microphone', { audio: true }, setStatus, async (media) => {
+    const stop = new AbortController();
+    const finals = [];
+    let partial = '';
+    const show = () => {
+      listResults(partial ? [...finals, partial] : finals);
+      if (partial) $('task-results').lastElementChild.dataset.partial = 'true';
+    };
+    model.listen(media, {
+      signal: stop.signal,
+      onPartial: ({ text }) => { partial = `… ${text}`; show(); },
+      onFinal: ({ start, end, text }) => {
+        partial = '';
+        finals.push(`${start.toFixed(2)} s – ${end.toFixed(2)} s: ${text || '(no words)'}`);
+        show();
+      },
+    }).catch((error) => setStatus(`Could not transcribe: ${error.message}`, 'error'));
+    listResults(['Listening…']);
+    return () => stop.abort();
+  });
+}
+
 // A dropped recording transcribed (automatic-speech-recognition): its segments with their times.
 async function transcribeAudio(model, file) {
   const context = new AudioContext();
@@ -270,7 +296,7 @@ export async function startTaskDemo(model, { setStatus }) {
   });
   const live = $('task-live');
   picker.disabled = false;
-  if (method === 'transcribe') return; // live transcription is not there yet: files only
-  live.addEventListener('click', LIVE[media](model, live, setStatus, ANALYSE[method]));
+  const start = method === 'transcribe' ? liveTranscription : LIVE[media];
+  live.addEventListener('click', start(model, live, setStatus, ANALYSE[method]));
   live.disabled = !navigator.mediaDevices;
 }

@@ -48,13 +48,15 @@ GENERATION_FILES = tuple(TEXT_DIR + name for name in ("generate.mjs", "decoding.
                                                       "sampling.mjs", "chat.mjs", "jinja.mjs",
                                                       "chat-demo.mjs"))
 # A speech-recognition bundle's (automatic-speech-recognition): the transcription loop, what the
-# decoding loops share, the Whisper decoding spec, its windows, and the sampling spec whisper.mjs
-# takes exp64 from.
+# decoding loops share, the Whisper decoding spec, its windows, the sampling spec whisper.mjs
+# takes exp64 from, and live transcription (listen.mjs, last: TEXT_ENTRY_MODULES takes it).
 SPEECH_FILES = tuple(TEXT_DIR + name for name in ("transcribe.mjs", "decoding.mjs", "whisper.mjs",
-                                                  "whisper_windows.mjs", "sampling.mjs"))
+                                                  "whisper_windows.mjs", "sampling.mjs",
+                                                  "listen.mjs"))
 # The text modules the task API imports (web/tasks/text.mjs), each where the bundle carries it:
 # bundle.files.mjs imports them by a literal import(), which an app's bundler follows.
-TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0], SPEECH_FILES[0])
+TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0], SPEECH_FILES[0],
+                      SPEECH_FILES[-1])
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.preflight.mjs",
              "bundle.session.mjs", "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",

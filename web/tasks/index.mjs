@@ -60,6 +60,11 @@ export function transcribe(model, task, audio, options) {
   return text.transcribe(model, task, audio, options);
 }
 
+// Live speech to text: the final transcripts of a MediaStream's utterances (web/text/listen.mjs).
+export function listen(model, task, stream, options) {
+  return text.listen(model, stream, options);
+}
+
 // A first run at load (load({ warmUp }), on by default for the decoding kinds): shaders compiled
 // and kernels picked before the first call, so that its time to first token is not theirs.
 export async function warmUp(model, task) {

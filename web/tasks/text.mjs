@@ -12,6 +12,7 @@ const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read
 const TOKENIZER_MODULE = 'text/tokenizer.mjs';
 const GENERATE_MODULE = 'text/generate.mjs'; // only text-generation bundles carry it
 const TRANSCRIBE_MODULE = 'text/transcribe.mjs'; // only speech-recognition bundles carry it
+const LISTEN_MODULE = 'text/listen.mjs'; // and this one
 
 export async function readJson(model, task, name) {
   const path = task.files?.[name];
@@ -170,4 +171,10 @@ export async function warmUp(model, task) {
   const [, { module, decoder }] = await Promise.all([
     tokenizerOf(model, task), decoderOf(model, task)]);
   await module.warmUp(decoder);
+}
+
+// Live speech to text from a MediaStream (web/text/listen.mjs): utterances through transcribe().
+export async function listen(model, stream, options) {
+  const module = await model._textModule(LISTEN_MODULE);
+  return module.listen(model, stream, options);
 }

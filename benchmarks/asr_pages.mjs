@@ -1,0 +1,69 @@
+// asr_pages.mjs: asr_vs_transformersjs.py's pages. Each loads one side (our speech bundle through
+// its bundle.mjs, or transformers.js 4.3.1's Whisper processor and model from local files) on the harness page of a fresh context, transcribes the same 16 kHz samples `calls`
+// times and returns the figures (text_pages.mjs's measure(): load ms, bytes since the start).
+// The encoder's and the decoder's time are what their sessions' run() took, counted the same way
+// on both sides: by wrapping run() of each session object.
+import { measure, transformersJs } from './text_pages.mjs';
+
+// A 16-bit mono WAV (bundler.tasks.samples.wav_bytes: a 44-byte header) as samples in [-1, 1].
+async function samplesOf(url) {
+  const bytes = await (await fetch(url)).arrayBuffer();
+  const pcm = new Int16Array(bytes, 44);
+  return Float32Array.from(pcm, (value) => value / 32768);
+}
+
+function counted(session) {
+  const record = { ms: 0, runs: 0 };
+  const run = session.run.bind(session);
+  session.run = async (...args) => {
+    const started = performance.now();
+    try {
+      return await run(...args);
+    } finally {
+      record.ms += performance.now() - started;
+      record.runs += 1;
+    }
+  };
+  return record;
+}
+
+async function timedCall(call, encoder, decoder) {
+  const before = { encoderMs: encoder.ms, decoderMs: decoder.ms, decoderRuns: decoder.runs };
+  const started = performance.now();
+  const { text } = await call();
+  return { ms: performance.now() - started, encoderMs: encoder.ms - before.encoderMs,
+           decoderMs: decoder.ms - before.decoderMs,
+           decoderRuns: decoder.runs - before.decoderRuns, text };
+}
+
+export async function oursTranscribe({ base, audio, calls }) {
+  const samples = await samplesOf(audio); // before measure(): not counted in the bytes
+  return measure(async () => {
+    const { load } = await import(new URL('bundle.mjs', base).href);
+    const model = await load({ numThreads: 1, executionProviders: ['wasm'] });
+    return { model, encoder: counted(model), decoder: counted(model._decoder),
+             about: { variant: model.variant, ep: model.ep, threads: model.threads } };
+  }, ({ model, encoder, decoder }) => timedCall(
+    () => model.transcribe(samples, { language: 'en', task: 'transcribe' }), encoder, decoder),
+  calls);
+}
+
+// Its Whisper example's calls (a processor, generate(), the tokenizer's batch_decode()): the pipeline's
+// own post-processing throws on a transcript of no text tokens, which random weights can give.
+export async function theirsTranscribe({ lib, models, ort, name, audio, calls }) {
+  const samples = await samplesOf(audio);
+  return measure(async () => {
+    const { AutoProcessor, AutoTokenizer, WhisperForConditionalGeneration } = await
+    transformersJs({ lib, models, ort });
+    const [processor, tokenizer, model] = await Promise.all([AutoProcessor.from_pretrained(name),
+      AutoTokenizer.from_pretrained(name),
+      WhisperForConditionalGeneration.from_pretrained(name, { dtype: 'fp32', device: 'wasm' })]);
+    return { processor, tokenizer, model, encoder: counted(model.sessions.model),
+             decoder: counted(model.sessions.decoder_model_merged),
+             about: { variant: 'fp32', ep: 'wasm', threads: 1 } };
+  }, ({ processor, tokenizer, model, encoder, decoder }) => timedCall(async () => {
+    const inputs = await processor(samples);
+    const ids = await model.generate({ ...inputs, language: 'en', task: 'transcribe' });
+    return { text: tokenizer.batch_decode(ids, { skip_special_tokens: true })[0] };
+  }, encoder, decoder), calls);
+}
