@@ -8,6 +8,7 @@ too); the demo page transcribes a dropped recording."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from bundler.bundle.layout import SPEECH_FILES
 from bundler.tasks.audio import read_wav, resample
 from bundler.tasks.samples import wav_bytes
 from tests import speech_models
+from tests.conftest import run_cli
 from tests.speech import speech
 
 pytestmark = pytest.mark.browser
@@ -167,3 +169,27 @@ def test_transcribe_takes_audio_buffers_and_blobs_streams_text_and_aborts(built,
     assert got["abortedBefore"]["name"] == "AbortError"
     assert got["again"] == got["streamed"]  # an aborted call left nothing behind
     assert got["notAudio"]["code"] == got["notASource"]["code"] == "bad-source"
+
+
+def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    audio, rate = read_wav(recording)
+    result = run_cli("run", built["bundle"], "--audio", recording, "--json")
+    assert result.returncode == 0, result.stderr
+    transcripts = json.loads(result.stdout)["transcripts"]
+    for got, timestamps in zip(transcripts, [False, True], strict=True):
+        want = speech_models.native(built, audio, rate, {"timestamps": timestamps})
+        assert got["windows"] == want["windows"] and got["text"] == want["text"]
+        assert ("segments" in got) == timestamps
+    shown = run_cli("run", built["bundle"], "--audio", recording)
+    assert shown.returncode == 0 and ": transcript" in shown.stdout, shown.stderr
+    report = tmp_path / "report.json"
+    checked = run_cli("test", built["bundle"], "--audio", recording, "--ep", "wasm",
+                      "--no-fallback", "--report", report)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    task = json.loads(report.read_text())["task"]
+    assert [(entry["ep"], entry["file"], entry["passed"]) for entry in task] == [
+        ("wasm", "speech.wav", True)]
+    assert task[0]["native_count"] == task[0]["browser_count"] == 2  # without, with timestamps

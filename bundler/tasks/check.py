@@ -26,6 +26,7 @@ from bundler.hosting.publish import assembled
 from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
+from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
@@ -34,6 +35,7 @@ from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
 from bundler.text.agreement import native_generations
 from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
+from bundler.text.whisper_bundle import CASES, bundle_sessions, transcripts
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -123,9 +125,15 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
             items.append({"texts": texts})
         elif kind.media == "audio":
             samples, rate = read_wav(path)
-            found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
-            items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
-                          .decode(), "rate": rate})
+            sent = {"samples": base64.b64encode(samples.astype(np.float32).tobytes()).decode(),
+                    "rate": rate}
+            if kind.name == SPEECH_RECOGNITION:  # each case's transcript, window by window
+                found.append(transcripts(directory, manifest, bundle_sessions(
+                    directory, manifest, session, config), samples, rate))
+                sent["cases"] = list(CASES)
+            else:
+                found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
+            items.append(sent)
         else:
             found.append(run_image(run, task, read_image(path), top_k=5)[kind.answers])
             items.append({"file": base64.b64encode(item.data).decode()})
