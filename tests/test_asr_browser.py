@@ -9,6 +9,7 @@ demo page transcribes a dropped recording."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -86,15 +87,6 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
     table = built["log"][built["log"].index("automatic-speech-recognition: browser vs"):]
     assert re.search(r"task\W+fp32\W+wasm\W+generated\.wav.*pass", table), table
     assert not bundle.verification.problems
-
-
-def test_bundle_test_compares_the_transcript_tokens(built, tmp_path):
-    samples, rate = speech(SECONDS)
-    recording = tmp_path / "speech.wav"
-    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
-    result = run_cli("test", built["bundle"], "--ep", "wasm", "--audio", recording)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"task\W+fp32\W+wasm\W+speech\.wav.*pass", result.stdout), result.stdout
 
 
 def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_bundle):
@@ -201,3 +193,27 @@ def test_transcribe_takes_audio_buffers_and_blobs_streams_text_and_aborts(built,
     assert got["abortedBefore"]["name"] == "AbortError"
     assert got["again"] == got["streamed"]  # an aborted call left nothing behind
     assert got["notAudio"]["code"] == got["notASource"]["code"] == "bad-source"
+
+
+def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    audio, rate = read_wav(recording)
+    result = run_cli("run", built["bundle"], "--audio", recording, "--json")
+    assert result.returncode == 0, result.stderr
+    transcripts = json.loads(result.stdout)["transcripts"]
+    for got, timestamps in zip(transcripts, [False, True], strict=True):
+        want = speech_models.native(built, audio, rate, {"timestamps": timestamps})
+        assert got["windows"] == want["windows"] and got["text"] == want["text"]
+        assert ("segments" in got) == timestamps
+    shown = run_cli("run", built["bundle"], "--audio", recording)
+    assert shown.returncode == 0 and ": transcript" in shown.stdout, shown.stderr
+    report = tmp_path / "report.json"
+    checked = run_cli("test", built["bundle"], "--audio", recording, "--ep", "wasm",
+                      "--no-fallback", "--report", report)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    task = json.loads(report.read_text())["task"]
+    assert [(entry["ep"], entry["file"], entry["passed"]) for entry in task] == [
+        ("wasm", "speech.wav", True)]
+    assert task[0]["native_count"] == task[0]["browser_count"] == 2  # without, with timestamps

@@ -130,6 +130,21 @@ def _task_of(source: Path, manifest: Manifest | EdgeManifest | None) -> Task:
     return task
 
 
+def _transcribe(session: Session, source: Path, samples: np.ndarray, rate: int
+                ) -> dict[str, Any]:
+    """A speech-recognition bundle's transcripts (bundler.text.whisper_bundle): the encoder
+    on the session opened, the decoder beside it."""
+    from bundler.bundle import manifest as manifest_file
+    from bundler.text.whisper_bundle import bundle_sessions, transcripts
+
+    if not source.is_dir():
+        raise ConfigError("--audio on a speech-recognition model needs the bundle folder (its"
+                          " decoder, tokenizer and config files), not a model file")
+    manifest = manifest_file.load(source)
+    sessions = bundle_sessions(source, manifest, session.session)
+    return {"transcripts": transcripts(source, manifest, sessions, samples, rate)}
+
+
 def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
               audio: Path | None, top_k: int | None, threshold: float | None, as_json: bool,
               reporter: Reporter, source: Path, texts: Sequence[str] = ()) -> dict[str, Any]:
@@ -157,7 +172,8 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
         result = run_image(session.run, task, read_image(image), top_k=top_k, threshold=threshold)
     else:
         samples, rate = read_wav(audio)  # type: ignore[arg-type]
-        result = run_audio(session.run, task, specs, samples, rate)
+        result = (_transcribe(session, source, samples, rate) if kind_of(task.kind).method
+                  == "transcribe" else run_audio(session.run, task, specs, samples, rate))
     result = {"ep": session.ep, "task": task.kind, "session_config": session.config or None,
               **result}
     if as_json:

@@ -35,7 +35,8 @@ from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
 from bundler.text.agreement import native_generations
 from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
-from bundler.text.whisper_run import WhisperSessions, transcribe_in
+from bundler.text.whisper_bundle import CASES, transcripts
+from bundler.text.whisper_run import WhisperSessions
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -125,20 +126,18 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
             found.append(run_text(run, task, tokenizer, [spec.name for spec in specs],
                                   texts, top_k=5)[kind.answers])
             items.append({"texts": texts})
-        elif kind.name == SPEECH_RECOGNITION:  # the transcript of both sessions' files
-            samples, rate = read_wav(path)
-            bundle_tokenizer(directory, task, folder)  # the text files, under their names
-            decoder, decoder_config = (others or {})["decoder"]
-            sessions = WhisperSessions(session, cpu_session(decoder, config=decoder_config))
-            _, chunks = transcribe_in(sessions, folder / "tokenizer", samples, rate)
-            found.append([{"tokens": [token for chunk in chunks for token in chunk.tokens]}])
-            items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
-                          .decode(), "rate": rate})
         elif kind.media == "audio":
             samples, rate = read_wav(path)
-            found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
-            items.append({"samples": base64.b64encode(samples.astype(np.float32).tobytes())
-                          .decode(), "rate": rate})
+            sent = {"samples": base64.b64encode(samples.astype(np.float32).tobytes()).decode(),
+                    "rate": rate}
+            if kind.name == SPEECH_RECOGNITION:  # each case's transcript, window by window
+                decoder, decoder_config = (others or {})["decoder"]  # the decoder's own config
+                sessions = WhisperSessions(session, cpu_session(decoder, config=decoder_config))
+                found.append(transcripts(directory, manifest, sessions, samples, rate))
+                sent["cases"] = list(CASES)
+            else:
+                found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
+            items.append(sent)
         else:
             found.append(run_image(run, task, read_image(path), top_k=5)[kind.answers])
             items.append({"file": base64.b64encode(item.data).decode()})

@@ -33,7 +33,7 @@ def run_image(run: Run, task: Task, pixels: np.ndarray, *, top_k: int | None = N
 def run_audio(run: Run, task: Task, inputs: list[TensorSpec], samples: np.ndarray,
               sample_rate: int) -> dict[str, Any]:
     """All the samples pushed at once, then flushed: {chunks, segments}."""
-    if kind_of(task.kind).method != "stream":  # transcribe(): in the browser only, for now
+    if kind_of(task.kind).method != "stream":  # transcribe(): bundler.text.whisper_bundle
         audio_kinds = " or ".join(kind.name for kind in kinds_fed("audio")
                                   if kind.method == "stream")
         raise ConfigError(f"--audio: this bundle's task is {task.kind}, not {audio_kinds}")

@@ -36,10 +36,13 @@ export async function runTask({ base, options, method, items }) {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
-      } else if (method === 'transcribe') {  // the transcript's tokens, each session's default
+      } else if (method === 'transcribe') {  // each case's transcript of the samples
         const samples = new Float32Array(fromBase64(item.samples).buffer);
-        const { tokens, text } = await model.transcribe(samples, { sampleRate: item.rate });
-        results.push([{ tokens, text }]);
+        const answer = [];
+        for (const options of item.cases) {
+          answer.push(await model.transcribe(samples, { sampleRate: item.rate, ...options }));
+        }
+        results.push(answer);
       } else if (method === 'generate') {  // greedy token ids, teacher-forced logits per prompt
         const text = await import(new URL('tasks/text.mjs', base).href);
         const answer = [];

@@ -49,20 +49,38 @@ def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
 
 def compare_transcripts(native: list[dict], browser: list[dict], result: TaskComparison,
                         tolerance: float) -> None:
-    """Per audio, the same token ids (`tolerance` does not apply: greedy tokens agree or not)."""
+    """Per transcript, the same token ids in every 30 s window, then merged (`tolerance` does
+    not apply: greedy tokens agree or not)."""
     if not same_count(native, browser, result, "transcripts"):
         return
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        if not same_tokens(list(want["tokens"]), list(got["tokens"]), result, f"audio {index}"):
+        wanted, windows = want.get("windows", []), got.get("windows", [])
+        if len(wanted) != len(windows):
+            result.error = (f"transcript {index}: {len(windows)} windows for native's"
+                            f" {len(wanted)}")
+            return
+        for number, (ours, theirs) in enumerate(zip(wanted, windows, strict=True)):
+            if not same_tokens(list(ours), list(theirs), result,
+                               f"transcript {index} window {number}"):
+                return
+        if not same_tokens(list(want["tokens"]), list(got["tokens"]), result,
+                           f"transcript {index}"):
             return
 
 
 def report_transcripts(reporter: Reporter, source: Path, task: Task,
                        result: dict[str, Any]) -> None:
-    """A row per transcript: its token ids and text."""
-    rows = [[" ".join(map(str, item["tokens"])), item.get("text", "")]
-            for item in result["transcripts"]]
-    reporter.table(f"{source}: transcript", ["token ids", "text"], rows)
+    """A row per transcript (without and with timestamps): its token ids and text, and a row
+    per timed segment."""
+    rows = []
+    for item in result["transcripts"]:
+        timed = bool(item.get("options", {}).get("timestamps"))
+        rows.append(["yes" if timed else "no", "", " ".join(map(str, item["tokens"])),
+                     item.get("text", "")])
+        rows += [["", f"{s['start']} s - {s['end']} s", "", s["text"]]
+                 for s in item.get("segments", [])]
+    reporter.table(f"{source}: transcript", ["timestamps", "segment", "token ids", "text"],
+                   rows)
 
 
 KIND = TaskKind(

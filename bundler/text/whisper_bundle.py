@@ -1,0 +1,82 @@
+"""A built speech-recognition bundle transcribed natively: its `encoder` and `decoder` sessions
+(bundle.json's files) run by bundler/text/whisper_run.py over the bundle's own shipped
+generation_config.json, preprocessor_config.json and tokenizer. What `bundle run --audio` prints
+and what `bundle test --audio` compares the browser's model.transcribe() with, window by
+window."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bundler.bundle.manifest import Manifest
+from bundler.bundle.modelio import cpu_session
+from bundler.errors import ConfigError
+from bundler.tasks.logmel import spec_of
+from bundler.text import whisper
+from bundler.text.reference import bundle_tokenizer
+from bundler.text.whisper_run import WhisperSessions, transcribe
+
+ENCODER, DECODER = "encoder", "decoder"
+# What `bundle test --audio` and `bundle run --audio` transcribe each recording with: the
+# language detected (the model's own choice), without and with timestamps.
+CASES = ({"timestamps": False}, {"timestamps": True})
+
+
+def _shipped_json(directory: Path, manifest: Manifest, name: str) -> dict[str, Any]:
+    path = (manifest.task.files or {}).get(name) if manifest.task else None
+    if path is None:
+        raise ConfigError(f"{directory}: the bundle ships no {name}; rebuild it from the export"
+                          " folder")
+    return json.loads((directory / path).read_text(encoding="utf-8"))
+
+
+def bundle_sessions(directory: Path, manifest: Manifest, encoder: Any | None = None
+                    ) -> WhisperSessions:
+    """The bundle's two sessions on native CPU: `encoder` an open session of the encoder (a
+    chosen variant), else its default; the decoder's default variant, each default as load()
+    picks it on WASM and opened with its own session config entries (int4 qdq folds there)."""
+    names = [session.name for session in manifest.sessions]
+    if ENCODER not in names or DECODER not in names:
+        raise ConfigError(f"{directory} is not a speech-recognition bundle (sessions"
+                          f" {', '.join(names)}; expected {ENCODER} and {DECODER})")
+
+    def open_default(name: str) -> Any:
+        variant = manifest.session(name).default_for("wasm")
+        return cpu_session(directory / variant.file, config=variant.config_for("wasm"))
+
+    return WhisperSessions(encoder if encoder is not None else open_default(ENCODER),
+                           open_default(DECODER))
+
+
+def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
+                samples: np.ndarray, rate: int,
+                cases: tuple[dict[str, Any], ...] = CASES) -> list[dict[str, Any]]:
+    """Per case ({language, task, timestamps}): {"windows": each 30 s window's tokens, "tokens":
+    the merged text tokens, "text", and with timestamps "segments" ({start, end, text,
+    tokens})}, as model.transcribe() resolves to."""
+    settings = whisper.settings_of(_shipped_json(directory, manifest, "generation_config.json"))
+    spec = spec_of(_shipped_json(directory, manifest, "preprocessor_config.json"))
+    assert manifest.task is not None
+    with tempfile.TemporaryDirectory(prefix="bundle-asr-") as scratch:
+        tokenizer = bundle_tokenizer(directory, manifest.task, Path(scratch))
+    found = []
+    for case in cases:
+        language = case.get("language")
+        runs, chunks = transcribe(
+            sessions, np.asarray(samples, np.float32), rate, spec, settings,
+            None if language is None else whisper.language_id(settings, language),
+            case.get("task"), bool(case.get("timestamps")))
+        tokens = [token for chunk in chunks for token in chunk.tokens]
+        result: dict[str, Any] = {"options": dict(case), "windows": [run.tokens for run in runs],
+                                  "tokens": tokens, "text": tokenizer.decode(tokens)}
+        if case.get("timestamps"):
+            result["segments"] = [{"start": chunk.start, "end": chunk.end,
+                                   "text": tokenizer.decode(chunk.tokens),
+                                   "tokens": chunk.tokens} for chunk in chunks]
+        found.append(result)
+    return found
