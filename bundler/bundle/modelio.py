@@ -303,6 +303,13 @@ def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from walk_nodes(subgraph)
 
 
+def node_reads(node: onnx.NodeProto) -> Iterator[str]:
+    """The names a node reads, including those its subgraphs capture from the outer graph."""
+    yield from node.input
+    for inner in (n for a in node.attribute for g in [a.g, *a.graphs] for n in g.node):
+        yield from node_reads(inner)
+
+
 def save_model(model: onnx.ModelProto, path: Path) -> None:
     """Write `model` to `path`; weights go to `<name>.data` beside it only past protobuf's 2 GB."""
     data = path.with_name(path.name + ".data")

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
+
+from bundler.bundle.modelio import node_reads
 
 PAST = re.compile(r"^past_key_values\.\d+\.(key|value)$")
 _SMALL = 64  # initializers with at most this many elements keep their values for the inference
@@ -109,7 +110,7 @@ def _rewrite(graph: onnx.GraphProto, outer: onnx.GraphProto | None, prefix: str)
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     inner = {name for node in graph.node for a in node.attribute
-             for sub in [a.g, *a.graphs] for inner in sub.node for name in _reads(inner)}
+             for sub in [a.g, *a.graphs] for inner in sub.node for name in node_reads(inner)}
     outputs = {value.name for value in graph.output}
     before = len(graph.node)
     added: list[onnx.TensorProto] = []
@@ -259,20 +260,12 @@ def _drop_unused(graph: onnx.GraphProto) -> None:
     while True:
         read = {v.name for v in graph.output}
         for node in graph.node:
-            read.update(_reads(node))
+            read.update(node_reads(node))
         kept = [n for n in graph.node if any(o in read for o in n.output if o)]
         if len(kept) == len(graph.node):
             return
         del graph.node[:]
         graph.node.extend(kept)
-
-
-def _reads(node: onnx.NodeProto) -> Iterator[str]:
-    yield from node.input
-    for attribute in node.attribute:
-        for subgraph in [attribute.g, *attribute.graphs]:
-            for inner in subgraph.node:
-                yield from _reads(inner)
 
 
 def is_decoder(model: onnx.ModelProto) -> bool:

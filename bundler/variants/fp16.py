@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import heapq
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import onnx
 from onnx import TensorProto, helper
 from onnxruntime.transformers import float16
 
-from bundler.bundle.modelio import cpu_session, read_model, save_model, walk_nodes
+from bundler.bundle.modelio import cpu_session, node_reads, read_model, save_model, walk_nodes
 from bundler.bundle.records import Fp16Settings
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import Feeds, measure
@@ -24,15 +23,6 @@ from bundler.variants.tools import quiet
 _KEEP_FLOAT32 = ("Resize", "TopK", "NonMaxSuppression", "CumSum", "Range", "RoiAlign")
 
 
-def _reads(node: onnx.NodeProto) -> Iterator[str]:
-    """The names a node reads, including those its subgraphs capture from the outer graph."""
-    yield from node.input
-    for attribute in node.attribute:
-        for subgraph in [attribute.g, *attribute.graphs]:
-            for inner in subgraph.node:
-                yield from _reads(inner)
-
-
 def _sort_topologically(graph: onnx.GraphProto) -> None:
     """Stable topological sort, in place: the float16 converter appends its Casts at the end.
 
@@ -41,7 +31,7 @@ def _sort_topologically(graph: onnx.GraphProto) -> None:
     nodes = list(graph.node)
     producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
     waiting = [
-        {producer[name] for name in _reads(node) if name in producer} - {index}
+        {producer[name] for name in node_reads(node) if name in producer} - {index}
         for index, node in enumerate(nodes)
     ]
     users: list[list[int]] = [[] for _ in nodes]
