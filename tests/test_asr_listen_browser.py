@@ -17,9 +17,9 @@ import pytest
 
 from bundler.tasks.samples import wav_bytes
 from bundler.verify.browser import launch
-from tests import task_models
+from tests import speech_models, task_models
 from tests.speech import speech
-from tests.test_asr_browser import _native, built  # noqa: F401 (the built bundle, as a fixture)
+from tests.test_asr_browser import built  # noqa: F401 (the built bundle, as a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -112,7 +112,7 @@ def test_listen_finals_are_the_native_transcripts_of_the_captured_utterances(
     for final in finals:
         audio = np.frombuffer(base64.b64decode(final["audio"]), np.float32)
         assert audio.size == round((final["end"] - final["start"]) * final["rate"])
-        native = _native(with_vad, audio, final["rate"], {"timestamps": False})
+        native = speech_models.native(with_vad, audio, final["rate"], {"timestamps": False})
         assert final["windows"] == native["windows"]
         assert (final["tokens"], final["text"]) == (native["tokens"], native["text"])
         spoken += audio.size / final["rate"]
