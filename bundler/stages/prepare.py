@@ -95,7 +95,9 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
                               f" {SPEECH_RECOGNITION} bundle; give an .npz of the model's inputs")
         check_audio(options.validation)
     for warning in model_warnings(source):  # the same warnings bundle inspect gives
-        if warning.code not in FITTED_BY_PREPARE:
+        # a text model's lengths vary with every text: --fix-dim is no advice for it
+        if warning.code not in FITTED_BY_PREPARE and not (
+                text is not None and warning.code == "symbolic-dims"):
             reporter.warn(warning.text())
     if task is not None and options.target == "edge":
         raise ConfigError("--task builds a web app (classify/detect/stream); it does not apply to"
