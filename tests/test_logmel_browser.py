@@ -14,7 +14,7 @@ from tests.speech import speech
 
 pytestmark = pytest.mark.browser
 
-WEB_TASKS = Path(__file__).resolve().parent.parent / "web" / "tasks"
+WEB = Path(__file__).resolve().parent.parent / "web"
 
 IN_PAGE = """async ({ base, rate, config }) => {
   const { logMel, logMelSpec } = await import(base + 'tasks/logmel.mjs');
@@ -28,7 +28,8 @@ def test_logmel_runs_in_chromium_as_in_python(tmp_path, plain_browser, open_bund
     samples, rate = speech(12.0)
     (tmp_path / "tasks").mkdir()
     for name in ("logmel.mjs", "audio.mjs"):  # the module and the resampler it imports
-        shutil.copy(WEB_TASKS / name, tmp_path / "tasks" / name)
+        shutil.copy(WEB / "tasks" / name, tmp_path / "tasks" / name)
+    shutil.copy(WEB / "bundle.core.mjs", tmp_path)  # audio.mjs's errors (BundleError)
     (tmp_path / "index.html").write_text("<!doctype html><title>log-mel</title>\n",
                                          encoding="utf-8")
     (tmp_path / "speech.f32").write_bytes(np.asarray(samples, np.float32).tobytes())
