@@ -43,12 +43,10 @@ from bundler.bundle.modelio import (
 )
 from bundler.errors import ConfigError, ModelError, first_line
 from bundler.model.fusions import attention_refused, encoder_shape, fuse_encoder, typed
+from bundler.model.outputs import beyond_tolerance
 from bundler.model.shape_plumbing import fold_shape_plumbing, is_decoder
 from bundler.model.tied import share_transposed_copies
 from bundler.verify.reference import Case, NotRunnable, native_reference, run_native
-
-# Of the largest output value: rewritten graphs reorder float sums (as bundler.model.fusions).
-OUTPUT_TOLERANCE = 1e-3
 
 # MatMul+Add stays unfused (no Gemm) so the weight-only quantizers, which target MatMul, still
 # apply to the result; the browser EPs run either form equally well.
@@ -110,7 +108,7 @@ def _check_interface(before: onnx.ModelProto, after: onnx.ModelProto, shapes: bo
 
 
 def _check_loads(model: onnx.ModelProto, workdir: Path, cases: Sequence[Case] = ()) -> None:
-    """It loads in onnxruntime and gives each case's outputs (see OUTPUT_TOLERANCE)."""
+    """It loads in onnxruntime and gives each case's outputs (bundler.model.outputs' bound)."""
     path = workdir / "check.onnx"
     save_model(model, path)
     session = cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
@@ -130,9 +128,7 @@ def _check_output(name: str, want: np.ndarray, got: np.ndarray) -> None:
     finite = np.isfinite(want)
     if not np.array_equal(finite, np.isfinite(got)):
         raise ValueError(f"it changed what the model computes: {name}'s non-finite values moved")
-    worst = float(np.max(np.abs(got[finite].astype(np.float64) - want[finite]), initial=0.0))
-    scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
-    if worst > OUTPUT_TOLERANCE * scale:
+    if (worst := beyond_tolerance(want[finite], got[finite])) is not None:
         raise ValueError(f"it changed what the model computes: {name} differs by {worst:.3g}")
 
 
