@@ -77,6 +77,15 @@ def _send(page: Any, text: str, **settings: str) -> None:
     page.click("#task-run")
 
 
+def _first_turn(page: Any, mode: str) -> None:
+    """Once the demo page is ready and says it is in `mode`: "1 2 3 4", 4 new tokens, answered."""
+    page.wait_for_selector("body[data-ready=true]")
+    assert mode in page.text_content("#chat-mode")
+    page.click("#chat-settings summary")
+    _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
+    page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+
+
 def _replies(page: Any) -> list[str]:
     return page.locator("#task-results li[data-role=assistant] span").all_text_contents()
 
@@ -84,11 +93,7 @@ def _replies(page: Any) -> list[str]:
 def test_the_demo_page_chats_streams_and_stops(counter, plain_browser, open_bundle):
     with open_bundle(plain_browser, counter["bundle"], "index.html") as opened:
         page = opened.page
-        page.wait_for_selector("body[data-ready=true]")
-        assert "chat template" in page.text_content("#chat-mode")
-        page.click("#chat-settings summary")
-        _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
-        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        _first_turn(page, "chat template")
         assert _replies(page) == [" " + trained_decoder.counting(5, 4)]
         stats = page.text_content("#chat-stats")
         assert stats.startswith("4 prompt tokens · first token") and stats.endswith(
@@ -139,11 +144,7 @@ def test_without_a_chat_template_each_message_is_a_prompt(plain_counter, plain_b
                                                          open_bundle):
     with open_bundle(plain_browser, plain_counter, "index.html") as opened:
         page = opened.page
-        page.wait_for_selector("body[data-ready=true]")
-        assert "no chat template" in page.text_content("#chat-mode")
-        page.click("#chat-settings summary")
-        _send(page, "1 2 3 4", **{"max-new-tokens": "4"})
-        page.wait_for_selector("#chat-stats:has-text('tokens/s')")
+        _first_turn(page, "no chat template")
         _send(page, "40 41")  # continued on its own, not after the first turn
         page.wait_for_selector("#task-results li:nth-child(4)")
         page.wait_for_selector("#task-run:not([disabled])")
