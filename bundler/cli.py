@@ -172,16 +172,21 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
 @click.option("--new-tokens", default=64, show_default=True, type=click.IntRange(1, 100_000),
               help="Text generation: the tokens each generate() call makes (fewer if it ends).")
 @click.option("--calls", default=3, show_default=True, type=click.IntRange(1, 1000),
-              help="Text generation: generate() calls per EP and variant; the first is"
-                   " reported apart from the mean of the later ones.")
+              help="Text generation and speech recognition: generate() or transcribe() calls"
+                   " per EP and variant; the first is reported apart from the mean of the later"
+                   " ones.")
+@click.option("--audio", type=click.Path(path_type=Path), default=None,
+              help="Speech recognition: transcribe this .wav (default: the build's check"
+                   " audio).")
 def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple[str, ...],
           runs: int, threads: int | None, dims: tuple[str, ...], json_path: Path | None,
           plot_path: Path | None, profile: bool, prompt_tokens: int, new_tokens: int,
-          calls: int) -> None:
+          calls: int, audio: Path | None) -> None:
     """Measure DIRECTORY's bundle in headless Chromium per EP and variant (cold load, first run,
     warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs; a
     text-generation bundle by its generate() calls (load, time to first token, prefill and
-    decode tokens/s, bytes on the wire)."""
+    decode tokens/s, bytes on the wire); a speech-recognition bundle by its transcribe() calls
+    (real-time factor, encoder ms, decoder steps/s, first text, bytes on the wire)."""
     from bundler.bundle.options import flag_of, validate
     from bundler.commands.bench import GenerationLengths
     from bundler.commands.bench import bench as run_bench
@@ -192,7 +197,7 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
     run_bench(directory, execution_providers=given.get("execution_providers"),
               variants=variants or None, runs=runs, threads=threads, dims=given.get("dims"),
               json_path=json_path, plot_path=plot_path, profile=profile, reporter=_reporter(),
-              generation=GenerationLengths(prompt_tokens, new_tokens, calls))
+              generation=GenerationLengths(prompt_tokens, new_tokens, calls), audio=audio)
 
 
 @main.command()

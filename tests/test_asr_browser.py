@@ -99,7 +99,19 @@ def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_
             "url": page.base_url + "bundle.mjs", "rate": rate, "cases": CASES,
             "samples": base64.b64encode(audio.tobytes()).decode()})
     assert got["sessions"] == ["encoder", "decoder"] and got["ep"] == "wasm"
+    timings = [result.pop("timings") for result in (*got["results"], got["worker"])]
     assert got["worker"] == got["results"][0]
+    for timing, want in zip(timings, [*native, native[0]], strict=True):
+        assert timing["audioSeconds"] == pytest.approx(SECONDS, abs=1e-3)
+        assert timing["encoderMs"] > 0 and timing["decoderMs"] > 0
+        assert timing["encoderMs"] + timing["decoderMs"] <= timing["totalMs"]
+        assert timing["decoderSteps"] >= len(want["windows"][0])  # a step per token chosen
+        assert timing["decoderStepsPerS"] == pytest.approx(
+            timing["decoderSteps"] * 1000 / timing["decoderMs"])
+        assert timing["realTimeFactor"] == pytest.approx(SECONDS * 1000 / timing["totalMs"],
+                                                         rel=1e-3)
+        if want["text"]:  # else no text token came
+            assert 0 < timing["firstTextMs"] < timing["totalMs"]
     for result, want, case in zip(got["results"], native, CASES, strict=True):
         assert result["windows"] == want["windows"]
         assert result["tokens"] == want["tokens"]
@@ -191,6 +203,8 @@ def test_transcribe_takes_audio_buffers_and_blobs_streams_text_and_aborts(built,
     assert got["abortedMidway"] is not None and got["abortedMidway"]["name"] == "AbortError"
     assert got["chosen"] == 3  # no step after the abort
     assert got["abortedBefore"]["name"] == "AbortError"
+    for call in ("again", "streamed"):
+        del got[call]["timings"]
     assert got["again"] == got["streamed"]  # an aborted call left nothing behind
     assert got["notAudio"]["code"] == got["notASource"]["code"] == "bad-source"
 
@@ -217,3 +231,34 @@ def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
     assert [(entry["ep"], entry["file"], entry["passed"]) for entry in task] == [
         ("wasm", "speech.wav", True)]
     assert task[0]["native_count"] == task[0]["browser_count"] == 2  # without, with timestamps
+
+
+def test_bundle_bench_reports_transcribe_calls_per_ep_and_variant(built, tmp_path):
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    out = tmp_path / "bench.json"
+    result = run_cli("bench", built["bundle"], "--audio", recording, "--calls", "2",
+                     "--variant", "fp32", "--threads", "1", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "real-time factor" in result.stdout and "fp32 / int4" in result.stdout
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert (report["audio"], report["calls"]) == ("speech.wav", 2)
+    assert report["audio_seconds"] == pytest.approx(SECONDS, abs=1e-3)
+    manifest = manifest_file.load(built["bundle"])
+    [row] = report["results"]  # the bundle ships WASM only
+    encoder, decoder = manifest.session("encoder"), manifest.session("decoder")
+    assert (row["ep"], row["ran_on"], row["variant"], row["decoder_variant"], row["error"]) == (
+        "wasm", "wasm", "fp32", "int4", None)
+    assert row["bytes"] == encoder.variant("fp32").bytes + decoder.variant("int4").bytes
+    assert 0 < row["wire_bytes"] <= row["bytes"] and row["runtime_wire_bytes"] > 0
+    assert row["load_ms"] > 0 and len(row["calls"]) == 2 and row["first_call"] == row["calls"][0]
+    for call in row["calls"]:
+        assert call["audio_seconds"] == pytest.approx(SECONDS, abs=1e-3)
+        assert call["real_time_factor"] == pytest.approx(SECONDS * 1000 / call["total_ms"],
+                                                         rel=1e-3)
+        assert call["encoder_ms"] > 0 and call["decoder_steps"] > 4
+    assert row["later_calls"]["total_ms"] == row["calls"][1]["total_ms"]
+    refused = run_cli("bench", built["bundle"], "--profile")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "not for automatic-speech-recognition bundles" in refused.stderr

@@ -72,7 +72,7 @@ def test_bench_reports_first_and_later_calls_per_variant(generation, tmp_path):
 def test_bench_refuses_the_figures_of_single_runs_on_a_generation_bundle(generation):
     result = run_cli("bench", generation["bundle"], "--profile")
     assert result.returncode != 0
-    assert "--profile, --plot and --dim are not for a text-generation bundle" in result.stderr
+    assert "--profile, --plot and --dim are not for text-generation bundles" in result.stderr
     assert "Traceback" not in result.stderr
 
 

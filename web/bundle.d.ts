@@ -488,6 +488,22 @@ export interface Transcript {
   windows: number[][];
   /** With `timestamps`: the merged chunks, seconds from the audio's start. */
   segments?: TranscriptSegment[];
+  /** What the call took (ms from the audio at 16 kHz to the transcript). */
+  timings: TranscriptTimings;
+}
+
+export interface TranscriptTimings {
+  audioSeconds: number;
+  totalMs: number;
+  /** The encoder's runs and the decoder's steps (the rest: features, logits rules, text). */
+  encoderMs: number;
+  decoderMs: number;
+  decoderSteps: number;
+  decoderStepsPerS: number | null;
+  /** When the first text token came, from the call's start; null when none did. */
+  firstTextMs: number | null;
+  /** Audio seconds per second of the call: above 1 is faster than real time. */
+  realTimeFactor: number | null;
 }
 
 export interface Generation {

@@ -41,8 +41,11 @@ from bundler.perf.native import all_cores, native_latency
 from bundler.perf.page import PageResult, measure_page, profile_page
 from bundler.perf.plot import require_matplotlib, write_plot
 from bundler.perf.profile import Profile, native_profile, profile_rows
+from bundler.perf.speech import COLUMNS as SPEECH_COLUMNS
+from bundler.perf.speech import SpeechResult, bench_speech
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
 from bundler.server.bundle_server import serve_directory
+from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.verify.browser import (
     BrowserSettings,
@@ -195,11 +198,13 @@ def bench(
     reporter: Reporter | None = None,
     settings: BrowserSettings | None = None,
     generation: GenerationLengths | None = None,
-) -> BenchReport | list[GenerationResult]:
+    audio: Path | None = None,
+) -> BenchReport | list[GenerationResult] | list[SpeechResult]:
     """Measure the bundle in `directory` (on `execution_providers`, default: every EP it ships;
     `variants`, default: all); write the JSON and the plot where asked. A text-generation
     bundle is measured by its generate() calls instead (bundler.perf.generation), at
-    `generation`'s lengths."""
+    `generation`'s lengths (calls: its `calls`); a speech-recognition bundle by its
+    transcribe() calls of `audio` (a .wav; default: the build's check audio)."""
     if runs < 1:
         raise ConfigError(f"--runs: expected at least 1, got {runs}")
     if threads is not None and threads < 1:
@@ -211,13 +216,23 @@ def bench(
     manifest = load_manifest(directory)
     eps, names = _chosen(manifest, execution_providers or list(manifest.runtime.builds),
                          variants)
-    if manifest.task is not None and manifest.task.kind == TEXT_GENERATION:
+    kind = manifest.task.kind if manifest.task is not None else None
+    if kind in (TEXT_GENERATION, SPEECH_RECOGNITION):
         if profile or plot_path is not None or dims:
-            raise ConfigError("--profile, --plot and --dim are not for a text-generation bundle;"
-                              " it is measured at --prompt-tokens and --new-tokens")
-        return _generation(directory, manifest, eps, names, generation or GenerationLengths(),
-                           threads, settings or load_settings(), reporter or Reporter(),
-                           json_path)
+            raise ConfigError(f"--profile, --plot and --dim are not for {kind} bundles; it is"
+                              " measured by its calls (" + (
+                                  "--prompt-tokens, --new-tokens" if kind == TEXT_GENERATION
+                                  else "--audio") + ", --calls)")
+        lengths = generation or GenerationLengths()
+        settings, reporter = settings or load_settings(), reporter or Reporter()
+        chromium_executable(settings)
+        if kind == SPEECH_RECOGNITION:
+            return _speech(directory, manifest, eps, names, audio, lengths.calls, threads,
+                           settings, reporter, json_path)
+        return _generation(directory, manifest, eps, names, lengths, threads, settings,
+                           reporter, json_path)
+    if audio is not None:
+        raise ConfigError("--audio is for a speech-recognition bundle")
     check_dims(manifest.session().inputs, dims or {})
     known = bundle_known(manifest, dims)
     reporter = reporter or Reporter()
@@ -263,7 +278,6 @@ class GenerationLengths:
 def _generation(directory: Path, manifest: Manifest, eps: list[str], names: list[str],
                 lengths: GenerationLengths, threads: int | None, settings: BrowserSettings,
                 reporter: Reporter, json_path: Path | None) -> list[GenerationResult]:
-    chromium_executable(settings)
     results, version = bench_generation(
         directory, manifest, eps, names, prompt_tokens=lengths.prompt_tokens,
         new_tokens=lengths.new_tokens, calls=lengths.calls, threads=threads, settings=settings,
@@ -271,22 +285,50 @@ def _generation(directory: Path, manifest: Manifest, eps: list[str], names: list
     reporter.table(f"{directory}: {manifest.name} generating in Chromium {version}"
                    f" ({lengths.calls} calls, greedy; bytes on the wire: as fetched, gzip)",
                    GENERATION_COLUMNS, [result.row() for result in results])
+    _finish_calls(directory, manifest, version, results, "generated", reporter, json_path, {
+        "prompt_tokens": lengths.prompt_tokens, "new_tokens": lengths.new_tokens,
+        "calls": lengths.calls, "threads": threads})
+    return results
+
+
+def _speech(directory: Path, manifest: Manifest, eps: list[str], names: list[str],
+            audio: Path | None, calls: int, threads: int | None, settings: BrowserSettings,
+            reporter: Reporter, json_path: Path | None) -> list[SpeechResult]:
+    from bundler.text.transcripts import CHECK_SECONDS, RATE, check_audio
+
+    if audio is not None and (audio.suffix.lower() != ".wav" or not audio.is_file()):
+        raise ConfigError(f"--audio {audio}: expected a .wav file")
+    samples = check_audio(audio)[0][0]  # read and at 16 kHz
+    what = audio.name if audio else f"the build's check audio ({CHECK_SECONDS:g} s)"
+    results, version = bench_speech(directory, manifest, eps, names, samples=samples, rate=RATE,
+                                    calls=calls, threads=threads, settings=settings,
+                                    reporter=reporter)
+    reporter.table(f"{directory}: {manifest.name} transcribing {what} in Chromium {version}"
+                   f" ({calls} calls; real-time factor: audio seconds per second; bytes on the"
+                   " wire: as fetched, gzip)", SPEECH_COLUMNS, [r.row() for r in results])
+    _finish_calls(directory, manifest, version, results, "transcribed", reporter, json_path, {
+        "audio": what, "audio_seconds": samples.size / RATE, "calls": calls,
+        "threads": threads})
+    return results
+
+
+def _finish_calls(directory: Path, manifest: Manifest, version: str,
+                  results: Sequence[GenerationResult | SpeechResult], done: str,
+                  reporter: Reporter, json_path: Path | None, measured: dict[str, Any]) -> None:
+    """The JSON of a bench by calls, and its failures: an error when no page ran."""
     if json_path is not None:
         json_path.write_text(json.dumps({
             "directory": str(directory), "model": manifest.name,
             "runtime": {"package": manifest.runtime.package, "version": manifest.runtime.version},
-            "browser": {"name": "chromium", "version": version},
-            "prompt_tokens": lengths.prompt_tokens, "new_tokens": lengths.new_tokens,
-            "calls": lengths.calls, "threads": threads,
+            "browser": {"name": "chromium", "version": version}, **measured,
             "results": [result.to_json() for result in results]}, indent=2) + "\n",
             encoding="utf-8")
     failed = [result for result in results if result.error]
     if failed and len(failed) == len(results):
-        raise BundlerError(f"no EP and variant generated in the browser: {failed[0].ep}"
+        raise BundlerError(f"no EP and variant {done} in the browser: {failed[0].ep}"
                            f" {failed[0].variant}: {failed[0].error}")
     for result in failed:
         reporter.warn(f"{result.variant} on {result.ep} did not run: {result.error}")
-    return results
 
 
 def _in_browser(report: BenchReport, eps: list[str], names: list[str], threads: int | None,

@@ -9,9 +9,7 @@ the later ones are reported apart. Nothing is judged: the figures are reported.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import tempfile
-import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,10 +17,8 @@ from typing import Any
 from bundler.bundle.manifest import Manifest
 from bundler.console import Reporter
 from bundler.errors import ConfigError
-from bundler.perf.page import BENCH_MODULE
-from bundler.server.bundle_server import HARNESS_PATH, serve_directory
-from bundler.verify.browser import BrowserSettings, launch, playwright_session
-from bundler.verify.harness import harness_call
+from bundler.perf.calls import cold_pages, mean, number
+from bundler.verify.browser import BrowserSettings
 
 DEFAULT_PROMPT_TOKENS = 16
 DEFAULT_NEW_TOKENS = 64
@@ -64,7 +60,7 @@ class GenerationResult:
     def later(self) -> dict[str, float | None]:
         """The mean of each figure over the calls after the first (None with one call)."""
         rest = self.calls[1:]
-        return {key: _mean([getattr(call, key) for call in rest]) for key in
+        return {key: mean([getattr(call, key) for call in rest]) for key in
                 ("first_token_ms", "prefill_tokens_per_s", "decode_tokens_per_s")}
 
     def to_json(self) -> dict[str, Any]:
@@ -82,20 +78,11 @@ class GenerationResult:
                     *["-"] * (len(COLUMNS) - 4)]
         first, later = self.calls[0], self.later()
         ep = self.ep if self.ran_on in (None, self.ep) else f"{self.ep} (ran {self.ran_on})"
-        return [ep, self.variant, sizes, _number(self.load_ms),
+        return [ep, self.variant, sizes, number(self.load_ms),
                 f"{first.prompt_tokens} / {first.new_tokens}",
-                _number(first.first_token_ms), _number(first.prefill_tokens_per_s),
-                _number(first.decode_tokens_per_s), _number(later["first_token_ms"]),
-                _number(later["prefill_tokens_per_s"]), _number(later["decode_tokens_per_s"])]
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [value for value in values if value is not None]
-    return statistics.fmean(known) if known else None
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+                number(first.first_token_ms), number(first.prefill_tokens_per_s),
+                number(first.decode_tokens_per_s), number(later["first_token_ms"]),
+                number(later["prefill_tokens_per_s"]), number(later["decode_tokens_per_s"])]
 
 
 def prompt_of(directory: Path, manifest: Manifest, tokens: int) -> str:
@@ -130,41 +117,23 @@ def bench_generation(directory: Path, manifest: Manifest, eps: Sequence[str],
     """(a result per EP × variant, the browser's version)."""
     if prompt_tokens < 1 or new_tokens < 1 or calls < 1:
         raise ConfigError("--prompt-tokens, --new-tokens and --runs take 1 or more")
-    prompt = prompt_of(directory, manifest, prompt_tokens)
-    timeout = settings.timeouts_ms["load"] + settings.timeouts_ms["run"] * calls
+    pages, version = cold_pages(
+        directory, eps, names, function="generationRuns",
+        arguments={"prompt": prompt_of(directory, manifest, prompt_tokens),
+                   "newTokens": new_tokens, "calls": calls},
+        timeout_ms=settings.timeouts_ms["load"] + settings.timeouts_ms["run"] * calls,
+        threads=threads, settings=settings, reporter=reporter, doing="generating")
     results = []
-    with serve_directory(directory) as base_url, playwright_session() as playwright, \
-            launch(playwright, settings, webgpu="webgpu" in eps) as browser:
-        for ep in eps:
-            for name in names:
-                variant = manifest.session().variant(name)
-                wire, with_runtime = manifest.wire_bytes(variant), manifest.wire_bytes(variant, ep)
-                result = GenerationResult(ep, name, variant.bytes, wire, None if wire is None
-                                          or with_runtime is None else with_runtime - wire)
-                with reporter.step(f"Chromium: generating with {name} on {ep}"):
-                    context = browser.new_context()  # a cold load: nothing cached
-                    try:
-                        page = context.new_page()
-                        page.set_default_timeout(timeout)
-                        page.goto(urllib.parse.urljoin(base_url, HARNESS_PATH))  # loads nothing
-                        options = {"executionProviders": [ep], "variant": name,
-                                   "ignoreVerification": True,
-                                   **({"numThreads": threads} if threads else {})}
-                        got = page.evaluate(harness_call(BENCH_MODULE, "generationRuns"), {
-                            "url": base_url + "bundle.mjs", "options": options,
-                            "prompt": prompt, "newTokens": new_tokens, "calls": calls})
-                    except Exception as error:  # noqa: BLE001 - reported in its row
-                        got = {"error": str(error).splitlines()[0]}
-                    finally:
-                        context.close()
-                result.error = got.get("error")
-                if result.error is None:
-                    result.ran_on, result.load_ms = got["ep"], got["loadMs"]
-                    result.calls = [Call.from_page(run) for run in got["runs"]]
-                    short = [call.new_tokens for call in result.calls if call.new_tokens
-                             < new_tokens]
-                    if short:
-                        reporter.warn(f"{name} on {ep}: a call ended at its end-of-text token"
-                                      f" after {min(short)} of {new_tokens} new tokens")
-                results.append(result)
-        return results, browser.version
+    for page in pages:
+        variant = manifest.session().variant(page.variant)
+        wire, with_runtime = manifest.wire_bytes(variant), manifest.wire_bytes(variant, page.ep)
+        result = GenerationResult(page.ep, page.variant, variant.bytes, wire, None if wire is None
+                                  or with_runtime is None else with_runtime - wire,
+                                  page.ran_on, page.load_ms,
+                                  [Call.from_page(run) for run in page.runs], page.error)
+        short = [call.new_tokens for call in result.calls if call.new_tokens < new_tokens]
+        if short:
+            reporter.warn(f"{page.variant} on {page.ep}: a call ended at its end-of-text token"
+                          f" after {min(short)} of {new_tokens} new tokens")
+        results.append(result)
+    return results, version

@@ -2,7 +2,7 @@
 // load is started by an init script as the harness page begins to load (so navigation -> ready
 // has no Playwright round trip in it); timedRuns() then times the run it left.
 
-import { dimsOf, messageOf, openBundle } from './harness.mjs';
+import { dimsOf, fromBase64, messageOf, openBundle } from './harness.mjs';
 
 let measuredRun = null; // the last cold load's run(), for timedRuns()
 
@@ -141,23 +141,37 @@ export async function timeVariants({ base, names, ep = 'wasm', feeds, warmup, ro
   return { times, errors, threads, loadMs };
 }
 
-// `bundle bench` on a text-generation bundle (bundler/perf/generation.py): one cold load, then
-// `calls` generate() calls of the same prompt, each call's timings.
-export async function generationRuns({ url, options, prompt, newTokens, calls }) {
+// One cold load, then `calls` calls of `call(model)`, each giving its figures
+// (bundler/perf/calls.py); `about(model)` adds what the page should say besides.
+async function callRuns(url, options, calls, call, about = () => ({})) {
   const { load } = await import(url);
   let model;
   try {
     model = await load(options);
     const runs = [];
-    for (let call = 0; call < calls; call += 1) {
-      const run = await model.generate(prompt, { maxNewTokens: newTokens });
-      runs.push({ promptTokens: run.promptIds.length, newTokens: run.tokenIds.length,
-                  ...run.timings });
-    }
-    return { ep: model.ep, loadMs: model.loadMs, runs };
+    for (let index = 0; index < calls; index += 1) runs.push(await call(model));
+    return { ep: model.ep, loadMs: model.loadMs, runs, ...about(model) };
   } catch (error) {
-    return { error: String(error?.message ?? error) };
+    return { error: messageOf(error) };
   } finally {
     await model?.release();
   }
+}
+
+// `bundle bench` on a text-generation bundle (bundler/perf/generation.py): generate() calls of
+// the same prompt, each call's timings.
+export function generationRuns({ url, options, prompt, newTokens, calls }) {
+  return callRuns(url, options, calls, async (model) => {
+    const run = await model.generate(prompt, { maxNewTokens: newTokens });
+    return { promptTokens: run.promptIds.length, newTokens: run.tokenIds.length,
+             ...run.timings };
+  });
+}
+
+// `bundle bench` on a speech-recognition bundle (bundler/perf/speech.py): transcribe() calls of
+// the same samples (float32, base64, at `rate`), each call's timings; and the decoder's variant.
+export function transcriptionRuns({ url, options, samples, rate, calls }) {
+  const audio = new Float32Array(fromBase64(samples).buffer);
+  return callRuns(url, options, calls, async (model) => (await model.transcribe(audio,
+    { sampleRate: rate })).timings, (model) => ({ decoderVariant: model._decoder?.variant }));
 }

@@ -50,6 +50,44 @@ function emptyPast(layout) {
 
 const WHAT = 'transcription'; // the AbortError's message
 
+// What one transcribe() or window() call took (its result's `timings`): the encoder's runs, the
+// decoder's steps, and when the first text came, from the call's start.
+class Clock {
+  constructor(seconds) {
+    this.started = performance.now();
+    this.seconds = seconds;
+    this.encoderMs = 0;
+    this.decoderMs = 0;
+    this.steps = 0;
+    this.firstTextMs = null;
+  }
+
+  async time(part, work) {
+    const started = performance.now();
+    try {
+      return await work();
+    } finally {
+      this[part] += performance.now() - started;
+    }
+  }
+
+  text() {
+    this.firstTextMs ??= performance.now() - this.started;
+  }
+
+  timings() {
+    const totalMs = performance.now() - this.started;
+    return {
+      audioSeconds: this.seconds, totalMs, encoderMs: this.encoderMs, decoderMs: this.decoderMs,
+      decoderSteps: this.steps,
+      decoderStepsPerS: this.decoderMs > 0 ? this.steps * 1000 / this.decoderMs : null,
+      firstTextMs: this.firstTextMs,
+      // audio seconds per second of compute: above 1 is faster than real time
+      realTimeFactor: totalMs > 0 ? this.seconds * 1000 / totalMs : null,
+    };
+  }
+}
+
 // One decoding call's decoder steps over one encoding (whisper_run.WhisperSessions.step): step 0
 // feeds the prompt with zero-length pasts and keeps every present; each later step feeds one
 // token and keeps the new self-attention cache (the cached branch's cross-attention outputs are
@@ -99,32 +137,40 @@ export class Transcriber {
     this.layout = cacheLayout(decoder.inputs);
   }
 
-  async _encode(features, signal) {
+  async _encode(features, signal, clock) {
     checkSignal(signal, WHAT);
-    const outputs = await this.encoder.run({
+    const outputs = await clock.time('encoderMs', () => this.encoder.run({
       [this.task.input]: { data: features, dims: [1, this.spec.feature_size, WINDOW_FRAMES] },
-    });
+    }));
     return outputs[this.task.output];
   }
 
+  // One decoder step's logits, timed.
+  async _step(decoding, ids, clock) {
+    const logits = await clock.time('decoderMs', () => decoding.logits(ids));
+    clock.steps += 1;
+    return logits;
+  }
+
   // The language detected on an encoding: the logits after <|startoftranscript|>.
-  async _detect(hidden, signal) {
+  async _detect(hidden, signal, clock) {
     checkSignal(signal, WHAT);
     const decoding = new Decoding(this.decoder, this.layout, hidden);
     try {
-      return detectLanguage(this.settings, await decoding.logits([this.settings.decoderStart]));
+      return detectLanguage(this.settings,
+        await this._step(decoding, [this.settings.decoderStart], clock));
     } finally {
       await decoding.release();
     }
   }
 
   // One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos.
-  async _call(features, run, detected, onToken) {
+  async _call(features, run, detected, onToken, clock) {
     const { settings } = this;
-    const hidden = await this._encode(features, run.signal);
+    const hidden = await this._encode(features, run.signal, clock);
     let found = detected;
     if (found === null && needsLanguage(settings, run.language, run.task)) {
-      found = await this._detect(hidden, run.signal);
+      found = await this._detect(hidden, run.signal, clock);
     }
     const ids = prompt(settings, run.language, run.task, run.timestamps, found);
     const generated = [];
@@ -133,7 +179,7 @@ export class Transcriber {
       let pending = ids;
       while (ids.length + generated.length < settings.maxLength) {
         checkSignal(run.signal, WHAT);
-        const logits = await decoding.logits(pending);
+        const logits = await this._step(decoding, pending, clock);
         const token = choose(processLogits(logits, generated, settings, run.timestamps));
         generated.push(token);
         onToken(token);
@@ -158,15 +204,21 @@ export class Transcriber {
    * { tokens, text, segments }: the window's tokens (timestamps included; what the native run
    * gives), its text, and its segments ({ start, end, tokens }, seconds from the window's
    * start). onText(piece) gets the text as it is decoded; the pieces joined are `text`.
+   * `timings`: see transcribe().
    */
   async window(samples, options = {}) {
+    const clock = new Clock(samples.length / RATE);
+    return { ...await this._window(samples, options, clock), timings: clock.timings() };
+  }
+
+  async _window(samples, options, clock) {
     const run = this._run(options);
     const mels = this.spec.feature_size;
     const features = logMel(samples, RATE, this.spec);
     const total = features.length / mels;
     const detected = needsLanguage(this.settings, run.language, run.task)
-      ? await this._detect(await this._encode(this._padded(features, 0, total), run.signal),
-        run.signal)
+      ? await this._detect(await this._encode(this._padded(features, 0, total), run.signal,
+        clock), run.signal, clock)
       : null;
     const said = []; // the text tokens so far, streamed as text
     const stream = textStream([], options.onText);
@@ -174,13 +226,14 @@ export class Transcriber {
       options.onToken?.(token);
       if (token >= this.settings.eos) return; // special and timestamp tokens are no text
       said.push(token);
+      clock.text();
       stream.push(this.tokenizer.decode(said));
     };
     const found = [];
     for (let seek = 0; seek < total;) {
       const frames = Math.min(WINDOW_FRAMES, total - seek);
       const generated = await this._call(this._padded(features, seek, total), run, detected,
-        onToken);
+        onToken, clock);
       const made = segments(generated, this.settings, seek, frames);
       found.push(...made.segments);
       seek += made.advance;
@@ -205,17 +258,20 @@ export class Transcriber {
    * Float32Array at `sampleRate`, an AudioBuffer or a Blob): `windows` each 30 s window's tokens
    * (what the native run is compared on), `tokens` the merged text tokens, `segments` (with
    * timestamps) the merged chunks { start, end, text, tokens }. onText(piece, window) streams
-   * each window's text as it is decoded.
+   * each window's text as it is decoded. `timings`: the audio's seconds, the call's ms (from the
+   * audio decoded and at 16 kHz), the encoder's and the decoder's ms, the decoder's steps and
+   * steps/s, the first text token's ms, and the real-time factor (audio seconds per second).
    */
   async transcribe(audio, options = {}) {
     const { sampleRate = RATE, timestamps = false, onText } = options;
     const { samples, rate } = await audioOf(audio, sampleRate, RATE);
     const signal = resample(samples, rate, RATE);
+    const clock = new Clock(signal.length / RATE);
     const spans = windows(signal.length);
     const outputs = [];
     for (const [index, span] of spans.entries()) {
-      const found = await this.window(signal.subarray(span.start, span.end), {
-        ...options, onText: onText && ((piece) => onText(piece, index)) });
+      const found = await this._window(signal.subarray(span.start, span.end), {
+        ...options, onText: onText && ((piece) => onText(piece, index)) }, clock);
       outputs.push(found.tokens);
     }
     const chunks = merge(outputs, spans.map(strideSeconds), this.settings, timestamps);
@@ -227,13 +283,15 @@ export class Transcriber {
         tokens: chunk.tokens,
       }));
     }
+    result.timings = clock.timings();
     return result;
   }
 
   /** A first run (load's warmUp): the encoder on 30 s of silence, a prompt step and one step
    * with its cache, so shaders and kernels of both decoder branches are ready. */
   async warmUp() {
-    const hidden = await this._encode(new Float32Array(this.spec.feature_size * WINDOW_FRAMES));
+    const hidden = await this._encode(new Float32Array(this.spec.feature_size * WINDOW_FRAMES),
+      null, new Clock(0));
     const decoding = new Decoding(this.decoder, this.layout, hidden);
     try {
       await decoding.logits([this.settings.decoderStart]);
