@@ -90,6 +90,11 @@ class WhisperSessions:
     def step(self, ids: list[int], hidden: np.ndarray,
              past: dict[str, np.ndarray] | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The logits [len(ids), vocab] of `ids` after `past` (None: step 0) and the new past."""
+        # The cached branch reads the cross-attention cache, not the hidden states: it gets none
+        # (the browser then copies 1,500 x d_model floats into the runtime once per call, not
+        # once per step).
+        if past is not None:
+            hidden = hidden[:, :0]
         feed = {"input_ids": np.asarray([ids], np.int64), "encoder_hidden_states": hidden,
                 "use_cache_branch": np.array([past is not None])}
         feed.update(past if past is not None else self._empty())

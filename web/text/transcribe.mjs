@@ -105,11 +105,15 @@ class Decoding extends KeptCache {
   // The logits of the last id of `ids`, after the steps so far.
   async logits(ids) {
     const { data, dims } = this._hidden;
+    const cached = this._steps > 0;
     const feeds = {
       input_ids: { data: BigInt64Array.from(ids, BigInt), dims: [1, ids.length] },
-      // a worker's run() takes the feeds' buffers (transferred, detached here): it gets a copy
-      encoder_hidden_states: { data: this._worker ? data.slice() : data, dims },
-      use_cache_branch: { data: [this._steps > 0], dims: [1] },
+      // The cached branch reads the cross-attention cache, not the hidden states: none are sent
+      // (whisper_run.py's step). A worker's run() takes the feeds' buffers (transferred,
+      // detached here): it gets a copy.
+      encoder_hidden_states: cached ? { data: new data.constructor(0), dims: [1, 0, dims[2]] }
+        : { data: this._worker ? data.slice() : data, dims },
+      use_cache_branch: { data: [cached], dims: [1] },
     };
     const { presents, selfAttention } = this._layout;
     const outputs = await this.run(feeds, presents, this._steps === 0 ? presents : selfAttention);
