@@ -1,6 +1,7 @@
 """int8-static: QDQ quantization calibrated on the feeds (onnxruntime's quantize_static). When the
 quantizer crashes or writes a model that does not load, it retries per-tensor, then leaving the
-failing node in float32, and notes what it used."""
+failing node in float32, and notes what it used. Tensors calibration cannot range (inputs empty in a
+feed: a cache's first step; a causal mask's -inf) get no QDQ: their readers stay float32."""
 
 from __future__ import annotations
 
@@ -132,7 +133,6 @@ def make(job: Job) -> None:
                 kept_float += [name for name in unranged if name not in kept_float]
                 job.note(f"retried leaving the {len(unranged)} producers and readers of"
                          " activations without a finite range (a causal mask's -inf) in float32")
-                continue
             except Exception as error:
                 node = _failing_node(error, model)
                 where = f" at {node.name} ({node.op_type})" if node is not None else ""
@@ -165,7 +165,8 @@ def make(job: Job) -> None:
 
 KIND = KindSpec(
     name="int8-static",
-    keeps_float="ops without a QDQ kernel, nodes the quantizer failed on",
+    keeps_float="ops without a QDQ kernel, nodes the quantizer failed on, readers of inputs"
+    " empty in calibration and of activations without a finite range",
     needs_calibration=True,
     quantized=True,
     advice="try int8 or int8-weights, which need no calibration",
