@@ -1,8 +1,8 @@
 """Tiny random-weight decoders exported by optimum as users export them
 (`--task text-generation-with-past`), for the generation tests: a GPT-2 and a Llama with
-grouped-query attention. Each comes with its torch model, to compare with transformers'
-own generate(), and a GPT-2 merged decoder (`use_cache_branch`), as older optimum
-versions export."""
+grouped-query attention, and a Qwen2 (grouped-query attention, q/k/v biases, tied LM head).
+Each comes with its torch model, to compare with transformers' own generate(), and a GPT-2
+merged decoder (`use_cache_branch`), as older optimum versions export."""
 
 from __future__ import annotations
 
@@ -111,6 +111,25 @@ def llama(directory: Path) -> Export:
     return _export(_llama(), directory)
 
 
+def _qwen2(vocab: int = VOCAB, eos: list[int] | None = None) -> Any:
+    """Qwen2, 2 layers x 64, 4 query heads sharing 2 KV heads, biases on q/k/v, the LM head
+    tied to the token embedding (as Qwen2's small models have it)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(2)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, initializer_range=0.2,
+                         tie_word_embeddings=True, eos_token_id=eos or [vocab - 1],
+                         bos_token_id=vocab - 1)
+    return Qwen2ForCausalLM(config)
+
+
+def qwen2(directory: Path) -> Export:
+    return _export(_qwen2(), directory)
+
+
 # A chat template of the ChatML form (Qwen2's), for messages through generate().
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n'"
                  " + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
@@ -119,11 +138,12 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
 
 def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2",
                 positions: int = 128, two_files: bool = False) -> Export:
-    """An export folder as users have it: the GPT-2 (or `family` "llama": the Llama) above at the
-    vocabulary of a GPT-2-style byte-level tokenizer trained here (tests/text_tokenizers.py), its
-    files beside model.onnx, a chat template in tokenizer_config.json; `merged`: as one merged
-    decoder (GPT-2); `two_files`: as decoder_model.onnx + decoder_with_past_model.onnx (GPT-2);
-    `positions`: the GPT-2's maximum length."""
+    """An export folder as users have it: the GPT-2 (or `family` "llama" / "qwen2": the Llama /
+    the Qwen2) above at the vocabulary of a GPT-2-style byte-level tokenizer trained here
+    (tests/text_tokenizers.py), its files beside model.onnx, a chat template in
+    tokenizer_config.json; `merged`: as one merged decoder (GPT-2); `two_files`: as
+    decoder_model.onnx + decoder_with_past_model.onnx (GPT-2); `positions`: the GPT-2's maximum
+    length."""
     import json
 
     from tests import text_tokenizers
@@ -133,7 +153,9 @@ def gpt2_folder(directory: Path, merged: bool = False, family: str = "gpt2",
     size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab["added_tokens"]
                                                if t["id"] >= len(vocab["model"]["vocab"]))
     eos = next(t["id"] for t in vocab["added_tokens"] if t["content"] == "<|endoftext|>")
-    model = _llama(size, [eos]) if family == "llama" else _gpt2(size, eos, positions)
+    families = {"llama": lambda: _llama(size, [eos]), "qwen2": lambda: _qwen2(size, [eos]),
+                "gpt2": lambda: _gpt2(size, eos, positions)}
+    model = families[family]()
     export = _export(model, directory)
     if merged:
         export = _merge(export, directory)

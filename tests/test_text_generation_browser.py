@@ -90,6 +90,15 @@ def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
                   variants="fp32,int8")
 
 
+@pytest.fixture(scope="module")
+def qwen2_variants(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path
+                   ) -> dict[str, Path]:
+    """A Qwen2 (grouped-query attention, q/k/v biases, tied LM head) as int8-weights,
+    int8-static and fp16, checked on both EPs: each variant against its own native run."""
+    return _build(tmp_path_factory.mktemp("qwen2"), runtime_dist, False, family="qwen2",
+                  variants="int8-weights,int8-static,fp16")
+
+
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
             sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
     manifest = manifest_file.load(built["bundle"])
@@ -398,3 +407,19 @@ def test_a_long_prompt_is_cut_from_the_left_as_in_python(built, plain_browser, o
     answer = json.loads(result.stdout)
     assert answer["truncated"] == [fit_prompt(ids, read_config(built["folder"]), 32)[1]]
     assert answer["tokens"] == _native(built, [prompt])
+
+
+def test_every_quantized_variant_of_a_qwen2_passes_the_check_on_both_eps(qwen2_variants):
+    """The build's check compares each variant's greedy tokens and outputs in Chromium with its
+    own native run. int8-weights had been compared with native onnxruntime's int8-activation
+    MatMulNBits, int8-static failed on WebGPU at the empty past's DequantizeLinear; fp16 needs
+    shader-f16, which SwiftShader lacks: WebGPU is skipped up front with that reason."""
+    bundle = json.loads((qwen2_variants["bundle"] / "bundle.json").read_text(encoding="utf-8"))
+    results = bundle["verification"]["results"]
+    for name in ("int8-weights", "int8-static", "fp16"):
+        for ep in ("wasm", "webgpu"):
+            result = results[name][ep]
+            if name == "fp16" and ep == "webgpu":
+                assert not result["passed"] and "shader-f16" in json.dumps(result), result
+            else:
+                assert result["passed"], (name, ep, result)

@@ -230,3 +230,31 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
                                                                                  mask[:, :5])
     assert cosine(first, ours) > 0.99  # the branch without past
     assert cosine(want.run([7], past, mask)[0], got.run([7], our_past, mask)[0]) > 0.99
+
+
+def test_int8_weights_computes_natively_in_float32_as_the_browser_does(build_bundle, tmp_path):
+    """Native onnxruntime fuses the int8 DequantizeLinear + MatMul pairs into 8-bit MatMulNBits
+    that quantize the activations too (accuracy_level 4, its default); onnxruntime-web computes
+    in float32. Opened with the variant's session config, as every native run opens it, the
+    native outputs are those of the float32 computation (no graph optimisation at all), on the
+    first step and on one with the cache."""
+    from bundler.bundle.modelio import cpu_session
+    from bundler.text.generate import Decoder
+    from tests import decoder_models
+
+    export = decoder_models.llama(tmp_path / "llama")
+    directory, manifest = build_bundle(export.onnx, variants=("int8-weights",))
+    (variant,) = manifest["sessions"][0]["variants"]
+    config = variant["session_config"]
+    assert config == {ep: {"session.qdq_matmulnbits_accuracy_level": "1"}
+                      for ep in ("wasm", "webgpu")}
+    path = directory / variant["file"]
+    opened = Decoder(cpu_session(path, config=config["wasm"]))
+    plain = Decoder(cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL))
+    ids, mask = [5, 17, 99, 3, 42], np.ones((1, 6), np.int64)
+    (logits, past), (want, want_past) = (d.run(ids, None, mask[:, :5]) for d in (opened, plain))
+    np.testing.assert_allclose(logits, want, atol=1e-5)
+    for name in want_past:
+        np.testing.assert_allclose(past[name], want_past[name], atol=1e-5)
+    np.testing.assert_allclose(opened.run([7], past, mask)[0], plain.run([7], want_past, mask)[0],
+                               atol=1e-5)

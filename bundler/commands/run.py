@@ -102,7 +102,7 @@ def _reference_check(session: Session, variant: Variant, specs: list[TensorSpec]
         return {"compared": False, "detail": "bundle.json has no reference for this variant"}
     try:
         reference = native_reference(session.model, specs, recorded.requested_dims,
-                                     recorded.seed)
+                                     recorded.seed, config=variant.config_for("wasm"))
     except NotRunnable as error:
         return {"compared": False, "detail": error.reason}
     ours = Reference(reference.dims, tuple(Case(case.label, case.feeds, session.run(case.feeds))

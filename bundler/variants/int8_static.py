@@ -1,6 +1,7 @@
 """int8-static: QDQ quantization calibrated on the feeds (onnxruntime's quantize_static). When the
 quantizer crashes or writes a model that does not load, it retries per-tensor, then leaving the
-failing node in float32, and notes what it used."""
+failing node in float32, and notes what it used. Tensors calibration cannot range (inputs empty in a
+feed: a cache's first step; a causal mask's -inf) get no QDQ: their readers stay float32."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnxruntime.quantization import (
     CalibrationDataReader,
     CalibrationMethod,
@@ -70,6 +72,31 @@ def _failing_node(error: BaseException, model: onnx.ModelProto) -> onnx.NodeProt
     return None
 
 
+def _readers_of_empty_inputs(model: onnx.ModelProto, feeds: Feeds) -> list[str]:
+    """The nodes that read a graph input which is empty in some feed (a decoder's past key/values
+    on the first step). Calibration gives such a tensor no range (a NaN zero point), and on WebGPU
+    onnxruntime-web 1.31.1 fails the run at a DequantizeLinear of an empty tensor; left in
+    float32, its readers put no QDQ on it."""
+    empty = {name for feed in feeds for name, value in feed.items() if value.size == 0}
+    return [node.name for node in model.graph.node if empty & set(node.input)]
+
+
+def _readers_of_unranged(model: onnx.ModelProto, quantized: onnx.ModelProto) -> list[str]:
+    """The nodes of `model` that produce or read an activation the quantizer gave an infinite or
+    zero scale: its calibrated range was not finite (an attention mask's -inf or float32 minimum,
+    added to the scores), and every value quantizes to one level, which made an optimum Qwen2's
+    int8-static attention uniform."""
+    scales = {tensor.name: tensor for tensor in quantized.graph.initializer}
+    unranged = set()
+    for node in quantized.graph.node:
+        if node.op_type == "QuantizeLinear" and node.input[1] in scales:
+            scale = numpy_helper.to_array(scales[node.input[1]])
+            if not np.all(np.isfinite(scale) & (scale > 0)):
+                unranged.add(node.input[0])
+    return [node.name for node in model.graph.node
+            if unranged & (set(node.input) | set(node.output))]
+
+
 def make(job: Job) -> None:
     feeds = job.calibration or []  # never empty: the registry checks needs_calibration
     per_channel, excluded = True, []
@@ -78,6 +105,10 @@ def make(job: Job) -> None:
         model = read_model(job.src)
         name_nodes(model)
         save_model(model, named)
+        kept_float = _readers_of_empty_inputs(model, feeds)
+        if kept_float:
+            job.note(f"{len(kept_float)} nodes reading inputs empty in calibration (a cache's"
+                     " first step) stay float32")
         while True:
             try:
                 with quiet():
@@ -89,14 +120,19 @@ def make(job: Job) -> None:
                         per_channel=per_channel,
                         activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8,
-                        nodes_to_exclude=list(excluded),
+                        nodes_to_exclude=kept_float + excluded,
                         calibrate_method=_METHODS[job.method],
                         # retries reuse the ranges instead of calibrating again
                         calibration_cache_path=Path(tmp) / "ranges.json",
                         use_external_data_format=is_large(named),
                     )
                 cpu_session(job.dst)  # the quantizer can also write a model that does not load
-                break
+                unranged = _readers_of_unranged(model, read_model(job.dst))
+                if not unranged or set(unranged) <= set(kept_float):
+                    break
+                kept_float += [name for name in unranged if name not in kept_float]
+                job.note(f"retried leaving the {len(unranged)} producers and readers of"
+                         " activations without a finite range (a causal mask's -inf) in float32")
             except Exception as error:
                 node = _failing_node(error, model)
                 where = f" at {node.name} ({node.op_type})" if node is not None else ""
@@ -129,7 +165,8 @@ def make(job: Job) -> None:
 
 KIND = KindSpec(
     name="int8-static",
-    keeps_float="ops without a QDQ kernel, nodes the quantizer failed on",
+    keeps_float="ops without a QDQ kernel, nodes the quantizer failed on, readers of inputs"
+    " empty in calibration and of activations without a finite range",
     needs_calibration=True,
     quantized=True,
     advice="try int8 or int8-weights, which need no calibration",

@@ -329,7 +329,8 @@ def make_variants(
                                         config=result.native_config)
         reference = None  # a record for bundle test (also with --no-verify); never fails a build
         with contextlib.suppress(NotRunnable):
-            reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user),
+            reference = fingerprint(reference_for(shipped, info.inputs, options.dims, user,
+                                                  result.native_config),
                                     options.dims, inputs=user.digest)
         shipped_bytes = sum(file.stat().st_size for file in [shipped, *data])
         entry = Variant(

@@ -352,7 +352,7 @@ def _check_bundle(
                 # The same search as at build time gives the same sizes and cases.
                 reference = reference_for(models[variant.file], specs,
                                           dims or (recorded.requested_dims if recorded else {}),
-                                          user)
+                                          user, variant.config_for("wasm"))
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report

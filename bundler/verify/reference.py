@@ -313,15 +313,18 @@ def native_reference(
     dims: Mapping[str, int],
     seed: int = DEFAULT_SEED,
     fixed: Mapping[str, np.ndarray] | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> Reference:
     """Inputs the model accepts and native outputs for them; NotRunnable when no size works.
 
     Integer inputs get values the graph accepts (see input_values); `fixed` inputs (the user's
     --input) are used as given. Sizes whose outputs are all constant (a detector's empty map at
     1x1) are passed over when a larger size gives outputs worth comparing. Each If branch that a
-    graph input steers gets a case of its own, at the first size where that branch runs."""
+    graph input steers gets a case of its own, at the first size where that branch runs.
+    `config`: the variant's session config entries, which the model is opened with (as
+    bundle.mjs opens it on WASM)."""
     fixed = fixed or {}
-    runner = cpu_session(model)
+    runner = cpu_session(model, config=config)
     rules = input_rules(model, inputs)
     dims = {**implied_dims(inputs, fixed), **dims}
     tries = _size_tries(inputs, dims)

@@ -102,10 +102,11 @@ def load_user_inputs(sample: Path | None, values: Mapping[str, InputValue],
     return UserInputs(tuple(pin(feeds, fixed) for feeds in samples), fixed)
 
 
-def sample_reference(model: Path, inputs: Sequence[TensorSpec],
-                     samples: Sequence[Feeds]) -> Reference:
-    """Native outputs on the user's samples (the first MAX_SAMPLE_CASES), one case each."""
-    runner = cpu_session(model)
+def sample_reference(model: Path, inputs: Sequence[TensorSpec], samples: Sequence[Feeds],
+                     config: Mapping[str, str] | None = None) -> Reference:
+    """Native outputs on the user's samples (the first MAX_SAMPLE_CASES), one case each;
+    `config`: the session config entries the model is opened with."""
+    runner = cpu_session(model, config=config)
     cases = []
     for index, feeds in enumerate(samples[:MAX_SAMPLE_CASES]):
         try:
@@ -119,9 +120,12 @@ def sample_reference(model: Path, inputs: Sequence[TensorSpec],
 
 
 def reference_for(model: Path, inputs: Sequence[TensorSpec], dims: Mapping[str, int],
-                  user: UserInputs | None) -> Reference:
+                  user: UserInputs | None, config: Mapping[str, str] | None = None
+                  ) -> Reference:
     """The cases the checks compare on: the user's samples, else generated inputs (with the
-    user's --input values)."""
+    user's --input values); `config`: the variant's native session config (Variant.config_for
+    ("wasm")), so that native runs compute what the browser does."""
     if user and user.samples:
-        return sample_reference(model, inputs, user.samples)
-    return native_reference(model, inputs, dims, fixed=user.fixed if user else None)
+        return sample_reference(model, inputs, user.samples, config)
+    return native_reference(model, inputs, dims, fixed=user.fixed if user else None,
+                            config=config)
