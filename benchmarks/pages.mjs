@@ -73,16 +73,16 @@ export async function timeBuilds({ base, modules, model, feeds, runs }) {
     (name) => [name, { first: first[name], times: times[name] }]));
 }
 
-// matmul_forms.py: each model (name -> file) in its own session on one WASM runtime instance
+// matmul_forms.py: each model (name -> { file, config: InferenceSession's `extra` }) in its own session on one WASM runtime instance
 // (`module`, 1 thread), run on x [1, M, hidden] for each M of `rows`: { M: { name: [ms] } },
 // warmed up, then interleaved run by run.
 export async function timeForms({ base, module, hidden, rows, models, warmup, rounds }) {
   const ort = await import(new URL(module, base).href);
   ort.env.wasm.numThreads = 1;
   const sessions = {};
-  for (const [name, file] of Object.entries(models)) {
+  for (const [name, { file, config }] of Object.entries(models)) {
     sessions[name] = await ort.InferenceSession.create(new URL(file, base).href,
-      { executionProviders: ['wasm'] });
+      { executionProviders: ['wasm'], extra: config });
   }
   const result = {};
   for (const m of rows) {
