@@ -1,5 +1,8 @@
 """int8-weights: weight-only int8, symmetric per output channel, with a DequantizeLinear in front
-of each weight; compute stays float32 (a quarter of the download, about the same speed).
+of each weight; compute stays float32 (a quarter of the download). On WASM the DequantizeLinear
+nodes are folded into float weights at load (FOLD_DEQUANTIZE): run as they are, they dequantize
+every weight on every call (8-20x slower than fp32 per projection at a decode step,
+benchmarks/matmul_forms.py); folded, the variant runs at fp32's speed with fp32's memory.
 
 Weights used inside subgraphs count too: a merged decoder's layers are in the branches of an If
 on `use_cache_branch`, their weights initializers of the outer graph (or of a branch). Each
@@ -18,7 +21,7 @@ from bundler.bundle.modelio import read_model, save_model
 from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import fresh_name
+from bundler.variants.tools import FOLD_DEQUANTIZE, fresh_name
 
 # Below this many elements a weight is not worth a DequantizeLinear (first convs, tiny heads).
 _MIN_ELEMENTS = 1024
@@ -146,6 +149,8 @@ def make(job: Job) -> None:
             " elements to store as int8, so int8-weights would equal fp32; use fp16 instead"
         )
     save_model(model, job.dst)
+    # WebGPU runs them as they are: folded, fp32's weights would fill the GPU's memory
+    job.result.session_config = {"wasm": dict(FOLD_DEQUANTIZE)}
     job.result.settings = Int8WeightsSettings(
         scheme="int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",
         compute="float32",
