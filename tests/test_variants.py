@@ -205,6 +205,7 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
 
     from bundler.bundle.modelio import cpu_session
     from bundler.text.generate import Decoder
+    from bundler.variants.footprint import HEAP_MARGIN
     from tests import decoder_models
 
     export = decoder_models.gpt2_merged(tmp_path / "merged")
@@ -218,6 +219,10 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
     assert [n.op_type for n in model.graph.node].count("DequantizeLinear") == 9
     floats = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT
               and np.prod(t.dims) >= 1024 and len(t.dims) == 2}
+    # the heap it needs on WASM holds the weights as float32 too, 4 bytes per int8 value
+    int8_values = sum(int(np.prod(t.dims)) for t in model.graph.initializer
+                      if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2)
+    assert variant["memory"]["heap"] == variant["bytes"] + HEAP_MARGIN + 4 * int8_values
     (branch_node,) = [n for n in model.graph.node if n.op_type == "If"]
     for branch in branch_node.attribute:
         assert not {n.input[1] for n in branch.g.node
