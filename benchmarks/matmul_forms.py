@@ -3,7 +3,8 @@
     python benchmarks/matmul_forms.py [--layers 4] [--rounds 30] [--keep DIR]
 
 Builds, in code, `--layers` MLP blocks of GPT-2-small's widest projections (768 x 3072, then
-3072 x 768, seeded random weights; 19 M weights, larger than any cache), once per form:
+3072 x 768, seeded random weights; 19 M weights, 75 MB as float, which a large last-level
+cache may hold in good part: a whole decoder's are larger), once per form:
 
 - fp32: float MatMul;
 - q8 dynamic: DynamicQuantizeLinear + MatMulInteger (quantize_dynamic, per-tensor QInt8 as
