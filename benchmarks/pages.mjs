@@ -72,3 +72,24 @@ export async function timeBuilds({ base, modules, model, feeds, runs }) {
   return Object.fromEntries(Object.keys(sessions).map(
     (name) => [name, { first: first[name], times: times[name] }]));
 }
+
+// matmul_forms.py: each model (name -> { file, config: InferenceSession's `extra` }) in its own session on one WASM runtime instance
+// (`module`, 1 thread), run on x [1, M, hidden] for each M of `rows`: { M: { name: [ms] } },
+// warmed up, then interleaved run by run.
+export async function timeForms({ base, module, hidden, rows, models, warmup, rounds }) {
+  const ort = await import(new URL(module, base).href);
+  ort.env.wasm.numThreads = 1;
+  const sessions = {};
+  for (const [name, { file, config }] of Object.entries(models)) {
+    sessions[name] = await ort.InferenceSession.create(new URL(file, base).href,
+      { executionProviders: ['wasm'], extra: config });
+  }
+  const result = {};
+  for (const m of rows) {
+    const data = Float32Array.from({ length: m * hidden }, (_, i) => Math.sin(i) * 0.5);
+    const x = new ort.Tensor('float32', data, [1, m, hidden]);
+    result[m] = await interleaved(Object.fromEntries(Object.entries(sessions).map(
+      ([name, session]) => [name, () => session.run({ x })])), warmup, rounds);
+  }
+  return result;
+}

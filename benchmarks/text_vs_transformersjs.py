@@ -9,8 +9,9 @@ Exports, with seeded random weights and tokenizers trained on local text (text_e
 MiniLM-sized BERT encoder (6 layers x 384, feature-extraction) and a GPT-2-small-sized decoder
 (12 x 768, text-generation-with-past, merged) into folders as transformers.js reads them
 (onnx/model.onnx, and onnx/model_quantized.onnx made as its conversion script makes q8), builds
-each folder with `bundle build --quantize fp32 --variants int8` (our default, fp32, and the dtype
-matching q8: dynamic int8; the build's default EPs, or those of `--ep`), and in one headless
+each folder with `bundle build --quantize fp32 --variants int8,int8-weights` (our default, fp32,
+the dtype matching q8: dynamic int8, and int8-weights, the same bytes decoded with float weights
+on WASM; the build's default EPs, or those of `--ep`), and in one headless
 Chromium (1 WASM thread for both, a fresh context per load, our side and transformers.js in turn,
 A B A B ...) measures per dtype:
 
@@ -24,8 +25,9 @@ transformers.js runs offline as its docs show it (`pipeline('feature-extraction'
 its default wasm (the asyncify build of its onnxruntime-web) served from here. Our side loads each
 bundle through its bundle.mjs on a page that loads nothing itself. Prints both figures, the ratio
 (ours / theirs) and issue 31's and 32's targets. `--keep DIR` reuses the exports and builds there.
-`--q8-variant NAME` compares another variant of ours with q8 (the bundle's default with `default`:
-put a `bundle build` of the export, e.g. `--quantize auto`, at KEEP/.../site/ours/decoder first).
+`--q8-variant NAME` compares another variant of ours with q8 (`int8-weights`; the bundle's
+default with `default`: put a `bundle build` of the export, e.g. `--quantize auto`, at
+KEEP/.../site/ours/decoder first).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from bundler.site.runtime import fetch_runtime
 from bundler.verify.browser import launch, load_settings, playwright_session
 
 OUR_VARIANT = {"fp32": None, "q8": "int8"}  # None: the bundle's default (fp32)
+OUR_VARIANTS = ("int8", "int8-weights")  # built beside fp32: what --q8-variant picks from
 FULL = Sizes(encoder_layers=6, encoder_hidden=384, decoder_layers=12, decoder_hidden=768,
              vocab=8000)
 SMALL = Sizes(encoder_layers=2, encoder_hidden=128, decoder_layers=2, decoder_hidden=128,
@@ -83,9 +86,10 @@ def _site(work: Path, sizes: Sizes, reporter: TerminalReporter, only: str | None
                                f" {sizes.vocab}) with optimum, and its q8"):
                 make(folder, layers, hidden, sizes.vocab, lines)
         if not (bundle / "bundle.json").is_file():
-            with reporter.step(f"bundle build {kind} --quantize fp32 --variants int8"):
+            with reporter.step(f"bundle build {kind} --quantize fp32 --variants"
+                               f" {','.join(OUR_VARIANTS)}"):
                 build(folder, merge({}, {"output": str(bundle), "runtime_dir": str(runtime),
-                                         "quantize": "fp32", "variants": ["int8"],
+                                         "quantize": "fp32", "variants": list(OUR_VARIANTS),
                                          **({"execution_providers": eps} if eps else {})}),
                       force=True, reporter=reporter)
     copy_transformers_js(site)

@@ -84,10 +84,10 @@ def two_files(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> d
 
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
-    """The GPT-2 with an int8 variant beside fp32, WASM only: the check runs each variant
-    against its own native run (tokens and teacher-forced logits)."""
+    """The GPT-2 with int8 and int8-weights variants beside fp32, WASM only: the check runs
+    each variant against its own native run (tokens and teacher-forced logits)."""
     return _build(tmp_path_factory.mktemp("int8"), runtime_dist, False, "--ep", "wasm",
-                  variants="fp32,int8")
+                  variants="fp32,int8,int8-weights")
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +153,11 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
         assert formats["int4"] == ("qdq" if qdq else "nbits")
         assert configs["int4"] == ({"wasm": {"session.disable_quant_qdq": "1"}} if qdq
                                    else None)
+    if name == "quantized":  # int8-weights runs float weights on WASM, folded at load
+        assert configs["int8-weights"] == {
+            "wasm": {"session.disable_quant_qdq": "1"},
+            "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
+        assert configs["int8"] is None
 
 
 @pytest.mark.parametrize("options", [
@@ -166,8 +171,9 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["webgpu"], "fixture": "int4", "variant": "int4"},
     {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4", "worker": True},
     {"executionProviders": ["wasm"], "fixture": "int4_nbits", "variant": "int4"},
+    {"executionProviders": ["wasm"], "fixture": "quantized", "variant": "int8-weights"},
 ], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
-        "int4-webgpu", "int4-worker", "int4-nbits-wasm"])
+        "int4-webgpu", "int4-worker", "int4-nbits-wasm", "int8-weights-wasm"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
     """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))

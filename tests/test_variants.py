@@ -205,6 +205,7 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
 
     from bundler.bundle.modelio import cpu_session
     from bundler.text.generate import Decoder
+    from bundler.variants.footprint import HEAP_MARGIN
     from tests import decoder_models
 
     export = decoder_models.gpt2_merged(tmp_path / "merged")
@@ -212,10 +213,17 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
     (variant,) = manifest["sessions"][0]["variants"]
     # 2 layers x (qkv, proj, fc, fc proj), and the tied LM head (its own constant while quantized)
     assert variant["settings"]["weights_int8"] == 9
+    # folded into float weights at load on WASM (the build's native runs open it so too)
+    assert variant["session_config"] == {"wasm": {"session.disable_quant_qdq": "1"},
+                                         "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
     model = onnx.load(str(directory / variant["file"]))
     assert [n.op_type for n in model.graph.node].count("DequantizeLinear") == 9
     floats = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT
               and np.prod(t.dims) >= 1024 and len(t.dims) == 2}
+    # the heap it needs on WASM holds the weights as float32 too, 4 bytes per int8 value
+    int8_values = sum(int(np.prod(t.dims)) for t in model.graph.initializer
+                      if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2)
+    assert variant["memory"]["heap"] == variant["bytes"] + HEAP_MARGIN + 4 * int8_values
     (branch_node,) = [n for n in model.graph.node if n.op_type == "If"]
     for branch in branch_node.attribute:
         assert not {n.input[1] for n in branch.g.node
@@ -224,7 +232,16 @@ def test_int8_weights_stores_a_merged_decoders_branch_weights(build_bundle, tmp_
     def cosine(a: np.ndarray, b: np.ndarray) -> float:
         return float(np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
-    want, got = (Decoder(cpu_session(path)) for path in (export.onnx, directory / variant["file"]))
+    # what the config buys: the loaded graph has float weights, no DequantizeLinear left to run
+    config = variant["session_config"]["wasm"]
+    for opened, left in ((None, 9), (config, 0)):
+        optimized = tmp_path / f"optimized-{left}.onnx"
+        cpu_session(directory / variant["file"], config=opened, optimized_path=optimized)
+        loaded = onnx.load(str(optimized))
+        assert [n.op_type for n in loaded.graph.node].count("DequantizeLinear") == left
+
+    want, got = (Decoder(cpu_session(path, config=config))
+                 for path in (export.onnx, directory / variant["file"]))
     ids, mask = [5, 17, 99, 3, 42], np.ones((1, 6), np.int64)
     (first, past), (ours, our_past) = want.run(ids, None, mask[:, :5]), got.run(ids, None,
                                                                                  mask[:, :5])
@@ -237,7 +254,7 @@ def test_int8_weights_computes_natively_in_float32_as_the_browser_does(build_bun
     that quantize the activations too (accuracy_level 4, its default); onnxruntime-web computes
     in float32. Opened with the variant's session config, as every native run opens it, the
     native outputs are those of the float32 computation (no graph optimisation at all), on the
-    first step and on one with the cache."""
+    first step and on one with the cache (its WebGPU entry: WASM folds the weights instead)."""
     from bundler.bundle.modelio import cpu_session
     from bundler.text.generate import Decoder
     from tests import decoder_models
@@ -246,10 +263,9 @@ def test_int8_weights_computes_natively_in_float32_as_the_browser_does(build_bun
     directory, manifest = build_bundle(export.onnx, variants=("int8-weights",))
     (variant,) = manifest["sessions"][0]["variants"]
     config = variant["session_config"]
-    assert config == {ep: {"session.qdq_matmulnbits_accuracy_level": "1"}
-                      for ep in ("wasm", "webgpu")}
+    assert config["webgpu"] == {"session.qdq_matmulnbits_accuracy_level": "1"}
     path = directory / variant["file"]
-    opened = Decoder(cpu_session(path, config=config["wasm"]))
+    opened = Decoder(cpu_session(path, config=config["webgpu"]))
     plain = Decoder(cpu_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL))
     ids, mask = [5, 17, 99, 3, 42], np.ones((1, 6), np.int64)
     (logits, past), (want, want_past) = (d.run(ids, None, mask[:, :5]) for d in (opened, plain))

@@ -22,6 +22,7 @@ from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError, first_line
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import (
+    FOLD_DEQUANTIZE,
     drop_repeated_initializers,
     fresh_name,
     graphs_of,
@@ -29,7 +30,6 @@ from bundler.variants.tools import (
     quiet,
 )
 
-QDQ_SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
 # 4-bit DequantizeLinear blocks need opset 21. The quantizer raises an older model's opset import
 # without converting its nodes, which breaks those whose form changed since (ReduceMean's axes
 # became an input at 18: a Llama/Qwen2 RMSNorm), so the model is converted first.
@@ -212,9 +212,9 @@ def make(job: Job) -> None:
         # where the blocks were read from inside subgraphs (a merged decoder's If branches):
         # hoisted out of them (hoist_dequantize), unfolded they would be dequantized on every
         # run, so they are folded there too (4-bit on the wire, float32 on the GPU).
-        job.result.session_config = {"wasm": dict(QDQ_SESSION_CONFIG)}
+        job.result.session_config = {"wasm": dict(FOLD_DEQUANTIZE)}
         if hoisted:
-            job.result.session_config["webgpu"] = dict(QDQ_SESSION_CONFIG)
+            job.result.session_config["webgpu"] = dict(FOLD_DEQUANTIZE)
     job.result.settings = Int4Settings(
         op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
         bits=4,

@@ -1,5 +1,8 @@
 """int8-weights: weight-only int8, symmetric per output channel, with a DequantizeLinear in front
-of each weight; compute stays float32 (a quarter of the download, about the same speed).
+of each weight; compute stays float32 (a quarter of the download). On WASM the DequantizeLinear
+nodes are folded into float weights at load (FOLD_DEQUANTIZE): run as they are, they dequantize
+every weight on every call (8-20x slower than fp32 per projection at a decode step,
+benchmarks/matmul_forms.py); folded, the variant runs at fp32's speed with fp32's memory.
 
 Weights used inside subgraphs count too: a merged decoder's layers are in the branches of an If
 on `use_cache_branch`, their weights initializers of the outer graph (or of a branch). Each
@@ -18,7 +21,7 @@ from bundler.bundle.modelio import read_model, save_model
 from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import fresh_name
+from bundler.variants.tools import FOLD_DEQUANTIZE, fresh_name
 
 # Below this many elements a weight is not worth a DequantizeLinear (first convs, tiny heads).
 _MIN_ELEMENTS = 1024
@@ -27,8 +30,8 @@ _OP_TYPES = ("Conv", "Gemm", "MatMul")
 # 8-bit MatMulNBits at accuracy_level 4 (this entry's default), which quantizes the activations to
 # int8 as well; onnxruntime-web 1.31.1 computes in float32, on WASM as on WebGPU. On an optimum
 # Qwen2 (8 layers x 512) the two parted by 1.4 of the output range on present.*, so the browser
-# check failed a sound variant. Level 1 (float32 compute) on both sides keeps the int8 weights
-# and computes what the browser does.
+# check failed a sound variant. Level 1 (float32 compute) keeps the int8 weights and computes what
+# the browser does.
 SESSION_CONFIG = {"session.qdq_matmulnbits_accuracy_level": "1"}
 
 
@@ -161,7 +164,10 @@ def make(job: Job) -> None:
         weights_int8=len(axes),
         weights_float32=len(left_float),
     )
-    job.result.session_config = {"wasm": dict(SESSION_CONFIG), "webgpu": dict(SESSION_CONFIG)}
+    # WASM folds them into float weights at load (natively too: nothing left to fuse); WebGPU runs
+    # them as they are (folded, fp32's weights would fill the GPU's memory), and the native runs
+    # that check it compute in float32 as it does (SESSION_CONFIG).
+    job.result.session_config = {"wasm": dict(FOLD_DEQUANTIZE), "webgpu": dict(SESSION_CONFIG)}
     job.note(
         f"stored {len(axes)} weights as int8; {len(left_float)} small or"
         " non-constant weights stay float32"

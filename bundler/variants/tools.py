@@ -12,6 +12,12 @@ import onnx
 
 from bundler.bundle.modelio import PROTOBUF_LIMIT, model_bytes, walk_nodes
 
+# A variant's session config (its `session_config`, per EP) that has onnxruntime fold each
+# DequantizeLinear of a constant into a float weight at load, instead of running it on every call
+# or fusing it with its MatMul (MatMulNBits): the weight-only variants' form on WASM, where
+# float MatMuls beat every quantized kernel at a decode step (docs/benchmarks.md).
+FOLD_DEQUANTIZE = {"session.disable_quant_qdq": "1"}
+
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
