@@ -118,6 +118,26 @@ def unigram(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"eos_token": "</s>"})
 
 
+def nmt_unigram(folder: Path) -> Path:
+    """As tokenizers' own SentencePieceUnigramTokenizer writes one: sentencepiece's Nmt rules
+    (which @huggingface/tokenizers lacks: web/text/tokenizer.mjs rewrites them), NFKC and
+    collapsed spaces, Metaspace, <s> A </s>."""
+    specials = ["<pad>", "<s>", "</s>", "<unk>"]
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.Sequence(
+        [normalizers.Nmt(), normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer.train_from_iterator(LINES, trainers.UnigramTrainer(
+        vocab_size=300, special_tokens=specials, unk_token="<unk>", show_progress=False))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> $B </s>",
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in ("<s>", "</s>")])
+    config = {"model_max_length": 48, "bos_token": "<s>", "eos_token": "</s>",
+              "pad_token": "<pad>", "unk_token": "<unk>"}
+    return _save(tokenizer, folder, config, {"eos_token": "</s>"})
+
+
 def sentencepiece_xlmr(folder: Path) -> Path:
     """XLM-RoBERTa-style, as real multilingual encoders ship it: a sentencepiece Unigram model
     (nmt_nfkc normalization, so tokenizer.json holds a Precompiled charsmap) converted and saved by
@@ -139,7 +159,7 @@ def sentencepiece_xlmr(folder: Path) -> Path:
 
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
-    "sentencepiece": sentencepiece_xlmr}
+    "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr}
 
 
 def all_families(root: Path) -> dict[str, Path]:

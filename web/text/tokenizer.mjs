@@ -234,6 +234,27 @@ function exactPreTokenizers(preTokenizer) {
   for (const step of preTokenizer.tokenizers ?? []) exactPreTokenizers(step);
 }
 
+// The steps the Python library has and @huggingface/tokenizers 0.2.0 lacks ("Unknown Normalizer
+// type"), written as steps it has that do the same: sentencepiece's Nmt normalizer (tokenizers'
+// SentencePieceUnigramTokenizer writes it) drops ASCII control characters and maps other
+// whitespace to a space (tests/data/text_corpus.json has every code point it changes).
+const NMT_DROPPED = '[\\u0001-\\u0008\\u000B\\u000E-\\u001F\\u007F\\u008F\\u009F]';
+const NMT_SPACES = '[\\u0009\\u000A\\u000C\\u000D\\u1680\\u200B-\\u200F\\u2028\\u2029'
+  + '\\u2581\\uFEFF\\uFFFD]';
+const LIBRARY_STEPS = {
+  Nmt: () => ({ type: 'Sequence', normalizers: [
+    { type: 'Replace', pattern: { Regex: NMT_DROPPED }, content: '' },
+    { type: 'Replace', pattern: { Regex: NMT_SPACES }, content: ' ' }] }),
+};
+
+// A normalizer (and those of a Sequence) with those steps rewritten: a copy where any is found.
+function libraryNormalizer(step) {
+  if (!step) return step ?? null;
+  if (LIBRARY_STEPS[step.type]) return LIBRARY_STEPS[step.type](step);
+  return step.normalizers ? { ...step, normalizers: step.normalizers.map(libraryNormalizer) }
+    : step;
+}
+
 /**
  * A tokenizer from the parsed tokenizer.json and tokenizer_config.json (and, optionally,
  * special_tokens_map.json): { encode(texts, {pairs, maxLength, addSpecialTokens}) ->
@@ -248,7 +269,8 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
       : tokenText(tokenizerConfig?.[key] ?? specialTokensMap?.[key]);
     if (value !== null && value !== undefined) libraryConfig[key] = value;
   }
-  const library = new Tokenizer(tokenizerJson, libraryConfig);
+  const library = new Tokenizer(
+    { ...tokenizerJson, normalizer: libraryNormalizer(tokenizerJson.normalizer) }, libraryConfig);
   exactNormalizers(library.normalizer);
   exactPreTokenizers(library.pre_tokenizer);
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
