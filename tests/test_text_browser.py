@@ -13,7 +13,7 @@ import pytest
 
 from bundler.bundle import manifest as manifest_file
 from bundler.bundle.modelio import cpu_session
-from bundler.text.reference import run_text
+from bundler.text.reference import GROUP_TEXTS, length_groups, pooled, run_text
 from bundler.text.samples import CHECK_TEXTS
 from bundler.text.tokenizer import TextTokenizer
 from bundler.verify.reference import run_native
@@ -115,6 +115,58 @@ def test_embed_equals_the_python_reference(text_bundles, webgpu_browser, open_bu
             "embeddings"][0], atol=1e-5)
     norms = np.linalg.norm(np.asarray(got["rows"]), axis=1)
     assert not np.allclose(norms, 1)  # normalize false kept the lengths
+
+
+GROUPED = """async ({ url, base, texts, cases }) => {
+  const { load } = await import(url);
+  const { lengthGroups } = await import(base + 'tasks/text.mjs');
+  const model = await load({ executionProviders: ['wasm'] });
+  const runs = [];
+  const run = model.run.bind(model);
+  model.run = (feeds) => { runs.push(feeds.input_ids.dims); return run(feeds); };
+  const rows = await model.embed(texts);
+  const alone = [];
+  for (const text of texts) alone.push(Array.from((await model.embed(text))[0]));
+  await model.release();
+  return { rows: rows.map((row) => Array.from(row)), alone, runs,
+           groups: cases.map((lengths) => lengthGroups(lengths)) };
+}"""
+
+
+def test_embed_runs_texts_in_length_groups_and_answers_in_order(text_bundles, webgpu_browser,
+                                                                 open_bundle):
+    """Mixed lengths, long and short interleaved: embed() runs the texts in bundler.text.reference's
+    length groups (the twins cut the same groups) and each row is its own text's, as embedding
+    that text alone gives it, and equals the Python reference's."""
+    directory = text_bundles["feature-extraction"]
+    folder = text_bundles["feature-extraction-folder"]
+    long, short = CHECK_TEXTS[-1], list(CHECK_TEXTS[:-1])
+    texts = [text for pair in zip(short, [long * (1 + i % 3) for i in range(len(short))],
+                                  strict=True) for text in pair]
+    tokenizer = TextTokenizer.from_folder(folder)
+    task = manifest_file.load(directory).task
+    lengths = tokenizer.encode(texts, max_length=task.max_length).attention_mask.sum(axis=1)
+    cases = [lengths.tolist(), [7] * (GROUP_TEXTS + 3), [40, 3, 9, 3, 10, 41, 2, 9], []]
+    native = _reference(directory, folder, texts)["embeddings"]
+    with open_bundle(webgpu_browser, directory) as page:
+        got = page.evaluate(GROUPED, {"url": page.base_url + "bundle.mjs",
+                                      "base": page.base_url, "texts": texts, "cases": cases})
+    assert got["groups"] == [length_groups(case) for case in cases]
+    groups = length_groups(lengths.tolist())
+    assert len(groups) > 1 and len(got["groups"][1]) == 2  # the size bound cut 35 equal texts
+    # the model ran once per group, each at its longest text's length
+    assert got["runs"][:len(groups)] == [[len(group), max(lengths[i] for i in group)]
+                                          for group in groups]
+    np.testing.assert_allclose(got["rows"], native, atol=1e-5)
+    np.testing.assert_allclose(got["rows"], got["alone"], atol=1e-5)
+    # the same rows as one batch padded to the longest text
+    session = cpu_session(directory / manifest_file.load(directory).session().variant(
+        "fp32").file)
+    batch = tokenizer.encode(texts, max_length=task.max_length)
+    hidden = run_native(session, batch.to_feeds(
+        [s.name for s in manifest_file.load(directory).session().inputs]))[task.output]
+    np.testing.assert_allclose(native, pooled(hidden, batch.attention_mask, task.pooling,
+                                              task.normalize), atol=1e-5)
 
 
 def test_a_roberta_that_pads_on_the_left_embeds_as_python(text_bundles, webgpu_browser,

@@ -1,9 +1,10 @@
 // The text tasks: model.embed() (feature-extraction), model.classify() on texts
-// (text-classification) and model.generate() (text-generation, web/text/generate.mjs). The spec is bundler/text/reference.py: the texts are tokenized together
-// (padded to the longest, truncated to task.max_length) by the bundle's own tokenizer files
-// (task.files, shipped in text/) and run at once; the token vectors are pooled (masked mean, the
+// (text-classification) and model.generate() (text-generation, web/text/generate.mjs). The spec is
+// bundler/text/reference.py: the texts are tokenized (truncated to task.max_length) by the
+// bundle's own tokenizer files (task.files, shipped in text/) and run in length groups
+// (lengthGroups), each padded to its longest text; the token vectors are pooled (masked mean, the
 // first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
-// a multi-label model) and ranked with the labels.
+// a multi-label model) and ranked with the labels; the rows come back in the caller's order.
 import { topClasses } from './classify.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
@@ -43,21 +44,51 @@ function textsOf(texts) {
   return list;
 }
 
-// The texts through the model: its output and the batch's attention mask.
-async function runTexts(model, task, texts) {
-  const tokenizer = await tokenizerOf(model, task);
-  const batch = tokenizer.encode(texts, { maxLength: task.max_length ?? null });
-  const feeds = {};
-  for (const spec of model.inputs) {
-    if (!(spec.name in batch) || spec.name === 'dims') {
-      throw new TypeError(`the model's input '${spec.name}' is not one a tokenizer gives`);
+// bundler/text/reference.py's length_groups, with its bounds: the runs of texts with these token
+// counts (shortest first, ties in order), as indices into `lengths`.
+const GROUP_TEXTS = 32;
+const GROUP_PADDING = 1.125;
+export function lengthGroups(lengths) {
+  const order = lengths.map((_, i) => i).sort((a, b) => lengths[a] - lengths[b] || a - b);
+  const groups = [];
+  let real = 0;
+  for (const index of order) {
+    const length = lengths[index];
+    const group = groups.at(-1);
+    if (!group || group.length >= GROUP_TEXTS
+        || (group.length + 1) * length > GROUP_PADDING * (real + length)) {
+      groups.push([index]);
+      real = length;
+    } else {
+      group.push(index);
+      real += length;
     }
-    feeds[spec.name] = { data: batch[spec.name], dims: batch.dims };
   }
-  // a copy: a worker's run() takes the feeds' buffers (transferred, detached here)
-  const mask = batch.attention_mask.slice();
-  const outputs = await model.run(feeds);
-  return { output: outputs[task.output], mask, dims: batch.dims };
+  return groups;
+}
+
+// The texts through the model in length groups: per group, its indices into `texts`, the model's
+// output and the group's attention mask.
+async function* runTexts(model, task, texts) {
+  const tokenizer = await tokenizerOf(model, task);
+  const maxLength = task.max_length ?? null;
+  const all = tokenizer.encode(texts, { maxLength });
+  const lengths = texts.map((_, row) => all.attention_mask
+    .subarray(row * all.dims[1], (row + 1) * all.dims[1]).reduce((n, v) => n + Number(v), 0));
+  for (const group of lengthGroups(lengths)) {
+    const batch = tokenizer.encode(group.map((i) => texts[i]), { maxLength });
+    const feeds = {};
+    for (const spec of model.inputs) {
+      if (!(spec.name in batch) || spec.name === 'dims') {
+        throw new TypeError(`the model's input '${spec.name}' is not one a tokenizer gives`);
+      }
+      feeds[spec.name] = { data: batch[spec.name], dims: batch.dims };
+    }
+    // a copy: a worker's run() takes the feeds' buffers (transferred, detached here)
+    const mask = batch.attention_mask.slice();
+    const outputs = await model.run(feeds);
+    yield { group, output: outputs[task.output], mask };
+  }
 }
 
 // [batch, tokens, size] -> a Float32Array per text (pooling 'none': an array of them, one per
@@ -92,19 +123,28 @@ export function pooled(output, mask, pooling, normalize) {
 }
 
 export async function embed(model, task, texts, { pooling, normalize } = {}) {
-  const { output, mask } = await runTexts(model, task, textsOf(texts));
+  const list = textsOf(texts);
   const pool = pooling ?? task.pooling ?? 'mean';
-  return pooled(output, mask, pool, pool !== 'none' && (normalize ?? task.normalize ?? true));
+  const scaled = pool !== 'none' && (normalize ?? task.normalize ?? true);
+  const rows = new Array(list.length);
+  for await (const { group, output, mask } of runTexts(model, task, list)) {
+    pooled(output, mask, pool, scaled).forEach((row, i) => { rows[group[i]] = row; });
+  }
+  return rows;
 }
 
 // One text: its top classes; an array of texts: a list of them per text.
 export async function classify(model, task, texts, { topK } = {}) {
   const list = textsOf(texts);
-  const { output } = await runTexts(model, task, list);
-  const classes = output.dims[1];
-  const answers = list.map((_, row) => topClasses({
-    dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
-  }, task, topK));
+  const answers = new Array(list.length);
+  for await (const { group, output } of runTexts(model, task, list)) {
+    const classes = output.dims[1];
+    group.forEach((index, row) => {
+      answers[index] = topClasses({
+        dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
+      }, task, topK);
+    });
+  }
   return typeof texts === 'string' ? answers[0] : answers;
 }
 
