@@ -113,3 +113,24 @@ export function theirsGenerate({ lib, models, ort, name, dtype, prompt, newToken
     return { firstTokenMs, decodeTokensPerS, totalMs, promptTokens, tokenIds };
   }, calls);
 }
+
+// ---- text_side_by_side.py: our bundles (`names`, folders under the root) in one page ----
+
+export async function sideBySide({ names, texts, calls, variant }) {
+  const models = [];
+  for (const name of names) {
+    const { load } = await import(`/${name}/bundle.mjs`);
+    const model = await load({ executionProviders: ['wasm'], numThreads: 1, variant,
+                               ignoreVerification: true });
+    await model.embed(texts); // warm-up: the first call prepares kernels
+    models.push(model);
+  }
+  const ms = names.map(() => []);
+  for (let call = 0; call < calls; call += 1) {
+    const order = models.map((_, i) => i);
+    if (call % 2) order.reverse(); // the first alternates
+    for (const i of order) ms[i].push((await timed(() => models[i].embed(texts))).ms);
+  }
+  await Promise.all(models.map((model) => model.release()));
+  return ms;
+}
