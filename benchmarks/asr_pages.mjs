@@ -42,7 +42,8 @@ export async function oursTranscribe({ base, audio, calls }) {
     const { load } = await import(new URL('bundle.mjs', base).href);
     const model = await load({ numThreads: 1, executionProviders: ['wasm'] });
     return { model, encoder: counted(model), decoder: counted(model._decoder),
-             about: { variant: model.variant, ep: model.ep, threads: model.threads } };
+             about: { variant: model.variant, decoderVariant: model._decoder.variant, ep: model.ep,
+                      threads: model.threads } };
   }, ({ model, encoder, decoder }) => timedCall(
     () => model.transcribe(samples, { language: 'en', task: 'transcribe' }), encoder, decoder),
   calls);
@@ -50,17 +51,19 @@ export async function oursTranscribe({ base, audio, calls }) {
 
 // Its Whisper example's calls (a processor, generate(), the tokenizer's batch_decode()): the pipeline's
 // own post-processing throws on a transcript of no text tokens, which random weights can give.
-export async function theirsTranscribe({ lib, models, ort, name, audio, calls }) {
+// `dtype`: each session's, e.g. { encoder_model: 'fp32', decoder_model_merged: 'q4' }.
+export async function theirsTranscribe({ lib, models, ort, name, dtype, audio, calls }) {
   const samples = await samplesOf(audio);
   return measure(async () => {
     const { AutoProcessor, AutoTokenizer, WhisperForConditionalGeneration } = await
     transformersJs({ lib, models, ort });
     const [processor, tokenizer, model] = await Promise.all([AutoProcessor.from_pretrained(name),
       AutoTokenizer.from_pretrained(name),
-      WhisperForConditionalGeneration.from_pretrained(name, { dtype: 'fp32', device: 'wasm' })]);
+      WhisperForConditionalGeneration.from_pretrained(name, { dtype, device: 'wasm' })]);
     return { processor, tokenizer, model, encoder: counted(model.sessions.model),
              decoder: counted(model.sessions.decoder_model_merged),
-             about: { variant: 'fp32', ep: 'wasm', threads: 1 } };
+             about: { variant: dtype.encoder_model, decoderVariant: dtype.decoder_model_merged,
+                      ep: 'wasm', threads: 1 } };
   }, ({ processor, tokenizer, model, encoder, decoder }) => timedCall(async () => {
     const inputs = await processor(samples);
     const ids = await model.generate({ ...inputs, language: 'en', task: 'transcribe' });

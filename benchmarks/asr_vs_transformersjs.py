@@ -2,28 +2,33 @@
 one Chromium.
 
     python benchmarks/asr_vs_transformersjs.py [--small] [--rounds 3] [--calls 3]
-        [--seconds 5,20] [--keep DIR]
+        [--seconds 5,20] [--dtypes fp32,fp32+q4,fp32+q8,q8] [--keep DIR]
 
 Exports a Whisper-tiny-sized model (4 + 4 layers x 384, 6 heads, openai/whisper-tiny's
 dimensions; `--small`: the test suite's 2 + 2 x 64) with seeded random weights and a vocabulary
 trained here (tests/speech_models.py) by optimum (`automatic-speech-recognition-with-past`),
 into a folder laid out as transformers.js reads it (configs and tokenizer at the top,
-onnx/encoder_model.onnx and onnx/decoder_model_merged.onnx), builds the export with `bundle build
---ep wasm --variants fp32`, writes speech read by eSpeak NG (tests/speech.py) at 16 kHz as WAV
-files, and in one headless Chromium (1 WASM thread for both, a fresh context per load, our side
-and transformers.js in turn) transcribes each file (`language: 'en'`, greedy, fp32 on both
-sides), measuring per file:
+onnx/encoder_model.onnx and onnx/decoder_model_merged.onnx), and per dtype (DTYPES: each
+session's, the same on both sides) makes transformers.js's quantized files as its conversion
+script does (text_exports.py: `_quantized` its q8, `_q4` its q4) and builds the export as our user
+would ask for that dtype (`bundle build --ep wasm` and DTYPES' options). It writes speech read by
+eSpeak NG (tests/speech.py) at 16 kHz as WAV files, and in one headless Chromium (1 WASM thread
+for both, a fresh context per load, our side and transformers.js in turn) transcribes each file
+(`language: 'en'`, greedy), measuring per file and dtype:
 
-- load ms (import -> ready) and bytes on the wire;
+- load ms (import -> ready) and bytes on the wire, in all and per part (runtime wasm, encoder,
+  decoder, the rest: scripts, configs, tokenizer);
 - real-time factor: seconds of audio per second of transcribe() (higher is better), on the first
   call and on later calls;
 - encoder ms (the time in the encoder session's run()) and decode tokens/s (decoder runs per
   second of the decoder session's run()), on later calls.
 
-transformers.js runs offline as its docs show it (`pipeline('automatic-speech-recognition')`), from
-npm, local models only, its default wasm served from here (tjs_bench.py, shared with
-text_vs_transformersjs.py). Prints both figures, the ratio (ours / theirs) and issue 24's targets:
-a real-time factor at least as good, at most half the bytes.
+transformers.js runs offline as its Whisper example calls it (asr_pages.mjs says why not through
+`pipeline()`), with each session's dtype, from npm, local models only, its default wasm served
+from here (tjs_bench.py, shared with text_vs_transformersjs.py). The local server compresses
+nothing: our bundle fetches its gzip siblings, transformers.js's files come as they are (a CDN
+may compress its .wasm: 26.9 MB as it is). Prints both figures, the ratio (ours / theirs) and
+issue 24's targets: a real-time factor at least as good, at most half the bytes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from text_exports import quantize_q4, quantize_q8
 from tjs_bench import copy_transformers_js, interleaved, median, row
 
 from bundler.bundle.options import DEFAULT_RUNTIME_VERSION, merge
@@ -49,19 +55,33 @@ from bundler.verify.browser import launch, load_settings, playwright_session
 PAGES = Path(__file__).with_name("asr_pages.mjs")
 RATE = 16_000
 ONNX_FILES = ("encoder_model.onnx", "decoder_model_merged.onnx")
+# dtype: (our build's options, as a user asks for it; transformers.js's dtype of each session).
+# fp32+q4 is what its Whisper example ships (fp32 encoder, q4 decoder), q8 its WASM default.
+DTYPES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
+    "fp32": ({"variants": ["fp32"]}, {"encoder_model": "fp32", "decoder_model_merged": "fp32"}),
+    "fp32+q4": ({"quantize": "int4"}, {"encoder_model": "fp32", "decoder_model_merged": "q4"}),
+    "fp32+q8": ({"quantize": "int8"}, {"encoder_model": "fp32", "decoder_model_merged": "q8"}),
+    "q8": ({"quantize": "int8", "session_quantize": {"encoder": "int8"}},
+           {"encoder_model": "q8", "decoder_model_merged": "q8"}),
+}
+# transformers.js's file of a dtype: onnx/NAME{suffix}.onnx, made by its quantizer
+THEIR_FILES = {"fp32": ("", None), "q8": ("_quantized", quantize_q8), "q4": ("_q4", quantize_q4)}
+PARTS = ("runtime wasm", "encoder", "decoder", "the rest")
 # (higher is better, issue 24's target ratio ours / theirs or None)
-TARGETS = {"real-time factor": (True, 1.0), "bytes": (False, 0.5), "load ms": (False, None),
-           "encoder ms": (False, None), "decode tok/s": (True, None)}
+# (the parts of the bytes first: they start with "bytes" too)
+TARGETS = {"real-time factor": (True, 1.0), "bytes: ": (False, None), "bytes": (False, 0.5),
+           "load ms": (False, None), "encoder ms": (False, None), "decode tok/s": (True, None)}
 
 
-def _site(work: Path, small: bool, seconds: list[float], reporter: TerminalReporter) -> Path:
-    """work/site: models/whisper (transformers.js's layout), ours/whisper (the bundle),
-    audio/*.wav, tjs/ and raw/. Kept exports and builds are reused."""
+def _site(work: Path, small: bool, seconds: list[float], dtypes: list[str],
+          reporter: TerminalReporter) -> Path:
+    """work/site: models/whisper (transformers.js's layout, with its files of each dtype),
+    ours/DTYPE (the bundles), audio/*.wav, tjs/ and raw/. Kept exports and builds are reused."""
     from tests import speech_models
     from tests.speech import speech
 
     site = work / "site"
-    export, folder, bundle = work / "export", site / "models" / "whisper", site / "ours" / "whisper"
+    export, folder = work / "export", site / "models" / "whisper"
     if not (export / "onnx" / ONNX_FILES[1]).is_file():
         shutil.rmtree(export, ignore_errors=True)
         with reporter.step("Exporting a Whisper with optimum"
@@ -73,12 +93,21 @@ def _site(work: Path, small: bool, seconds: list[float], reporter: TerminalRepor
             target = folder / "onnx" / path.name if path.name in ONNX_FILES else folder / path.name
             if path.suffix == ".json" or path.name in ONNX_FILES:
                 shutil.copyfile(path, target)
-    if not (bundle / "bundle.json").is_file():
-        with reporter.step("bundle build --ep wasm --variants fp32"):
-            build(export / "onnx", merge({}, {
-                "output": str(bundle), "runtime_dir": str(fetch_runtime(DEFAULT_RUNTIME_VERSION)),
-                "variants": ["fp32"], "execution_providers": ["wasm"]}),
-                force=True, reporter=reporter)
+    for dtype in dtypes:
+        ours, theirs = DTYPES[dtype]
+        for name, kind in theirs.items():
+            suffix, quantize = THEIR_FILES[kind]
+            target = folder / "onnx" / f"{name}{suffix}.onnx"
+            if quantize is not None and not target.is_file():
+                with reporter.step(f"transformers.js's {kind} of {name}"):
+                    quantize(folder / "onnx" / f"{name}.onnx", target)
+        bundle = site / "ours" / dtype
+        if not (bundle / "bundle.json").is_file():
+            with reporter.step(f"bundle build --ep wasm, {dtype}: {ours}"):
+                build(export / "onnx", merge({}, {
+                    "output": str(bundle), "execution_providers": ["wasm"], **ours,
+                    "runtime_dir": str(fetch_runtime(DEFAULT_RUNTIME_VERSION))}),
+                    force=True, reporter=reporter)
     (site / "audio").mkdir(exist_ok=True)
     for length in seconds:
         samples, rate = speech(length)
@@ -92,13 +121,29 @@ def _wav_name(seconds: float) -> str:
     return f"speech-{seconds:g}s.wav"
 
 
+def _part(url: str) -> str:
+    """Which of PARTS a fetched URL is (ours: runtime/, models/encoder.*, models/decoder.*;
+    theirs: tjs/*.wasm, onnx/encoder_model*, onnx/decoder_model*)."""
+    name = url.rsplit("/", 1)[-1]
+    if ".wasm" in name:
+        return PARTS[0]
+    if "/models/" in url or "/onnx/" in url:
+        for part in PARTS[1:3]:
+            if name.startswith(part):
+                return part
+    return PARTS[3]
+
+
 def _figures(loads: list[dict], seconds: float) -> dict[str, float | None]:
     """One side's medians over its fresh loads (later calls: over all of them)."""
     first = [load["results"][0] for load in loads]
     later = [r for load in loads for r in load["results"][1:]] or first
+    parts = [{part: sum(size for url, size in load["fetched"] if _part(url) == part)
+              for part in PARTS} for load in loads]
     return {
         "load ms": median([load["loadMs"] for load in loads]),
         "bytes": median([float(load["bytes"]) for load in loads]),
+        **{f"bytes: {part}": median([float(p[part]) for p in parts]) for part in PARTS},
         "real-time factor, first call": median([seconds * 1000 / r["ms"] for r in first]),
         "real-time factor, later calls": median([seconds * 1000 / r["ms"] for r in later]),
         "encoder ms, later calls": median([r["encoderMs"] for r in later]),
@@ -116,8 +161,9 @@ def _agreement(ours: list[dict], theirs: list[dict]) -> str:
     """Both sides' first transcript and decoder runs: a check that they ran the same model."""
     a, b = ours[0]["results"][0], theirs[0]["results"][0]
     return (f"decoder runs ours {a['decoderRuns']}, theirs {b['decoderRuns']}; same text:"
-            f" {a['text'].strip() == b['text'].strip()}; ours ran {ours[0]['variant']} on"
-            f" {ours[0]['ep']} with {ours[0]['threads']} thread(s)")
+            f" {a['text'].strip() == b['text'].strip()}; ours ran encoder {ours[0]['variant']},"
+            f" decoder {ours[0]['decoderVariant']} on {ours[0]['ep']} with"
+            f" {ours[0]['threads']} thread(s)")
 
 
 def main() -> None:
@@ -127,31 +173,37 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="fresh loads of each side")
     parser.add_argument("--calls", type=int, default=3, help="calls per load (1 first, then"
                                                              " later calls)")
+    parser.add_argument("--dtypes", default=",".join(DTYPES),
+                        help=f"each session's dtype on both sides: {', '.join(DTYPES)}")
     parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the work here")
     args = parser.parse_args()
     seconds = [float(value) for value in args.seconds.split(",")]
+    dtypes = args.dtypes.split(",")
+    unknown = [dtype for dtype in dtypes if dtype not in DTYPES]
+    if unknown:
+        parser.error(f"--dtypes: unknown {unknown[0]!r}; choose from {', '.join(DTYPES)}")
     reporter = TerminalReporter()
     work = (args.keep or Path(tempfile.mkdtemp(prefix="asr-vs-tjs-"))) / (
         "small" if args.small else "tiny")
-    site = _site(work, args.small, seconds, reporter)
+    site = _site(work, args.small, seconds, dtypes, reporter)
     tables: list[tuple[str, list[list[str]], str]] = []
     with serve_directory(site) as base, playwright_session() as playwright, \
             launch(playwright, load_settings(), webgpu=False) as browser:
-        for length in seconds:
+        for length, dtype in ((length, dtype) for length in seconds for dtype in dtypes):
             common: dict[str, Any] = {"audio": f"{base}audio/{_wav_name(length)}",
                                       "calls": args.calls}
             sides = {
-                "ours": ("oursTranscribe", {**common, "base": f"{base}ours/whisper/"}),
+                "ours": ("oursTranscribe", {**common, "base": f"{base}ours/{dtype}/"}),
                 "transformers.js": ("theirsTranscribe", {
                     **common, "lib": f"{base}tjs/transformers.min.js", "models": "/models/",
-                    "ort": f"{base}tjs/", "name": "whisper"}),
+                    "ort": f"{base}tjs/", "name": "whisper", "dtype": DTYPES[dtype][1]}),
             }
-            loads = interleaved(browser, base, PAGES, sides, f"{length:g} s", args.rounds,
-                                600_000, reporter)
+            loads = interleaved(browser, base, PAGES, sides, f"{length:g} s, {dtype}",
+                                args.rounds, 600_000, reporter)
             ours = _figures(loads["ours"], length)
             theirs = _figures(loads["transformers.js"], length)
-            tables.append((f"{length:g} s of speech, fp32, 1 WASM thread; median of {args.rounds}"
-                           f" fresh loads x {args.calls} calls",
+            tables.append((f"{length:g} s of speech, {dtype}, 1 WASM thread; median of"
+                           f" {args.rounds} fresh loads x {args.calls} calls",
                            [_row(metric, ours[metric], theirs[metric]) for metric in ours],
                            _agreement(loads["ours"], loads["transformers.js"])))
     for title, rows, note in tables:

@@ -164,6 +164,18 @@ def quantize_q8(source: Path, target: Path) -> None:
     onnx.save_model(quantizer.model.model, target)
 
 
+def quantize_q4(source: Path, target: Path) -> None:
+    """transformers.js's q4 (scripts/quantize.py's quantize_q4, default arguments): onnxruntime's
+    MatMulNBitsQuantizer, 4-bit symmetric blocks of 32 of every constant MatMul weight, subgraphs
+    included; Conv and Gather stay float."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(onnx.load_model(source), block_size=32, is_symmetric=True)
+    quantizer.process()
+    onnx.save_model(quantizer.model.model, target)
+
+
 def encoder(folder: Path, layers: int, hidden: int, vocab: int, lines: list[str]) -> Path:
     """A MiniLM-style BertModel (heads of 32, intermediate 4x) for feature-extraction."""
     import torch

@@ -1,12 +1,14 @@
 // text_pages.mjs: text_vs_transformersjs.py's pages. Each function is called on the harness page
 // (which loads nothing itself) of a fresh browser context, loads one side (our bundle through its
 // bundle.mjs, or transformers.js 4.3.1 from local files), calls it `calls` times and returns the
-// figures: load ms (import -> ready), each call's timings, and the bytes fetched since the start.
+// figures: load ms (import -> ready), each call's timings, and the bytes fetched since the start
+// (in all, and per URL).
 
-// Every fetch of the page since `since` (a fresh context: all of them came over the wire).
-function bytesSince(since) {
+// Every fetch of the page since `since` (a fresh context: all of them came over the wire), as
+// [url, bytes].
+function fetchedSince(since) {
   return performance.getEntriesByType('resource').filter((entry) => entry.startTime >= since)
-    .reduce((total, entry) => total + entry.transferSize, 0);
+    .map((entry) => [entry.name, entry.transferSize]);
 }
 
 export async function measure(open, call, calls) {
@@ -15,7 +17,9 @@ export async function measure(open, call, calls) {
   const loadMs = performance.now() - started;
   const results = [];
   for (let i = 0; i < calls; i += 1) results.push(await call(side));
-  return { loadMs, results, bytes: bytesSince(started), ...side.about };
+  const fetched = fetchedSince(started);
+  return { loadMs, results, bytes: fetched.reduce((total, [, bytes]) => total + bytes, 0), fetched,
+           ...side.about };
 }
 
 async function timed(call) {
