@@ -122,15 +122,13 @@ def _wav_name(seconds: float) -> str:
 
 
 def _part(url: str) -> str:
-    """Which of PARTS a fetched URL is (ours: runtime/, models/encoder.*, models/decoder.*;
-    theirs: tjs/*.wasm, onnx/encoder_model*, onnx/decoder_model*)."""
+    """Which of PARTS a fetched URL is (ours: runtime/*.wasm, models/decoder.* and the primary
+    session's models/KIND.*; theirs: tjs/*.wasm, onnx/decoder_model*, onnx/encoder_model*)."""
     name = url.rsplit("/", 1)[-1]
     if ".wasm" in name:
         return PARTS[0]
     if "/models/" in url or "/onnx/" in url:
-        for part in PARTS[1:3]:
-            if name.startswith(part):
-                return part
+        return PARTS[2] if name.startswith("decoder") else PARTS[1]
     return PARTS[3]
 
 
