@@ -122,12 +122,13 @@ def _wav_name(seconds: float) -> str:
 
 
 def _part(url: str) -> str:
-    """Which of PARTS a fetched URL is (ours: runtime/*.wasm, models/decoder.* and the primary
-    session's models/KIND.*; theirs: tjs/*.wasm, onnx/decoder_model*, onnx/encoder_model*)."""
+    """Which of PARTS a fetched URL is (ours: runtime/*.wasm, models/decoder.*.onnx* and the
+    primary session's models/KIND.*.onnx*; theirs: tjs/*.wasm, onnx/decoder_model*.onnx,
+    onnx/encoder_model*.onnx; their configs and tokenizer, beside onnx/, are the rest)."""
     name = url.rsplit("/", 1)[-1]
     if ".wasm" in name:
         return PARTS[0]
-    if "/models/" in url or "/onnx/" in url:
+    if ".onnx" in name:
         return PARTS[2] if name.startswith("decoder") else PARTS[1]
     return PARTS[3]
 
