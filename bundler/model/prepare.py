@@ -23,6 +23,8 @@ from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
 from bundler.errors import ModelError
 from bundler.model.compat import Fit, fit_runtime, original_runs, verify_fit
+from bundler.variants.kinds import VARIANT_KINDS
+from bundler.variants.registry import kind_spec
 from bundler.verify.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 
@@ -54,14 +56,18 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
 
 def check_weights(source: Path, kinds: Sequence[str]) -> None:
     """ModelError, from file sizes alone (before gigabytes of weights are read), for a large
-    model (is_large: weights in external data past 2 GB) asked for a kind other than fp32: every
-    quantizer loads all the weights into one ModelProto, which cannot pass protobuf's 2 GB."""
-    quantized = [kind for kind in kinds if kind != "fp32"]
-    if quantized and is_large(source):
+    model (is_large: weights in external data past 2 GB) asked for a kind that cannot be made
+    from one: all but fp32 and the kinds that read a weight at a time (KindSpec.streamed) load
+    every weight into one protobuf, which cannot pass protobuf's 2 GB."""
+    refused = [kind for kind in kinds if kind != "fp32" and not kind_spec(kind).streamed]
+    if refused and is_large(source):
+        made = ", ".join(kind for kind in VARIANT_KINDS
+                         if kind == "fp32" or kind_spec(kind).streamed)
         raise ModelError(
             f"{source} holds {model_bytes(source) / 1e9:.2f} GB of weights in external data;"
-            " only fp32 is built from a model past 2 GB (each quantizer loads every weight into"
-            f" one protobuf): leave out {', '.join(quantized)}, or quantize it before the build"
+            f" only {made} are built from a model past 2 GB (the other kinds load every weight"
+            f" into one protobuf): leave out {', '.join(refused)}, or quantize it before the"
+            " build"
         )
 
 
