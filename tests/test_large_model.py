@@ -59,7 +59,7 @@ def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
     for data in (tmp_path / "model").rglob("*.bin"):
         data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
     (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
-    with pytest.raises(ModelError, match="only fp32, int4 are built from a model past 2 GB"):
+    with pytest.raises(ModelError, match="only fp32, int8-weights, int4 are built from a model past 2 GB"):
         build_bundle(source, quantize="int8")
 
 

@@ -11,14 +11,7 @@ import onnx
 import pytest
 
 from bundler.bundle.external import INLINE_BELOW
-from bundler.bundle.modelio import (
-    LARGE_ENV,
-    cpu_session,
-    is_large,
-    model_bytes,
-    model_files,
-    signature,
-)
+from bundler.bundle.modelio import cpu_session, model_bytes, model_files, signature
 from bundler.errors import QuantizeError
 from bundler.variants.footprint import footprint
 from bundler.variants.int4_options import Int4Options
@@ -26,7 +19,7 @@ from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
 from bundler.verify.reference import native_reference
 from tests import models
-from tests.variants.helpers import feeds, ops, ratio
+from tests.variants.helpers import as_large, feeds, ops, ratio
 
 
 def test_int4_makes_matmulnbits(optimized: dict[str, Path], tmp_path: Path) -> None:
@@ -231,18 +224,6 @@ def test_int4_qdq_converts_an_older_opset_first(tmp_path: Path) -> None:
     assert np.isfinite(reference.cases[0].outputs["logits"]).all()
 
 
-def _as_large(source: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """`source` saved with its weights in external data, which $BUNDLER_LARGE_MODEL_BYTES
-    lowered under their size makes a large model (modelio.is_large)."""
-    directory.mkdir()
-    large = directory / "large.onnx"
-    onnx.save_model(onnx.load(source), large, save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="large.onnx_data", size_threshold=0)
-    monkeypatch.setenv(LARGE_ENV, "1000")
-    assert is_large(large)
-    return large
-
-
 @pytest.mark.parametrize("form", ["nbits", "qdq", "qdq-merged"])
 def test_int4_of_a_large_model_is_made_a_batch_of_weights_at_a_time(
         decoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
@@ -262,7 +243,7 @@ def test_int4_of_a_large_model_is_made_a_batch_of_weights_at_a_time(
     options = Int4Options(format=form.split("-")[0], embeddings=True)
     whole = tmp_path / "whole.onnx"
     expected = make_variant("int4", source, whole, int4=options)
-    large = _as_large(source, tmp_path / "large", monkeypatch)
+    large = as_large(source, tmp_path / "large", monkeypatch)
     monkeypatch.setattr(int4, "BATCH_BYTES", 64 * 1024)  # several batches of this small model
     dst = tmp_path / "streamed.onnx"
     result = make_variant("int4", large, dst, int4=options)
