@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -24,7 +24,8 @@ from bundler.console import Reporter
 from bundler.errors import ModelError
 from bundler.model.compat import Fit, fit_runtime, original_runs, verify_fit
 from bundler.variants.kinds import VARIANT_KINDS
-from bundler.variants.registry import kind_spec
+from bundler.variants.plan import VariantPlan
+from bundler.variants.registry import made_from_large
 from bundler.verify.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 
@@ -54,15 +55,14 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def check_weights(source: Path, kinds: Sequence[str]) -> None:
+def check_weights(source: Path, plan: VariantPlan) -> None:
     """ModelError, from file sizes alone (before gigabytes of weights are read), for a large
-    model (is_large: weights in external data past 2 GB) asked for a kind that cannot be made
-    from one: all but fp32 and the kinds that read a weight at a time (KindSpec.streamed) load
-    every weight into one protobuf, which cannot pass protobuf's 2 GB."""
-    refused = [kind for kind in kinds if kind != "fp32" and not kind_spec(kind).streamed]
-    if refused and is_large(source):
-        made = ", ".join(kind for kind in VARIANT_KINDS
-                         if kind == "fp32" or kind_spec(kind).streamed)
+    model (is_large: weights in external data past 2 GB) asked for a kind that is not made from
+    one (registry.made_from_large: the others load every weight into one protobuf, which cannot
+    pass protobuf's 2 GB). `auto` leaves those candidates out instead, each with the reason."""
+    refused = [kind for kind in plan.kinds if not made_from_large(kind)]
+    if refused and not plan.auto and is_large(source):
+        made = ", ".join(kind for kind in VARIANT_KINDS if made_from_large(kind))
         raise ModelError(
             f"{source} holds {model_bytes(source) / 1e9:.2f} GB of weights in external data;"
             f" only {made} are built from a model past 2 GB (the other kinds load every weight"

@@ -34,6 +34,12 @@ def kind_spec(kind: str) -> KindSpec:
     return spec
 
 
+def made_from_large(kind: str) -> bool:
+    """Whether `kind` is made from a model past 2 GB (modelio.is_large): fp32, copied file by
+    file, and the kinds that read a weight at a time (KindSpec.streamed)."""
+    return kind == "fp32" or kind_spec(kind).streamed
+
+
 def is_quantized(kind: str) -> bool:
     """Whether `kind` computes in lower precision than the model, as its spec says."""
     return kind_spec(kind).quantized
@@ -66,6 +72,9 @@ def make_variant(
             f"{kind} needs calibration inputs for {src.name}: pass calibration feeds,"
             f" or {spec.advice}"
         )
+    if not made_from_large(kind) and is_large(src):  # auto leaves it out, saying so
+        raise QuantizeError(f"{kind} is not made from a model past 2 GB of weights (it would load"
+                            f" every weight into one protobuf); {spec.advice}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="bundler-variant-") as scratch:
