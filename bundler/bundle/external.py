@@ -200,4 +200,6 @@ class StreamedWeights:
                 if len(tensor.raw_data) >= INLINE_BELOW:
                     self._append(tensor)
         self._stream.close()
+        if not self._used:  # every weight under INLINE_BELOW: the graph holds them
+            self.data.unlink()
         onnx.save_model(model, self.graph)  # the graph alone: its weights are in the file
