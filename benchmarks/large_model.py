@@ -1,10 +1,11 @@
 """A model past 2 GB of weights in external data: built natively, then loaded in Chromium.
 
     python benchmarks/large_model.py [--size-gb 2.25] [--files 3] [--one-file] [--work DIR]
-                                     [--verify] [--keep]
+                                     [--quantize int4 [--int4 format=qdq]] [--verify] [--keep]
 
 Makes y = x @ w1 @ w2 @ ... with one square float32 weight per external data file (zeros: the
-files are sparse, cost no disk until the build copies them, and compress to almost nothing), runs
+files are sparse, cost no disk until the build copies them, and compress to almost nothing; with
+--quantize, seeded normal values instead, so that the quantizer has real blocks to scale), runs
 `bundle build` on it in a subprocess (wall time and the peak RSS of its largest process), then
 serves the bundle and, in headless Chromium (WebGPU on SwiftShader, else WASM), calls
 `preflight()` and `load()` twice: as the browser is, and with `navigator.deviceMemory` set to
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -58,11 +60,27 @@ LOAD_AND_RUN = """async ({ url, side }) => {
 }"""
 
 
+PATTERN_BYTES = 16 * 2**20
+
+
+def _write_pattern(data: Any, size: int, side: int, seed: int) -> None:
+    """`size` bytes of seeded float32 values, N(0, 1/side) (so that y stays about as large as
+    x), drawn and written 16 MiB at a time: a few seconds per GB, and incompressible as real
+    weights are (a repeated block would let brotli spend minutes on what no model looks like)."""
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / math.sqrt(side))
+    while size > 0:
+        count = min(PATTERN_BYTES, size) // 4
+        data.write((rng.standard_normal(count, np.float32) * scale).tobytes())
+        size -= 4 * count
+
+
 def make_model(directory: Path, total_bytes: int, files: int,
-               one_file: bool = False) -> tuple[Path, int]:
-    """y = x @ w1 @ ... @ wN (N = `files`), each [side, side] weight of zeros in its own sparse
-    data file, or with `one_file` all in one (the layout most exporters write)."""
-    side = int(math.sqrt(total_bytes / files / 4))
+               one_file: bool = False, pattern: bool = False) -> tuple[Path, int]:
+    """y = x @ w1 @ ... @ wN (N = `files`), each [side, side] weight of zeros (`pattern`: of a
+    seeded pattern) in its own sparse data file, or with `one_file` all in one (the layout most
+    exporters write)."""
+    side = int(math.sqrt(total_bytes / files / 4)) // 32 * 32  # whole int4 blocks of K
     size = side * side * 4
     directory.mkdir(parents=True, exist_ok=True)
     names = [f"w{index}" for index in range(1, files + 1)]
@@ -76,7 +94,10 @@ def make_model(directory: Path, total_bytes: int, files: int,
                            ("length", str(size))):
             stored.external_data.add(key=key, value=value)
         with (directory / location).open("ab") as data:
-            data.truncate(offset + size)  # sparse: zeros that take no disk
+            if pattern:
+                _write_pattern(data, size, side, seed=index)
+            else:
+                data.truncate(offset + size)  # sparse: zeros that take no disk
         weights.append(stored)
     chain = ["x", *[f"h{index}" for index in range(1, files)], "y"]
     nodes = [helper.make_node("MatMul", [chain[i], name], [chain[i + 1]])
@@ -92,14 +113,16 @@ def make_model(directory: Path, total_bytes: int, files: int,
     return path, side
 
 
-def build_timed(model: Path, output: Path, verify: bool) -> tuple[float, float, str]:
-    """`bundle build` in a subprocess: wall seconds, peak RSS in GiB (its largest process),
-    and the last lines it printed."""
+def build_timed(model: Path, output: Path, verify: bool,
+                options: list[str]) -> tuple[float, float, str]:
+    """`bundle build` (with `options`) in a subprocess: wall seconds, peak RSS in GiB (its
+    largest process), and the last lines it printed."""
     script = Path(sys.executable).with_name("bundle")  # the venv's CLI
     command = [str(script) if script.exists() else "bundle", "build", str(model), "-o", str(output),
                "--runtime-dir", str(fetch_runtime(DEFAULT_RUNTIME_VERSION))]
     if not verify:
         command.append("--no-verify")
+    command += options
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -143,6 +166,9 @@ def main() -> None:
     parser.add_argument("--one-file", action="store_true", help="all weights in one data file"
                         " (the build cuts it into files of at most 1 GiB)")
     parser.add_argument("--work", type=Path, help="work folder (default: a temporary one)")
+    parser.add_argument("--quantize", help="the variant to build (e.g. int4; default fp32)")
+    parser.add_argument("--int4", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed on to bundle build (e.g. format=qdq)")
     parser.add_argument("--verify", action="store_true", help="let the build check the bundle"
                         " in Chromium too (default: --no-verify; this script loads it itself)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
@@ -151,11 +177,13 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="large-model-"))
     try:
         model, side = make_model(work / "model", int(args.size_gb * 1e9), args.files,
-                                 args.one_file)
+                                 args.one_file, pattern=args.quantize is not None)
         weights = sum(path.stat().st_size for path in model.parent.iterdir())
         given = 1 if args.one_file else args.files
         with reporter.step(f"bundle build of {weights / 1e9:.2f} GB in {given} data file(s)"):
-            wall, peak, printed = build_timed(model, work / "dist", args.verify)
+            options = [*(["--quantize", args.quantize] if args.quantize else []),
+                       *(f"--int4={value}" for value in args.int4)]
+            wall, peak, printed = build_timed(model, work / "dist", args.verify, options)
         manifest = load_manifest(work / "dist")
         [variant] = manifest.session().variants
         wire = sum(path.stat().st_size for path in (work / "dist" / "models").rglob("*.br"))

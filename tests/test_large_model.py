@@ -17,9 +17,12 @@ import pytest
 from bundler.bundle.external import ALIGN, ship_external
 from bundler.bundle.manifest import load
 from bundler.bundle.modelio import LARGE_ENV
-from bundler.errors import ModelError
+from bundler.errors import ModelError, QuantizeError
 from bundler.hosting.publish import HostingOptions, assembled, prepare_heavy
 from bundler.model.optimize import LARGE_SKIPPED
+from bundler.model.prepare import check_weights
+from bundler.variants.plan import variants_to_make
+from bundler.variants.registry import make_variant
 from tests import models
 
 
@@ -59,7 +62,8 @@ def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
     for data in (tmp_path / "model").rglob("*.bin"):
         data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
     (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
-    with pytest.raises(ModelError, match="only fp32 is built from a model past 2 GB"):
+    with pytest.raises(ModelError,
+                       match="only fp32, int8-weights, int4 are built from a model past 2 GB"):
         build_bundle(source, quantize="int8")
 
 
@@ -107,3 +111,37 @@ def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
     got = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, expected)
     assert len(ship_external(source, tmp_path / "dist" / "whole.onnx")) == 1  # under 1 GiB
+
+
+def test_auto_leaves_out_the_kinds_a_large_model_cannot_have(tmp_path, monkeypatch):
+    """Named, fp16 is refused before the build reads a weight; as a candidate of auto, it is
+    left out by make_variant's one line (make_variants warns of it), where int4 is made."""
+    source = models.external_several(tmp_path / "model")
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    with pytest.raises(ModelError, match="leave out fp16, int8, int8-static"):
+        check_weights(source, variants_to_make(None, ["fp16", "int4", "int8", "int8-static"],
+                                               None))
+    check_weights(source, variants_to_make("auto", None, None))
+    with pytest.raises(QuantizeError, match="fp16 is not made from a model past 2 GB"):
+        make_variant("fp16", source, tmp_path / "fp16.onnx")
+    assert make_variant("int4", source, tmp_path / "int4.onnx").settings["matmuls_int4"] == 2
+
+
+def test_a_large_model_builds_int4_from_its_data_files(build_bundle, tmp_path, monkeypatch):
+    """The whole build: int4 made a batch of weights at a time, measured against fp32, shipped;
+    what the bundle computes is what int4 made in memory computes. (Its blocks, 512 bytes each,
+    stay in the graph, under INLINE_BELOW: no data file is left for nothing.)"""
+    source = models.external_several(tmp_path / "model")
+    whole = tmp_path / "whole" / "int4.onnx"
+    make_variant("int4", source, whole)  # not large yet: from memory
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    root, manifest = build_bundle(source, quantize="int4")
+    [variant] = manifest["sessions"][0]["variants"]
+    assert variant["kind"] == "int4" and "data" not in variant, variant
+    assert not list((root / "models").glob("*.data*"))
+    assert variant["accuracy"]["cosine"] > 0.9  # measured natively against fp32
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(whole)).run(None, {"x": x})[0]
+    with assembled(root, load(root), variant["file"]) as path:
+        got = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)

@@ -10,13 +10,16 @@ matches `path` against the location string the graph names).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection
 from pathlib import Path
+from types import TracebackType
 from typing import BinaryIO
 
 import onnx
 
 from bundler.bundle.files import hashed_name
-from bundler.bundle.modelio import external_locations, read_model, sha256_of
+from bundler.bundle.modelio import external_locations, load_tensor, read_model, sha256_of
+from bundler.errors import ModelError
 
 # Tensors under this size stay inline in the graph (onnx's own default threshold).
 INLINE_BELOW = 1024
@@ -137,3 +140,66 @@ def ship_external(src: Path, dst: Path, max_data_bytes: int = DATA_FILE_BYTES) -
     for file in data_files:  # onnx creates data files private (0600): a web server must read them
         file.chmod(dst.stat().st_mode & 0o777)
     return data_files
+
+
+class StreamedWeights:
+    """The weights of a variant made from a large model (modelio.is_large), written to one data
+    file beside its graph (`int4.onnx.data`) as they are made, so that the model in memory holds
+    only the tensors not yet written and no protobuf past 2 GB is ever serialized.
+
+    The model starts read without its weights (its tensors name data files in `source_dir`);
+    the kind reads each weight when it needs it (modelio.load_tensor), `offload` moves what it
+    made to the file, and `finish` moves the weights it left as they were, one at a time, then
+    writes the graph alone.
+    """
+
+    def __init__(self, model: onnx.ModelProto, graph: Path, source_dir: Path) -> None:
+        self.graph, self.source_dir = graph, source_dir
+        self.data = graph.with_name(graph.name + ".data")
+        if self.data.name in external_locations(model) and (
+                self.data.resolve() == (source_dir / self.data.name).resolve()):
+            raise ModelError(f"{source_dir / self.data.name}: a data file of the model has the"
+                             " name the variant's own takes; rename it")
+        self._stream: BinaryIO = self.data.open("wb")
+        self._used = 0
+
+    def __enter__(self) -> StreamedWeights:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stream.close()
+
+    def _append(self, tensor: onnx.TensorProto) -> None:
+        start = -self._used % ALIGN + self._used
+        self._stream.write(bytes(start - self._used))  # alignment padding
+        self._stream.write(tensor.raw_data)
+        self._used = start + len(tensor.raw_data)
+        onnx.external_data_helper.set_external_data(tensor, self.data.name, start,
+                                                    len(tensor.raw_data))
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        tensor.ClearField("raw_data")
+
+    def offload(self, model: onnx.ModelProto, keep: Collection[str] = ()) -> None:
+        """Move every initializer the model holds (of INLINE_BELOW bytes or more) to the file,
+        but those named in `keep` (read, still to be rewritten: written now, they would ship
+        as dead bytes)."""
+        for tensor in onnx.external_data_helper._get_initializer_tensors(model):
+            if (tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.name not in keep
+                    and len(tensor.raw_data) >= INLINE_BELOW):
+                self._append(tensor)
+
+    def finish(self, model: onnx.ModelProto) -> None:
+        """Move the weights still read from the source's data files to the file, one at a time
+        (smaller ones inline), and write the graph."""
+        for tensor in onnx.external_data_helper._get_initializer_tensors(model):
+            if tensor.data_location == onnx.TensorProto.EXTERNAL and not any(
+                    entry.key == "location" and entry.value == self.data.name
+                    for entry in tensor.external_data):
+                load_tensor(tensor, self.source_dir)
+                if len(tensor.raw_data) >= INLINE_BELOW:
+                    self._append(tensor)
+        self._stream.close()
+        if not self._used:  # every weight under INLINE_BELOW: the graph holds them
+            self.data.unlink()
+        onnx.save_model(model, self.graph)  # the graph alone: its weights are in the file

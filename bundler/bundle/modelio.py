@@ -209,6 +209,15 @@ def read_model(path: Path, *, load_weights: bool = True) -> onnx.ModelProto:
     return model
 
 
+def load_tensor(tensor: onnx.TensorProto, base_dir: Path) -> None:
+    """Read the external data of one tensor of a model read without its weights into it, in
+    place: after, it holds its values and names no data file (onnx would otherwise read the
+    file again, relative to the working directory, and write the values back to it on save)."""
+    onnx.external_data_helper.load_external_data_for_tensor(tensor, str(base_dir))
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    del tensor.external_data[:]
+
+
 def check_model(path: Path) -> list[str]:
     """onnx.checker on the file; returns its complaint (if any) instead of raising, because
     exporters produce models the checker rejects and onnxruntime runs. The caller decides."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -23,6 +23,9 @@ from bundler.bundle.options import DEFAULT_RUNTIME_VERSION
 from bundler.console import Reporter
 from bundler.errors import ModelError
 from bundler.model.compat import Fit, fit_runtime, original_runs, verify_fit
+from bundler.variants.kinds import VARIANT_KINDS
+from bundler.variants.plan import VariantPlan
+from bundler.variants.registry import made_from_large
 from bundler.verify.reference import Feeds, NotRunnable, input_rules, make_feeds, resolve_shapes
 
 
@@ -52,16 +55,19 @@ def _strip_zipmap(model: onnx.ModelProto) -> list[str]:
     return notes
 
 
-def check_weights(source: Path, kinds: Sequence[str]) -> None:
+def check_weights(source: Path, plan: VariantPlan) -> None:
     """ModelError, from file sizes alone (before gigabytes of weights are read), for a large
-    model (is_large: weights in external data past 2 GB) asked for a kind other than fp32: every
-    quantizer loads all the weights into one ModelProto, which cannot pass protobuf's 2 GB."""
-    quantized = [kind for kind in kinds if kind != "fp32"]
-    if quantized and is_large(source):
+    model (is_large: weights in external data past 2 GB) asked for a kind that is not made from
+    one (registry.made_from_large: the others load every weight into one protobuf, which cannot
+    pass protobuf's 2 GB). `auto` leaves those candidates out instead, each with the reason."""
+    refused = [kind for kind in plan.kinds if not made_from_large(kind)]
+    if refused and not plan.auto and is_large(source):
+        made = ", ".join(kind for kind in VARIANT_KINDS if made_from_large(kind))
         raise ModelError(
             f"{source} holds {model_bytes(source) / 1e9:.2f} GB of weights in external data;"
-            " only fp32 is built from a model past 2 GB (each quantizer loads every weight into"
-            f" one protobuf): leave out {', '.join(quantized)}, or quantize it before the build"
+            f" only {made} are built from a model past 2 GB (the other kinds load every weight"
+            f" into one protobuf): leave out {', '.join(refused)}, or quantize it before the"
+            " build"
         )
 
 

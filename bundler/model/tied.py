@@ -11,11 +11,13 @@ session is created, in memory, not on the wire.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from bundler.bundle.modelio import walk_nodes
+from bundler.bundle.modelio import load_tensor, walk_nodes
 
 MIN_BYTES = 1 << 16  # smaller copies cost less than the node that replaces them
 
@@ -70,11 +72,12 @@ def share_transposed_copies(model: onnx.ModelProto) -> list[tuple[str, str, int]
     return replaced
 
 
-def unshare_for_matmuls(model: onnx.ModelProto) -> bool:
+def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> bool:
     """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
     kept shared) a constant of its own, in place, which the quantizers can take (they quantize
     constant weights only); whether there was any. A copy a quantizer leaves float is shared
-    again after (share_transposed_copies)."""
+    again after (share_transposed_copies). A weight the model names in external data (read
+    without its weights) is read from `base_dir`."""
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     transposes = {node.output[0]: node for node in model.graph.node
                   if node.op_type == "Transpose" and node.input[0] in weights
@@ -87,6 +90,8 @@ def unshare_for_matmuls(model: onnx.ModelProto) -> bool:
             changed = True
             if node.input[1] not in made:
                 source = weights[transposes[node.input[1]].input[0]]
+                if source.data_location == onnx.TensorProto.EXTERNAL:
+                    load_tensor(source, base_dir)
                 name, index = f"{source.name}_transposed", 0
                 while name in weights:
                     index += 1

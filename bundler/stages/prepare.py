@@ -110,7 +110,7 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
 def _check_inputs(source: Path, inputs: tuple[TensorSpec, ...],
                   shipped: tuple[TensorSpec, ...], options: BuildOptions) -> None:
     """Samples are of the `shipped` inputs (an image task's are uint8 pixels)."""
-    check_weights(source, options.plan.kinds)
+    check_weights(source, options.plan)
     check_dims(inputs, options.dims)
     for key, path in (("--calibration", options.calibration),
                       ("--validation", options.validation)):

@@ -5,6 +5,11 @@ embedding are quantized come from `--int4` (bundler/variants/int4_options.py).""
 
 from __future__ import annotations
 
+import contextlib
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
 from onnx import (
     GraphProto,
     ModelProto,
@@ -17,7 +22,8 @@ from onnx import (
 from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-from bundler.bundle.modelio import read_model, save_model, walk_nodes
+from bundler.bundle.external import StreamedWeights
+from bundler.bundle.modelio import load_tensor, read_model, save_model, walk_nodes
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError, first_line
 from bundler.variants.spec import Job, KindSpec
@@ -34,6 +40,9 @@ from bundler.variants.tools import (
 # without converting its nodes, which breaks those whose form changed since (ReduceMean's axes
 # became an input at 18: a Llama/Qwen2 RMSNorm), so the model is converted first.
 QDQ_OPSET = 21
+# A large model's float32 weights read per quantizer pass (the rest stay on disk): the peak
+# memory of its int4 build is about this plus the blocks made so far of the weight being read.
+BATCH_BYTES = 256 * 2**20
 
 
 def _at_qdq_opset(model: ModelProto, name: str) -> ModelProto:
@@ -142,13 +151,56 @@ def hoist_dequantize(model: ModelProto) -> int:
     return len(hoisted)
 
 
+def _read(model: ModelProto, names: Iterable[str], base_dir: Path) -> None:
+    """Read the named initializers (of any graph) that are still in external data."""
+    wanted = set(names)
+    for graph in graphs_of(model.graph):
+        for tensor in graph.initializer:
+            if tensor.name in wanted and tensor.data_location == TensorProto.EXTERNAL:
+                load_tensor(tensor, base_dir)
+
+
+def _weights_of(model: ModelProto, nodes: set[str]) -> set[str]:
+    """The constant each of the named MatMuls (input 1) and Gathers (input 0) reads."""
+    return {node.input[0 if node.op_type == "Gather" else 1]
+            for node in walk_nodes(model.graph) if node.name in nodes}
+
+
+def _batches(model: ModelProto, nodes: list[str], limit: int) -> list[set[str]]:
+    """`nodes` (MatMuls and Gathers, by name) in groups whose weights total about `limit` bytes
+    at most, the nodes reading one weight (a merged decoder's two branches) always together."""
+    weights = {tensor.name: tensor for graph in graphs_of(model.graph)
+               for tensor in graph.initializer}
+    wanted = set(nodes)
+    readers: dict[str, set[str]] = {}
+    for node in walk_nodes(model.graph):
+        if node.name in wanted:
+            readers.setdefault(node.input[0 if node.op_type == "Gather" else 1], set()).add(
+                node.name)
+    batches: list[set[str]] = []
+    used = limit
+    for name, group in readers.items():
+        size = 4 * math.prod(weights[name].dims)
+        if used + size > limit:
+            batches.append(set())
+            used = 0
+        batches[-1] |= group
+        used += size
+    return batches
+
+
 def make(job: Job) -> None:
     options = job.int4
     block = options.block_size
-    model = read_model(job.src)
+    weightless = job.weightless  # a large model: its weights are read a batch at a time
+    model = read_model(job.src) if weightless is None else weightless
     if options.format == "qdq":
         model = _at_qdq_opset(model, job.src.name)
     name_nodes(model)
+    if weightless is not None:  # a transposed Gemm weight is rewritten from its values
+        for node in walk_nodes(model.graph):
+            if node.op_type == "Gemm":
+                _read(model, node.input[1:2], job.src.parent)
     gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     gathers, other_gathers, vocabulary = _token_embedding(model)
@@ -183,27 +235,45 @@ def make(job: Job) -> None:
     # GatherBlockQuantized in its QOperator form only, so with qdq the table is a second pass
     passes = [(("MatMul",), QuantFormat.QDQ), (("Gather",), QuantFormat.QOperator)] if qdq else [
         (("MatMul", "Gather"), QuantFormat.QOperator)]
-    for op_types, quant_format in passes:
-        op_types = tuple(op for op in op_types if op == "MatMul" or gathers)
-        if not op_types:
-            continue
-        quantizer = MatMulNBitsQuantizer(
-            model,
-            bits=4,
-            block_size=block,
-            is_symmetric=options.symmetric,
-            accuracy_level=options.accuracy_level or None,
-            nodes_to_exclude=skipped + other_gathers,
-            op_types_to_quantize=op_types,
-            quant_axes=(("MatMul", 0), ("Gather", 1)),
-            quant_format=quant_format,
-        )
-        with quiet():
-            quantizer.process()
-        model = quantizer.model.model
-        drop_repeated_initializers(model)
-    hoisted = hoist_dequantize(model) if qdq else 0
-    save_model(model, job.dst)
+    passes = [(op_types, quant_format, {*(eligible if "MatMul" in op_types else []),
+                                        *(gathers if "Gather" in op_types else [])})
+              for op_types, quant_format in passes if "MatMul" in op_types or gathers]
+    with contextlib.ExitStack() as stack:
+        streamed = None if weightless is None else stack.enter_context(
+            StreamedWeights(model, job.dst, job.src.parent))
+        # a large model's weights are quantized a batch at a time, the rest of the graph
+        # excluded, and each batch's blocks written out before the next batch is read
+        batches = [(op_types, quant_format, batch)
+                   for op_types, quant_format, taken in passes
+                   for batch in ([taken] if streamed is None
+                                 else _batches(model, taken, BATCH_BYTES))]
+        for index, (op_types, quant_format, batch) in enumerate(batches):
+            if streamed is not None:
+                _read(model, _weights_of(model, batch), job.src.parent)
+            quantizer = MatMulNBitsQuantizer(
+                model,
+                bits=4,
+                block_size=block,
+                is_symmetric=options.symmetric,
+                accuracy_level=options.accuracy_level or None,
+                nodes_to_exclude=(skipped + other_gathers if streamed is None else
+                                  sorted({n.name for n in walk_nodes(model.graph)} - batch)),
+                op_types_to_quantize=tuple(op for op in op_types if op == "MatMul" or gathers),
+                quant_axes=(("MatMul", 0), ("Gather", 1)),
+                quant_format=quant_format,
+            )
+            with quiet():
+                quantizer.process()
+            model = quantizer.model.model
+            drop_repeated_initializers(model)
+            if streamed is not None:  # what later batches read stays
+                later = set().union(*(nodes for *_, nodes in batches[index + 1:]))
+                streamed.offload(model, _weights_of(model, later))
+        hoisted = hoist_dequantize(model) if qdq else 0
+        if streamed is None:
+            save_model(model, job.dst)
+        else:
+            streamed.finish(model)
     if options.format == "qdq":
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
@@ -244,4 +314,5 @@ KIND = KindSpec(
     quantized=True,
     advice="try int8-weights",
     make=make,
+    streamed=True,
 )

@@ -11,13 +11,15 @@ scope."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.bundle.modelio import read_model, save_model
+from bundler.bundle.external import StreamedWeights
+from bundler.bundle.modelio import load_tensor, read_model, save_model
 from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
@@ -95,9 +97,11 @@ def _weights_to_store(graph: onnx.GraphProto) -> tuple[dict[str, int], set[str]]
     return axes, left_float - set(axes)
 
 
-def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int]) -> None:
+def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int],
+                   values: Callable[[onnx.TensorProto], np.ndarray]) -> None:
     """Replace each weight in `axes` by int8 values, scales and zero points, and a
-    DequantizeLinear (first in the graph) that gives the float weight its old name."""
+    DequantizeLinear (first in the graph) that gives the float weight its old name; `values`
+    reads a weight's."""
     taken = {tensor.name for inner in _graphs(graph) for tensor in inner.initializer}
     taken |= {out for node in _nodes(graph) for out in node.output}
     taken |= {value.name for inner in _graphs(graph) for value in inner.input}
@@ -106,7 +110,7 @@ def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int]) -> None:
         if tensor.name not in axes:
             initializers.append(tensor)
             continue
-        w, axis = numpy_helper.to_array(tensor), axes[tensor.name]
+        w, axis = values(tensor), axes[tensor.name]
         others = tuple(i for i in range(w.ndim) if i != axis)
         scale = (np.abs(w).max(axis=others) / 127).astype(np.float32)
         scale[scale == 0] = 1  # an all-zero channel quantizes to zeros whatever the scale
@@ -136,8 +140,22 @@ def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int]) -> None:
     graph.node.extend(nodes)
 
 
+def _read_copy(base_dir: Path) -> Callable[[onnx.TensorProto], np.ndarray]:
+    """The values of a weight in external data, read into a copy: the model's own tensor,
+    replaced by its int8 form, is never filled with all its float32 bytes."""
+    def values(tensor: onnx.TensorProto) -> np.ndarray:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(tensor)
+        if copy.data_location == TensorProto.EXTERNAL:
+            load_tensor(copy, base_dir)
+        return numpy_helper.to_array(copy)
+    return values
+
+
 def make(job: Job) -> None:
-    model = read_model(job.src)
+    # a large model (Job.weightless) is read a weight at a time, its int8 weights (a quarter of
+    # its float32 bytes) held until they are written with the float ones left as they were
+    model = read_model(job.src) if job.weightless is None else job.weightless
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 13:  # DequantizeLinear's axis attribute
         model = onnx.version_converter.convert_version(model, 13)
@@ -147,7 +165,7 @@ def make(job: Job) -> None:
     for graph in reversed(list(_graphs(model.graph))):
         stored, kept = _weights_to_store(graph)
         if stored:
-            _store_as_int8(graph, stored)
+            _store_as_int8(graph, stored, _read_copy(job.src.parent))
         axes.update(stored)
         left_float |= kept
     if not axes:
@@ -155,7 +173,12 @@ def make(job: Job) -> None:
             f"{job.src.name} has no Conv, Gemm or MatMul weight of {_MIN_ELEMENTS}+"
             " elements to store as int8, so int8-weights would equal fp32; use fp16 instead"
         )
-    save_model(model, job.dst)
+    if job.weightless is None:
+        save_model(model, job.dst)
+    else:
+        with StreamedWeights(model, job.dst, job.src.parent) as streamed:
+            streamed.offload(model)
+            streamed.finish(model)
     job.result.settings = Int8WeightsSettings(
         scheme="int8 symmetric per output channel (scale = max|w| / 127), DequantizeLinear",
         compute="float32",
@@ -181,4 +204,5 @@ KIND = KindSpec(
     quantized=True,
     advice="try fp16",
     make=make,
+    streamed=True,
 )

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bundler.bundle.modelio import cpu_session, read_model, save_model
+from bundler.bundle.modelio import cpu_session, is_large, read_model, save_model
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
 from bundler.model.tied import share_transposed_copies, unshare_for_matmuls
 from bundler.variants.int4_options import Int4Options
@@ -32,6 +32,12 @@ def kind_spec(kind: str) -> KindSpec:
         raise ConfigError(f"unknown variant {kind!r}; choose from {', '.join(VARIANT_KINDS)}")
     spec: KindSpec = importlib.import_module(f"{__package__}.{module_name(kind)}").KIND
     return spec
+
+
+def made_from_large(kind: str) -> bool:
+    """Whether `kind` is made from a model past 2 GB (modelio.is_large): fp32, copied file by
+    file, and the kinds that read a weight at a time (KindSpec.streamed)."""
+    return kind == "fp32" or kind_spec(kind).streamed
 
 
 def is_quantized(kind: str) -> bool:
@@ -66,21 +72,28 @@ def make_variant(
             f"{kind} needs calibration inputs for {src.name}: pass calibration feeds,"
             f" or {spec.advice}"
         )
+    if not made_from_large(kind) and is_large(src):  # auto leaves it out, saying so
+        raise QuantizeError(f"{kind} is not made from a model past 2 GB of weights (it would load"
+                            f" every weight into one protobuf); {spec.advice}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory(prefix="bundler-variant-") as scratch:
             # a tied head kept shared (bundler.model.tied) reads its weight through a Transpose,
             # which no quantizer takes: it gets its own constant for the kind to quantize
             untied = spec.quantized and kind != "fp16"
-            model = read_model(src) if untied else None
-            untied = model is not None and unshare_for_matmuls(model)
-            if model is not None and untied:
+            weightless = read_model(src, load_weights=False) if spec.streamed and is_large(
+                src) else None
+            model = weightless if weightless is not None else read_model(src) if untied else None
+            untied = untied and model is not None and unshare_for_matmuls(model, src.parent)
+            if weightless is None and model is not None and untied:
                 src = Path(scratch) / src.name
                 save_model(model, src)
             job = Job(src, dst, calibration, calibration_method, log,
-                      VariantResult(spec.name, dst), int4 or Int4Options())
+                      VariantResult(spec.name, dst), int4 or Int4Options(), weightless)
             spec.make(job)
-        if untied:  # a copy the kind left float is shared again
+        # a copy the kind left float is shared again (from a large model it stays: that would
+        # read every weight of the variant at once)
+        if untied and weightless is None:
             made = read_model(dst)
             if share_transposed_copies(made):
                 save_model(made, dst)

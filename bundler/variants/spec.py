@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from bundler.bundle.codec import to_json
 from bundler.bundle.records import VariantSettings
 from bundler.variants.int4_options import Int4Options
@@ -54,6 +56,10 @@ class Job:
     log: Callable[[str], None]
     result: VariantResult
     int4: Int4Options = field(default_factory=Int4Options)  # --int4
+    # `src` read without its weights when it is large (modelio.is_large) and the kind can make
+    # its variant from such a model (KindSpec.streamed): it reads each weight when it needs it
+    # and writes them with bundler.bundle.external.StreamedWeights.
+    weightless: onnx.ModelProto | None = None
 
     def note(self, text: str) -> None:
         # Library errors quote the temporary paths they were given; bundle.json must not.
@@ -70,3 +76,6 @@ class KindSpec:
     quantized: bool  # computes in lower precision than the model: compared more loosely
     advice: str  # what to try instead when making it fails
     make: Callable[[Job], None]
+    # makes its variant from a model past 2 GB (modelio.is_large) a weight at a time (Job's
+    # `weightless`); the build refuses the other kinds for such a model
+    streamed: bool = False

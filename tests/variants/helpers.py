@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from bundler.bundle.modelio import model_bytes
+from bundler.bundle.modelio import LARGE_ENV, is_large, model_bytes
 from tests import quant_models
 
 BUILDERS = {
@@ -41,3 +41,15 @@ def ratio(variant: Path, reference: Path) -> float:
 
 def elem_types(values) -> list[int]:
     return [value.type.tensor_type.elem_type for value in values]
+
+
+def as_large(source: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`source` saved with its weights in external data, which $BUNDLER_LARGE_MODEL_BYTES
+    lowered under their size makes a large model (modelio.is_large)."""
+    directory.mkdir()
+    large = directory / "large.onnx"
+    onnx.save_model(onnx.load(source), large, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="large.onnx_data", size_threshold=0)
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    assert is_large(large)
+    return large

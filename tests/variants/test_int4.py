@@ -10,7 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from bundler.bundle.modelio import cpu_session, signature
+from bundler.bundle.external import INLINE_BELOW
+from bundler.bundle.modelio import cpu_session, model_bytes, model_files, signature
 from bundler.errors import QuantizeError
 from bundler.variants.footprint import footprint
 from bundler.variants.int4_options import Int4Options
@@ -18,7 +19,7 @@ from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
 from bundler.verify.reference import native_reference
 from tests import models
-from tests.variants.helpers import feeds, ops, ratio
+from tests.variants.helpers import as_large, feeds, ops, ratio
 
 
 def test_int4_makes_matmulnbits(optimized: dict[str, Path], tmp_path: Path) -> None:
@@ -221,3 +222,48 @@ def test_int4_qdq_converts_an_older_opset_first(tmp_path: Path) -> None:
     cpu_session(dst, config=result.native_config)  # it loads: the invalid model did not
     reference = native_reference(dst, signature(model).inputs, {})
     assert np.isfinite(reference.cases[0].outputs["logits"]).all()
+
+
+@pytest.mark.parametrize("form", ["nbits", "qdq", "qdq-merged"])
+def test_int4_of_a_large_model_is_made_a_batch_of_weights_at_a_time(
+        decoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str) -> None:
+    """From a model past the large-model size, int4 reads its weights a batch at a time and
+    writes them to a data file as it goes (no protobuf of them all): the same variant, value for
+    value, as the one made from the model in memory, its weights in external data."""
+    import bundler.variants.int4 as int4
+    from bundler.model.optimize import optimize
+    from bundler.text.quality import reference
+    from tests import decoder_models
+
+    source = decoder
+    if form == "qdq-merged":
+        export = decoder_models.gpt2_folder(tmp_path / "model", merged=True)
+        source = tmp_path / "merged.onnx"
+        optimize(export.onnx, source)
+    options = Int4Options(format=form.split("-")[0], embeddings=True)
+    whole = tmp_path / "whole.onnx"
+    expected = make_variant("int4", source, whole, int4=options)
+    large = as_large(source, tmp_path / "large", monkeypatch)
+    monkeypatch.setattr(int4, "BATCH_BYTES", 64 * 1024)  # several batches of this small model
+    dst = tmp_path / "streamed.onnx"
+    result = make_variant("int4", large, dst, int4=options)
+    assert result.settings == expected.settings and result.session_config == \
+        expected.session_config
+    assert model_files(dst) == [dst, dst.with_name("streamed.onnx.data")]
+    graph = onnx.load(dst, load_external_data=False)
+    external = [t for t in graph.graph.initializer
+                if t.data_location == onnx.TensorProto.EXTERNAL]
+    inline = [t for t in onnx.external_data_helper._get_initializer_tensors(graph)
+              if t.data_location != onnx.TensorProto.EXTERNAL]
+    assert external and all(len(t.raw_data) < INLINE_BELOW for t in inline)  # the graph alone
+    assert model_bytes(dst) == pytest.approx(model_bytes(whole), rel=0.02)  # alignment
+    made, wanted = cpu_session(dst, config=result.native_config), cpu_session(
+        whole, config=expected.native_config)
+    feeds = native_reference(whole, signature(graph).inputs, {}).feeds
+    for got, want in zip(made.run(None, feeds), wanted.run(None, feeds), strict=True):
+        np.testing.assert_array_equal(got, want)
+    if form == "qdq-merged":  # greedy tokens, the prompt through one branch, each step the other
+        runs = [reference(path, export.folder) for path in (dst, whole)]
+        assert runs[0].tokens == runs[1].tokens and all(runs[0].tokens)
+        for got, want in zip(runs[0].logits, runs[1].logits, strict=True):
+            np.testing.assert_array_equal(got, want)

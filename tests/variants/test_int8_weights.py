@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto
 
+from bundler.bundle.external import INLINE_BELOW
+from bundler.bundle.modelio import cpu_session, model_bytes, model_files
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
-from tests.variants.helpers import elem_types, feeds, ratio
+from tests.variants.helpers import as_large, elem_types, feeds, ratio
 
 
 @pytest.mark.parametrize("name", ["mlp", "transformer", "cnn"])
@@ -62,3 +65,26 @@ def test_int8_weights_axes(optimized: dict[str, Path], tmp_path: Path) -> None:
 def test_int8_weights_with_nothing_to_quantize(optimized: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(QuantizeError, match="no Conv, Gemm or MatMul weight of 1024"):
         make_variant("int8-weights", optimized["odd_k"], tmp_path / "x.onnx")
+
+
+@pytest.mark.parametrize("name", ["transformer", "cnn"])
+def test_int8_weights_of_a_large_model_is_made_a_weight_at_a_time(
+        optimized: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        name: str) -> None:
+    """From a model past the large-model size, each weight is read on its own and the variant's
+    weights written to its data file: the same variant, value for value, as from memory."""
+    whole = tmp_path / "whole.onnx"
+    expected = make_variant("int8-weights", optimized[name], whole)
+    large = as_large(optimized[name], tmp_path / "large", monkeypatch)
+    dst = tmp_path / "streamed.onnx"
+    result = make_variant("int8-weights", large, dst)
+    assert result.settings == expected.settings
+    assert model_files(dst) == [dst, dst.with_name("streamed.onnx.data")]
+    graph = onnx.load(dst, load_external_data=False).graph
+    assert all(t.data_location == TensorProto.EXTERNAL or len(t.raw_data) < INLINE_BELOW
+               for t in graph.initializer)
+    assert model_bytes(dst) == pytest.approx(model_bytes(whole), rel=0.02)  # alignment
+    made, wanted = cpu_session(dst), cpu_session(whole)
+    for feed in feeds(name):
+        for got, want in zip(made.run(None, feed), wanted.run(None, feed), strict=True):
+            np.testing.assert_array_equal(got, want)
