@@ -59,8 +59,8 @@ TEXT_ENTRY_MODULES = (TEXT_TOKENIZER_MODULE, GENERATION_FILES[0], SPEECH_FILES[0
                       SPEECH_FILES[-1])
 # The browser modules copied from web/ into every bundle.
 WEB_FILES = ("bundle.mjs", "bundle.core.mjs", "bundle.fetch.mjs", "bundle.preflight.mjs",
-             "bundle.session.mjs", "bundle.worker.mjs", NODE_ENTRY, "app.mjs", "task-demo.mjs",
-             *(TASKS_DIR + name for name in TASK_MODULES))
+             "bundle.session.mjs", "bundle.worker-session.mjs", "bundle.worker.mjs", NODE_ENTRY,
+             "app.mjs", "task-demo.mjs", *(TASKS_DIR + name for name in TASK_MODULES))
 # The demo's pages a user template folder may replace; every other bundle name is reserved.
 REPLACEABLE = {"app.mjs", "task-demo.mjs"}
 RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_FILES,
@@ -69,8 +69,9 @@ RESERVED = {MANIFEST_FILE, FILES_MODULE, PACKAGE_JSON, *WEB_FILES, *DECLARATION_
 # What the npm package ships: the loader and its modules, types, manifest, models and runtime (the
 # demo page, index.html and app.mjs, is left out).
 PACKAGE_FILES = ("bundle.mjs", "bundle.core.mjs", FILES_MODULE, "bundle.fetch.mjs",
-                 "bundle.preflight.mjs", "bundle.session.mjs", "bundle.worker.mjs", TASKS_DIR,
-                 TEXT_DIR, *DECLARATION_FILES, MANIFEST_FILE, NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
+                 "bundle.preflight.mjs", "bundle.session.mjs", "bundle.worker-session.mjs",
+                 "bundle.worker.mjs", TASKS_DIR, TEXT_DIR, *DECLARATION_FILES, MANIFEST_FILE,
+                 NODE_ENTRY, MODELS_DIR, RUNTIME_DIR)
 
 # Static hosting (bundler.hosting.publish): files over the size limit with these suffixes are
 # split into NAME.part0, NAME.part1, ...; these and the text files get .br/.gz siblings.
