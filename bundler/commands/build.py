@@ -69,6 +69,14 @@ def build(
         heavy = publish.heavy(staging, hosting, reporter)
         verified = verify.verify(staging, manifest_of(chosen, files=heavy.files), options,
                                  reporter)
+        # auto's default failing an EP's final check: the next of its ranking there, checked
+        while (instead := choose.fall_back(staging, chosen,
+                                           verified.failed_defaults(chosen.primary),
+                                           reporter)) is not None:
+            heavy = publish.again(staging, hosting, heavy, choose.gone(chosen, instead), reporter)
+            chosen = instead
+            verified = verify.verify(staging, manifest_of(chosen, files=heavy.files), options,
+                                     reporter)
         shutil.rmtree(staging / WORK_DIR)
         render.render(staging, manifest_of(chosen, verification=verified.record,
                                            files=heavy.files), options.templates)

@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 import brotli
@@ -255,11 +255,26 @@ def add_coi_worker(directory: Path, options: HostingOptions) -> None:
         shutil.copyfile(resource("web") / COI_WORKER, directory / COI_WORKER)
 
 
-def prepare_heavy(directory: Path, options: HostingOptions) -> list[FileEntry]:
+def prepare_heavy(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry] = ()
+                  ) -> list[FileEntry]:
     """Split, compress and describe the model and runtime files of `directory` (HEAVY_DIRS): a
-    build does this once, before its browser check, and lists them with prepare()'s `reuse`."""
-    return [_describe(directory, path, options) for path in _served_files(directory, set())
-            if path.relative_to(directory).as_posix().startswith(HEAVY_DIRS)]
+    build does this before its browser check (again for a variant auto ships instead, `reuse`
+    the ones done), and lists them with prepare()'s `reuse`."""
+    reused = list(reuse)
+    entries = reused + [_describe(directory, path, options)
+                        for path in _served_files(directory, owned_paths(reused))
+                        if path.relative_to(directory).as_posix().startswith(HEAVY_DIRS)]
+    return sorted(entries, key=lambda entry: entry.path)
+
+
+def withdraw(directory: Path, entries: Iterable[FileEntry], paths: Collection[str]
+             ) -> list[FileEntry]:
+    """`entries` without those of `paths` (a variant auto no longer ships), whose files, parts
+    and compressed siblings are deleted."""
+    gone = [entry for entry in entries if entry.path in paths]
+    for path in owned_paths(gone):
+        (directory / path).unlink(missing_ok=True)
+    return [entry for entry in entries if entry.path not in paths]
 
 
 def prepare(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry] = ()

@@ -35,7 +35,8 @@ def assemble(checked: Checked, prepared: Prepared, made: Made, hosting: HostingO
         source=Source(checked.source.name, model_bytes(checked.source)),
         optimization=made.optimization,
         # and each kind a session could not be made in, with why
-        notes=[*prepared.notes, *(note for session in made.sessions for note in session.skipped)],
+        notes=[*prepared.notes, *(note for session in made.sessions for note in session.skipped),
+               *chosen.notes],
         verification=verification or pending(),
         selection=chosen.selection,
         hosting=hosting.record(),

@@ -1,30 +1,43 @@
 """The choose stage: which of the made variants ship and which is the default. A plan of named
 variants ships them all; `--quantize auto` checks the candidates in the browser, times those
 that may ship (unless the objective is size) and keeps the chosen ones (bundler.variants.select),
-deleting the others' files."""
+setting the others' files aside until the build's final check has passed: where auto's default
+on an EP fails it, fall_back ships the next of auto's ranking there instead."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
-from bundler.bundle.manifest import Manifest, Selection, Session
+from bundler.bundle.layout import WORK_DIR
+from bundler.bundle.manifest import Manifest, Selection, Session, Variant
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
+from bundler.errors import QuantizeError
 from bundler.perf.speed import SPEED_COLUMNS, browser_speeds, speed_record, speed_rows
 from bundler.stages.variants import Made
 from bundler.stages.verify import verify
 from bundler.variants.budget import default_budget
-from bundler.variants.default import default_to_ship
-from bundler.variants.select import fitting_names, select
+from bundler.variants.default import default_to_ship, default_variant
+from bundler.variants.select import AutoChoice, fitting_names, select
 from bundler.verify.user_inputs import UserInputs
 from bundler.verify.workload import bundle_known, measured_reference
+
+SET_ASIDE = f"{WORK_DIR}/candidates"  # auto's candidates that do not ship (yet), in the staging
+Reselect = Callable[[Mapping[str, Collection[str]]], AutoChoice]  # select, given the rejected
 
 
 @dataclasses.dataclass(frozen=True)
 class Chosen:
     sessions: tuple[Session, ...]  # what ships, per session (the primary first), with defaults
     selection: Selection | None = None  # auto's record of the choice
+    # auto's choice again, given per EP the variants the final check rejected (None: not auto's)
+    reselect: Reselect | None = None
+    candidates: tuple[Variant, ...] = ()  # every one of auto's candidates, shipped or set aside
+    rejected: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # why auto's first choice on an EP did not ship (manifest notes)
 
     @property
     def primary(self) -> Session:
@@ -63,16 +76,67 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
                                               candidates, bundle_known(candidates), user)
         speeds, record = browser_speeds(staging, candidates, fitting, reference.feeds, reporter)
         record = record.at(timed)
-    choice = select(made.variants, report, max_error, options.objective, speeds,
-                    options.execution_providers, record)
-    for name in choice.dropped:
-        (staging / model.variant(name).file).unlink()
+    reselect = functools.partial(select, made.variants, report, max_error, options.objective,
+                                 speeds, options.execution_providers, record)
+    choice = reselect({})
     reporter.table(f"auto ({options.objective}): the candidates", SPEED_COLUMNS,
                    speed_rows(choice.selection.candidates, record))
     if choice.selection.note:  # the inputs cannot show the budget: fp32 ships
         reporter.warn(choice.selection.note)
     reporter.info(f"auto: shipping {choice.chosen}")
-    shipped = dataclasses.replace(model, variants=[v for v in model.variants
+    every = Chosen(candidates.sessions, reselect=reselect, candidates=tuple(model.variants))
+    return _shipping(staging, every, choice)
+
+
+def _files(variant: Variant) -> list[str]:
+    return [variant.file, *(variant.data or [])]
+
+
+def _shipping(staging: Path, chosen: Chosen, choice: AutoChoice, notes: tuple[str, ...] = (),
+              rejected: Mapping[str, frozenset[str]] | None = None) -> Chosen:
+    """`chosen` (auto's) shipping `choice`: the files of the variants it drops set aside, those
+    of the ones it ships (back) in place."""
+    for variant in chosen.candidates:
+        for file in _files(variant):
+            here, aside = staging / file, staging / SET_ASIDE / Path(file).name
+            source, target = (here, aside) if variant.name in choice.dropped else (aside, here)
+            if source.exists() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source.rename(target)
+    model = chosen.primary
+    shipped = dataclasses.replace(model, variants=[v for v in chosen.candidates
                                                    if v.name not in choice.dropped],
                                   default_variant=choice.chosen)
-    return Chosen((shipped, *candidates.sessions[1:]), choice.selection)
+    return dataclasses.replace(chosen, sessions=(shipped, *chosen.sessions[1:]),
+                               selection=choice.selection, notes=chosen.notes + notes,
+                               rejected=rejected or chosen.rejected)
+
+
+def gone(before: Chosen, after: Chosen) -> list[str]:
+    """The files of the variants `before` shipped and `after` does not."""
+    kept = {variant.name for variant in after.primary.variants}
+    return [file for variant in before.primary.variants if variant.name not in kept
+            for file in _files(variant)]
+
+
+def fall_back(staging: Path, chosen: Chosen, failed: Mapping[str, str],
+              reporter: Reporter) -> Chosen | None:
+    """auto's choice with the next of its ranking on each EP where its default failed the build's
+    final check (`failed`: EP -> why), a note saying why; None when it is not auto's choice or
+    nothing is left to ship there (the build then fails as an explicit variant would)."""
+    if chosen.reselect is None or not failed:
+        return None
+    model = chosen.primary
+    rejected = dict(chosen.rejected)
+    notes = []
+    for ep, why in failed.items():
+        name = model.default_for(ep).name
+        rejected[ep] = rejected.get(ep, frozenset()) | {name}
+        notes.append(f"auto: {name} did not ship on {ep}: it failed the final check ({why})")
+    try:
+        choice = chosen.reselect(rejected)
+    except QuantizeError:
+        return None
+    for ep, note in zip(failed, notes, strict=True):
+        reporter.warn(f"{note}; checking {default_variant(choice.chosen, ep)} instead")
+    return _shipping(staging, chosen, choice, tuple(notes), rejected)

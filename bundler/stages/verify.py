@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
-from bundler.bundle.manifest import EPResult, Manifest, Verification
+from bundler.bundle.manifest import EPResult, Manifest, Session, Verification
 from bundler.bundle.options import BuildOptions
 from bundler.console import Reporter
 from bundler.errors import BrowserError
@@ -25,10 +26,27 @@ class Verified:
 
     report: ConformanceReport | None
     reason: str | None = None
+    answers: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)  # failed
 
     @property
     def record(self) -> Verification:
         return verification_record(self.report, self.reason)
+
+    def failed_defaults(self, session: Session) -> dict[str, str]:
+        """Per EP, why the variant load() opens there by default failed the check: its outputs
+        against native onnxruntime, or its task's answers (not an EP load() skips, nor one the
+        adapter lacks a feature for)."""
+        failed: dict[str, str] = {}
+        for check in self.report.checks if self.report is not None else []:
+            if check.requested is not None and not check.acceptable \
+                    and not check.missing_feature \
+                    and check.variant == session.default_for(check.label).name:
+                failed.setdefault(check.label, check.error or "its outputs differ from native"
+                                  " onnxruntime beyond the tolerance")
+        for (variant, ep), why in self.answers.items():
+            if variant == session.default_for(ep).name:
+                failed.setdefault(ep, why)
+        return failed
 
 
 def pending() -> Verification:
@@ -52,10 +70,12 @@ def verify(staging: Path, manifest: Manifest, options: BuildOptions, reporter: R
         reporter.warn(f"{reason}; the bundle is not verified")
         return Verified(None, reason)
     reporter.table(title, REPORT_COLUMNS, report.rows())
-    if answers:  # a text task's answers too (embed, classify, generate): problems if they differ
-        report.problems += text_answer_problems(staging, manifest,
-                                                list(options.execution_providers), reporter)
-    return Verified(report)
+    if not answers:
+        return Verified(report)
+    # a text task's answers too (embed, classify, generate): problems if they differ
+    failed = text_answer_problems(staging, manifest, list(options.execution_providers), reporter)
+    report.problems += [f"{variant} on {ep}: {why}" for (variant, ep), why in failed.items()]
+    return Verified(report, answers=failed)
 
 
 def _significant(value: float | None) -> float | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 
 from bundler.bundle.manifest import Manifest, Task
 from bundler.bundle.modelio import cpu_session
@@ -37,6 +38,7 @@ from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
 from bundler.text.whisper_bundle import CASES, transcripts
 from bundler.text.whisper_run import WhisperSessions
+from bundler.variants.registry import is_quantized
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
@@ -100,10 +102,11 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
                     folder: Path, directory: Path, steps: int,
                     config: Mapping[str, str] | None = None,
                     others: Mapping[str, tuple[Path, Mapping[str, str] | None]] | None = None,
-                    ) -> tuple[list[Any], list[dict[str, Any]]]:
+                    spread: bool = False) -> tuple[list[Any], list[dict[str, Any]]]:
     """(the native answers, what the page is given) for each input; `config`: the variant's
     session config entries, so native opens it as bundle.mjs does; `others`: the other
-    sessions' files and config entries (their defaults on the EP the browser runs)."""
+    sessions' files and config entries (their defaults on the EP the browser runs); `spread`:
+    a generation's answers measure native's own spread (bundler.text.agreement)."""
     task = manifest.task
     assert task is not None
     kind = kind_of(task.kind)
@@ -116,8 +119,10 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
         path.write_bytes(item.data)
         if kind.name == TEXT_GENERATION:  # greedy tokens, teacher-forced logits
             tokenizer = bundle_tokenizer(directory, task, folder)
+            basic = None if not spread else cpu_session(  # without the fused integer kernels
+                model, config=config, level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
             answers, item_sent = native_generations(session, folder / "tokenizer", tokenizer,
-                                                    texts_of(item), steps)
+                                                    texts_of(item), steps, basic)
             found.append(answers)
             items.append(item_sent)
         elif kind.media == "text":
@@ -186,7 +191,8 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                 # weights); WebGPU runs qdq's DequantizeLinear + MatMul as they are, the same
                 # arithmetic, where native's fused MatMulNBits differed by 1.8% of the range.
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
-                                                steps, variant.config_for("wasm"), others)
+                                                steps, variant.config_for("wasm"), others,
+                                                spread=is_quantized(variant.kind))
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:

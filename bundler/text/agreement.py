@@ -41,10 +41,15 @@ def stepwise_logits(decoder: Decoder, prompt: Sequence[int], new: Sequence[int])
 
 
 def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
-                       prompts: Sequence[str], steps: int) -> tuple[list[dict], dict[str, Any]]:
+                       prompts: Sequence[str], steps: int, basic: Any | None = None
+                       ) -> tuple[list[dict], dict[str, Any]]:
     """(native's answer per prompt: its greedy `tokens`, the teacher-forced `logits` at the
     probed ids `at` and each step's logit `range`; the page's item: the prompts, `steps` and
-    what to feed its teacher-forced runs) with `folder`'s config.json and generation_config.json."""
+    what to feed its teacher-forced runs) with `folder`'s config.json and generation_config.json.
+    `basic`: the same variant at ORT_ENABLE_BASIC; each answer then has native's `spread`, its
+    worst disagreement with itself on the same teacher-forced ids (|basic - full| at the probes,
+    relative to the step's range), which the comparison's tolerance adds (a QDQ variant's fused
+    integer kernels round differently from its unfused graph, and onnxruntime-web from both)."""
     config = read_config(folder)
     decoder = Decoder(session, config)
     eos = eos_ids(config, read_config(folder, "generation_config.json"))
@@ -54,8 +59,14 @@ def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
         new = generate(decoder, ids, steps, None, eos).ids
         rows = stepwise_logits(decoder, ids, new).astype(np.float64)
         at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
-        answers.append({"tokens": new, "at": at.tolist(),
-                        "logits": np.take_along_axis(rows, at, axis=1).tolist(),
-                        "range": (rows.max(axis=1) - rows.min(axis=1)).tolist()})
+        probed, scale = np.take_along_axis(rows, at, axis=1), rows.max(axis=1) - rows.min(axis=1)
+        answer = {"tokens": new, "at": at.tolist(), "logits": probed.tolist(),
+                  "range": scale.tolist()}
+        if basic is not None:
+            other = np.take_along_axis(stepwise_logits(Decoder(basic, config), ids, new), at,
+                                       axis=1)
+            answer["spread"] = float(np.max(np.abs(other - probed)
+                                            / np.maximum(scale, 1e-12)[:, None], initial=0.0))
+        answers.append(answer)
         teacher.append({"ids": ids + new, "prompt": len(ids), "at": at.tolist()})
     return answers, {"texts": list(prompts), "steps": steps, "teacher": teacher}

@@ -86,14 +86,14 @@ def ship_text(task: Task | None, folder: ExportFolder | None, staging: Path) -> 
 
 
 def text_answer_problems(staging: Path, manifest: Manifest, execution_providers: list[str],
-                         reporter: Reporter) -> list[str]:
+                         reporter: Reporter) -> dict[tuple[str, str], str]:
     """The build's check of a text task's answers: embed(), classify(), generate() or
     transcribe() in Chromium against the Python reference on the check sentences (audio), every
     variant on every EP (a speech model: each session's default there), a quantized one against
-    its own native run; a line per failure (the browser check's problems)."""
+    its own native run; per (variant, EP) that failed, why (the browser check's problems)."""
     task = manifest.task
     if task is None or (kind_of(task.kind).media != "text" and task.kind != SPEECH_RECOGNITION):
-        return []
+        return {}
     from bundler.tasks.check import COLUMNS, TaskInput, check_task
     from bundler.verify.browser import load_settings
 
@@ -106,5 +106,5 @@ def text_answer_problems(staging: Path, manifest: Manifest, execution_providers:
                                  every_variant=task.kind != SPEECH_RECOGNITION)
     reporter.table(f"{task.kind}: browser vs Python reference", list(COLUMNS),
                    [comparison.row() for comparison in comparisons])
-    return [f"{c.variant} on {c.ep}: {task.kind} answers differ from the Python reference"
-            f" ({c.error})" for c in comparisons if not c.passed]
+    return {(c.variant, c.ep): f"{task.kind} answers differ from the Python reference ({c.error})"
+            for c in comparisons if not c.passed}

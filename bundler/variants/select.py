@@ -15,7 +15,7 @@ Pure Python apart from the record's types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate, SpeedRecord
@@ -146,30 +146,41 @@ def select(
     speeds: Mapping[str, Mapping[str, float]] | None = None,
     execution_providers: Sequence[str] = ("wasm",),
     speed_record: SpeedRecord | None = None,
+    rejected: Mapping[str, Collection[str]] | None = None,
 ) -> AutoChoice:
     """`--quantize auto`, once the candidates are measured and checked in the browser.
     `speeds`: per measured EP, variant -> steady-state ms; an EP that was not measured gets the
-    choice of the first one that was (the sizes otherwise)."""
+    choice of the first one that was (the sizes otherwise). `rejected`: per EP, the variants
+    that failed the build's final check there (bundler.stages.choose.fall_back): each EP ships
+    the next of its ranking instead, down to fp32."""
     budget = budget_for(max_error, _generation(variants))
     names = [v.entry.name for v in variants]
     passed = browser_passed(report, names)
     speeds = speeds or {}
+    rejected = rejected or {}
 
-    def candidates(ep: str | None) -> list[Candidate]:
-        timed = speeds.get(ep, {}) if ep else {}
-        return [Candidate(v.entry.name, v.entry.bytes, v.metrics, passed[v.entry.name],
+    def candidates(ep: str | None, timed_on: str | None = None) -> list[Candidate]:
+        timed = speeds.get(timed_on, {}) if timed_on else {}
+        failed = rejected.get(ep, ()) if ep else ()
+        return [Candidate(v.entry.name, v.entry.bytes, v.metrics,
+                          passed[v.entry.name] and v.entry.name not in failed,
                           timed.get(v.entry.name), v.entry.accuracy)
                 for v in variants if v.metrics is not None]
 
     measured = [ep for ep, timed in speeds.items() if timed]
-    per_ep = {ep: choose(candidates(ep), budget, objective) for ep in measured}
-    fallback = per_ep[measured[0]] if measured else choose(candidates(None), budget, objective)
-    if fallback is None or None in per_ep.values():
+
+    def on(ep: str | None) -> str | None:
+        """The choice on `ep` by its own timings, else by the first measured EP's (sizes)."""
+        timed_on = ep if ep in measured else measured[0] if measured else None
+        return choose(candidates(ep, timed_on), budget, objective)
+
+    fallback = on(None)
+    by_ep = {ep: on(ep) for ep in execution_providers}
+    if fallback is None or None in by_ep.values() or None in map(on, measured):
         raise QuantizeError(
             f"auto: no variant is within the budget {budget} and passed the browser check"
             " (fp32 included); loosen --max-error or check the model with bundle test"
         )
-    by_ep = {ep: per_ep.get(ep, fallback) for ep in execution_providers}
     shipped = list(dict.fromkeys(by_ep.values())) or [fallback]
     chosen: str | dict[str, str] = shipped[0] if len(shipped) == 1 else {
         ep: str(name) for ep, name in by_ep.items()}

@@ -151,3 +151,24 @@ def test_select_without_a_fitting_candidate_is_one_clear_error() -> None:
     with pytest.raises(QuantizeError, match=r"^auto: no variant is within the budget cosine>=1"
                                             r" and passed the browser check \(fp32 included\)"):
         select([_variant("fp16", 500, CLOSE)], None, "cosine>=1")
+
+
+def test_a_rejected_choice_gives_way_to_the_next_on_its_ep_only() -> None:
+    """The build's final check rejected int8-static on WASM: WASM ships the next of its ranking
+    (int8-weights, the smaller of the rest), WebGPU, untimed and not rejected, keeps int8-static;
+    rejected everywhere but fp32 on both, fp32 ships; fp32 rejected too, nothing is left."""
+    variants = [_variant("fp32", 1000, PERFECT), _variant("int8-weights", 270, CLOSE),
+                _variant("int8-static", 290, CLOSE)]
+    speeds = {"wasm": {"fp32": 70.0, "int8-weights": 67.0, "int8-static": 33.0}}
+    choose_with = lambda rejected: select(variants, None, None, "balanced", speeds,  # noqa: E731
+                                          ("webgpu", "wasm"), rejected=rejected)
+    assert choose_with({}).chosen == "int8-static"
+    choice = choose_with({"wasm": {"int8-static"}})
+    assert choice.chosen == {"webgpu": "int8-static", "wasm": "int8-weights"}
+    assert choice.dropped == ["fp32"]
+    assert [c.name for c in choice.selection.candidates if c.chosen] == [
+        "int8-weights", "int8-static"]
+    quantized = {"int8-static", "int8-weights"}
+    assert choose_with({"wasm": quantized, "webgpu": quantized}).chosen == "fp32"
+    with pytest.raises(QuantizeError):
+        choose_with({"wasm": {*quantized, "fp32"}})
