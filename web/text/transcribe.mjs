@@ -208,7 +208,8 @@ export class Transcriber {
    * calls from `seek` on (each on the features zero-padded to 30 s) until seek reaches the end.
    * { tokens, text, segments }: the window's tokens (timestamps included; what the native run
    * gives), its text, and its segments ({ start, end, tokens }, seconds from the window's
-   * start). onText(piece) gets the text as it is decoded; the pieces joined are `text`.
+   * start). onText(piece) gets the text as it is decoded, a segment not closed yet held back
+   * (see _window); the pieces joined are `text`, the text of `tokens`.
    * `timings`: see transcribe().
    */
   async window(samples, options = {}) {
