@@ -185,7 +185,8 @@ def built(root: Path, runtime_dist: Path, *options: str) -> dict[str, Any]:
 def native(bundle: dict[str, Any], samples: np.ndarray, rate: int,
            options: dict[str, Any]) -> dict[str, Any]:
     """The native run (bundler/text/whisper_run.py) over the files of each session's default on
-    WASM (what load() opens there): each window's tokens, the merged tokens, text and chunks."""
+    WASM (what load() opens there): each window's tokens, the merged tokens, text and chunks,
+    and how many text tokens the calls decoded that their segments dropped."""
     import onnxruntime as ort
 
     from bundler.bundle import manifest as manifest_file
@@ -206,5 +207,11 @@ def native(bundle: dict[str, Any], samples: np.ndarray, rate: int,
                               spec.language_id(settings, language) if language else None,
                               options.get("task"), options.get("timestamps", False))
     tokens = [token for chunk in chunks for token in chunk.tokens]
+    texts = lambda tokens: sum(token < settings.eos for token in tokens)  # noqa: E731
+    # text tokens a call decoded after its last timestamp pair and segments() dropped (seek
+    # went back to decode that audio again)
+    dropped = sum(texts(call.generated) for run in runs for call in run.calls) - sum(
+        texts(run.tokens) for run in runs)
     return {"windows": [run.tokens for run in runs], "tokens": tokens,
-            "text": TextTokenizer.from_folder(folder).decode(tokens), "chunks": chunks}
+            "text": TextTokenizer.from_folder(folder).decode(tokens), "chunks": chunks,
+            "dropped": dropped}

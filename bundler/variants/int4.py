@@ -32,6 +32,7 @@ from bundler.variants.tools import (
     drop_repeated_initializers,
     fresh_name,
     graphs_of,
+    lift_branch_weights,
     name_nodes,
     quiet,
 )
@@ -201,6 +202,7 @@ def make(job: Job) -> None:
         for node in walk_nodes(model.graph):
             if node.op_type == "Gemm":
                 _read(model, node.input[1:2], job.src.parent)
+    lift_branch_weights(model)
     gemms = gemms_as_matmuls(model)
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     gathers, other_gathers, vocabulary = _token_embedding(model)

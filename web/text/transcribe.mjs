@@ -12,7 +12,7 @@ import { logMel, logMelSpec } from '../tasks/logmel.mjs';
 import { checkSignal, KeptCache, textStream } from './decoding.mjs';
 import {
   choose, detectLanguage, languageId, needsLanguage, processLogits, prompt, segments, settingsOf,
-  WINDOW_FRAMES,
+  settledLength, WINDOW_FRAMES,
 } from './whisper.mjs';
 import { merge, RATE, strideSeconds, windows } from './whisper_windows.mjs';
 
@@ -168,7 +168,8 @@ export class Transcriber {
     }
   }
 
-  // One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos.
+  // One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos;
+  // onToken(token, generated) after each.
   async _call(features, run, detected, onToken, clock) {
     const { settings } = this;
     const hidden = await this._encode(features, run.signal, clock);
@@ -186,7 +187,7 @@ export class Transcriber {
         const logits = await this._step(decoding, pending, clock);
         const token = choose(processLogits(logits, generated, settings, run.timestamps));
         generated.push(token);
-        onToken(token);
+        onToken(token, generated);
         if (token === settings.eos) break;
         pending = [token];
       }
@@ -207,7 +208,8 @@ export class Transcriber {
    * calls from `seek` on (each on the features zero-padded to 30 s) until seek reaches the end.
    * { tokens, text, segments }: the window's tokens (timestamps included; what the native run
    * gives), its text, and its segments ({ start, end, tokens }, seconds from the window's
-   * start). onText(piece) gets the text as it is decoded; the pieces joined are `text`.
+   * start). onText(piece) gets the text as it is decoded, a segment not closed yet held back
+   * (see _window); the pieces joined are `text`, the text of `tokens`.
    * `timings`: see transcribe().
    */
   async window(samples, options = {}) {
@@ -224,14 +226,19 @@ export class Transcriber {
       ? await this._detect(await this._encode(this._padded(features, 0, total), run.signal,
         clock), run.signal, clock)
       : null;
-    const said = []; // the text tokens so far, streamed as text
+    // The text streams as the window's segments keep it: a call's tokens after its last
+    // timestamp pair are a segment not closed yet, which segments() drops when the call ends
+    // without closing it (seek goes back and decodes that audio again), so their text waits
+    // until the segment closes or the call ends; the text before the pair streams at once.
+    const { eos } = this.settings;
+    const textOf = (tokens) => tokens.filter((token) => token < eos); // no special or timestamp
+    const kept = []; // the text tokens of the segments of the calls so far
     const stream = textStream([], options.onText);
-    const onToken = (token) => {
+    const onToken = (token, generated) => {
       options.onToken?.(token);
-      if (token >= this.settings.eos) return; // special and timestamp tokens are no text
-      said.push(token);
-      clock.text();
-      stream.push(this.tokenizer.decode(said));
+      if (token < eos) clock.text();
+      const settled = generated.slice(0, settledLength(generated, this.settings));
+      stream.push(this.tokenizer.decode([...kept, ...textOf(settled)]));
     };
     const found = [];
     for (let seek = 0; seek < total;) {
@@ -240,10 +247,12 @@ export class Transcriber {
         onToken, clock);
       const made = segments(generated, this.settings, seek, frames);
       found.push(...made.segments);
+      for (const segment of made.segments) kept.push(...textOf(segment.tokens));
+      stream.push(this.tokenizer.decode(kept)); // a last segment closed by the call's end
       seek += made.advance;
     }
     return { tokens: found.flatMap((segment) => segment.tokens),
-             text: stream.finish(this.tokenizer.decode(said)), segments: found };
+             text: stream.finish(this.tokenizer.decode(kept)), segments: found };
   }
 
   // The features [mels * total] from frame `seek` on, zero-padded (or cut) to WINDOW_FRAMES.

@@ -137,6 +137,19 @@ export function framesToPositions(frames) {
   return Math.trunc(f(f(f(frames) * f(FRAME_SECONDS)) / f(TIME_PRECISION)));
 }
 
+/**
+ * How many of a call's tokens so far `segments()` keeps whatever the call decodes next: the
+ * tokens after its last timestamp pair are a segment not closed yet, dropped (seek goes back to
+ * the pair) unless the call ends on a single timestamp; before any pair, all of them are kept.
+ */
+export function settledLength(generated, settings) {
+  const begin = settings.timestampBegin;
+  for (let i = generated.length - 1; i > 0; i--) {
+    if (generated[i] >= begin && generated[i - 1] >= begin) return i + 1;
+  }
+  return generated.length;
+}
+
 /** Spec step 5: one call's segments ({start, end, tokens}) and the frames to move `seek` on. */
 export function segments(generated, settings, seek = 0, frames = WINDOW_FRAMES) {
   const tokens = [...generated];
