@@ -500,7 +500,8 @@ export interface TranscriptTimings {
   decoderMs: number;
   decoderSteps: number;
   decoderStepsPerS: number | null;
-  /** When the first text token came, from the call's start; null when none did. */
+  /** When the first text streamed (onText's first piece), from the call's start; null when no
+   *  text came. */
   firstTextMs: number | null;
   /** Audio seconds per second of the call: above 1 is faster than real time. */
   realTimeFactor: number | null;

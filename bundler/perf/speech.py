@@ -3,7 +3,7 @@ default for that EP, as load() opens it), in a fresh Chromium page, load() (its 
 included, and both sessions' bytes: raw and on the wire), then model.transcribe() called
 `calls` times on the same audio. Each call's figures come from transcribe()'s own `timings`:
 the real-time factor (audio seconds per second), the encoder's ms, the decoder's steps per
-second and the first text token's ms. Nothing is judged: the figures are reported."""
+second and when the first text streamed. Nothing is judged: the figures are reported."""
 
 from __future__ import annotations
 

@@ -233,10 +233,12 @@ export class Transcriber {
     const { eos } = this.settings;
     const textOf = (tokens) => tokens.filter((token) => token < eos); // no special or timestamp
     const kept = []; // the text tokens of the segments of the calls so far
-    const stream = textStream([], options.onText);
+    const stream = textStream([], (piece) => {
+      clock.text(); // the first text a caption could show
+      options.onText?.(piece);
+    });
     const onToken = (token, generated) => {
       options.onToken?.(token);
-      if (token < eos) clock.text();
       const settled = generated.slice(0, settledLength(generated, this.settings));
       stream.push(this.tokenizer.decode([...kept, ...textOf(settled)]));
     };
@@ -273,7 +275,7 @@ export class Transcriber {
    * timestamps) the merged chunks { start, end, text, tokens }. onText(piece, window) streams
    * each window's text as it is decoded. `timings`: the audio's seconds, the call's ms (from the
    * audio decoded and at 16 kHz), the encoder's and the decoder's ms, the decoder's steps and
-   * steps/s, the first text token's ms, and the real-time factor (audio seconds per second).
+   * steps/s, the first streamed text's ms, and the real-time factor (audio seconds per second).
    */
   async transcribe(audio, options = {}) {
     const { sampleRate = RATE, timestamps = false, onText } = options;
