@@ -40,6 +40,17 @@ def stepwise_logits(decoder: Decoder, prompt: Sequence[int], new: Sequence[int])
     return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
 
 
+def probes(rows: np.ndarray, raw: np.ndarray | None = None) -> dict[str, list]:
+    """Each step's top PROBES ids of `rows` [steps, vocab] (`at`, the lowest id first on ties),
+    their values (`logits`, float64) and the step's logit `range`: max - min of `raw`'s row
+    (the logits before any processing; default `rows`)."""
+    rows = np.asarray(rows, np.float64)
+    raw = rows if raw is None else np.asarray(raw, np.float64)
+    at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
+    return {"at": at.tolist(), "logits": np.take_along_axis(rows, at, axis=1).tolist(),
+            "range": (raw.max(axis=1) - raw.min(axis=1)).tolist()}
+
+
 def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
                        prompts: Sequence[str], steps: int) -> tuple[list[dict], dict[str, Any]]:
     """(native's answer per prompt: its greedy `tokens`, the teacher-forced `logits` at the
@@ -52,10 +63,7 @@ def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
     for prompt in prompts:
         ids, _ = prompt_ids(tokenizer, prompt, config, steps)
         new = generate(decoder, ids, steps, None, eos).ids
-        rows = stepwise_logits(decoder, ids, new).astype(np.float64)
-        at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
-        answers.append({"tokens": new, "at": at.tolist(),
-                        "logits": np.take_along_axis(rows, at, axis=1).tolist(),
-                        "range": (rows.max(axis=1) - rows.min(axis=1)).tolist()})
-        teacher.append({"ids": ids + new, "prompt": len(ids), "at": at.tolist()})
+        probed = probes(stepwise_logits(decoder, ids, new))
+        answers.append({"tokens": new, **probed})
+        teacher.append({"ids": ids + new, "prompt": len(ids), "at": probed["at"]})
     return answers, {"texts": list(prompts), "steps": steps, "teacher": teacher}
