@@ -26,6 +26,7 @@ from bundler.errors import ConfigError
 from bundler.tasks.audio import resample
 from bundler.tasks.logmel import log_mel, spec_of
 from bundler.text import whisper
+from bundler.text.whisper_bundle import window_steps
 from bundler.text.whisper_run import WhisperSessions, transcribe_window
 from tests import speech_models
 from tests.speech import speech
@@ -241,3 +242,20 @@ def test_javascript_twin_replays_the_same_decoding(export, sessions, tmp_path: P
         assert answer["advance"] == advance, case
         assert [(s["start"], s["end"], s["tokens"]) for s in answer["segments"]] == [
             (s.start, s.end, list(s.tokens)) for s in pieces], case
+
+
+def test_window_steps_line_up_with_the_window_tokens(export, sessions) -> None:
+    """The browser check's native probes (whisper_bundle.window_steps) are the steps of each
+    window's tokens, across the window's decoding calls (the tokens their segments drop
+    skipped), then the step after the last token: native's top id at each is its token."""
+    settings = whisper.settings_of(export.generation_config)
+    for options, seconds, timestamps in TWIN_CASES:
+        language = options.get("language")
+        run = transcribe_window(sessions, features(seconds), settings,
+                                whisper.language_id(settings, language) if language else None,
+                                options.get("task"), timestamps, record=True)
+        steps = window_steps(run, settings, timestamps)
+        tops = [at[0] for at in steps["at"]]
+        last = run.calls[-1]
+        assert tops == run.tokens + last.generated[last.kept:last.kept + 1]
+        assert len(steps["range"]) == len(tops) and min(steps["range"]) > 0

@@ -40,6 +40,17 @@ def stepwise_logits(decoder: Decoder, prompt: Sequence[int], new: Sequence[int])
     return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
 
 
+def probes(rows: np.ndarray, raw: np.ndarray | None = None) -> dict[str, list]:
+    """Each step's top PROBES ids of `rows` [steps, vocab] (`at`, the lowest id first on ties),
+    their values (`logits`, float64) and the step's logit `range`: max - min of `raw`'s row
+    (the logits before any processing; default `rows`)."""
+    rows = np.asarray(rows, np.float64)
+    raw = rows if raw is None else np.asarray(raw, np.float64)
+    at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
+    return {"at": at.tolist(), "logits": np.take_along_axis(rows, at, axis=1).tolist(),
+            "range": (raw.max(axis=1) - raw.min(axis=1)).tolist()}
+
+
 def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
                        prompts: Sequence[str], steps: int, basic: Any | None = None
                        ) -> tuple[list[dict], dict[str, Any]]:
@@ -57,16 +68,14 @@ def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
     for prompt in prompts:
         ids, _ = prompt_ids(tokenizer, prompt, config, steps)
         new = generate(decoder, ids, steps, None, eos).ids
-        rows = stepwise_logits(decoder, ids, new).astype(np.float64)
-        at = np.argsort(-rows, axis=1, kind="stable")[:, :PROBES]
-        probed, scale = np.take_along_axis(rows, at, axis=1), rows.max(axis=1) - rows.min(axis=1)
-        answer = {"tokens": new, "at": at.tolist(), "logits": probed.tolist(),
-                  "range": scale.tolist()}
+        probed = probes(stepwise_logits(decoder, ids, new))
+        answer = {"tokens": new, **probed}
         if basic is not None:
+            at, scale = np.asarray(probed["at"]), np.asarray(probed["range"])
             other = np.take_along_axis(stepwise_logits(Decoder(basic, config), ids, new), at,
                                        axis=1)
-            answer["spread"] = float(np.max(np.abs(other - probed)
+            answer["spread"] = float(np.max(np.abs(other - np.asarray(probed["logits"]))
                                             / np.maximum(scale, 1e-12)[:, None], initial=0.0))
         answers.append(answer)
-        teacher.append({"ids": ids + new, "prompt": len(ids), "at": at.tolist()})
+        teacher.append({"ids": ids + new, "prompt": len(ids), "at": probed["at"]})
     return answers, {"texts": list(prompts), "steps": steps, "teacher": teacher}

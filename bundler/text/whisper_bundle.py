@@ -18,8 +18,9 @@ from bundler.bundle.modelio import cpu_session
 from bundler.errors import ConfigError
 from bundler.tasks.logmel import spec_of
 from bundler.text import whisper
+from bundler.text.agreement import probes
 from bundler.text.reference import bundle_tokenizer
-from bundler.text.whisper_run import WhisperSessions, transcribe
+from bundler.text.whisper_run import Transcript, WhisperSessions, transcribe
 
 ENCODER, DECODER = "encoder", "decoder"
 # What `bundle test --audio` and `bundle run --audio` transcribe each recording with: the
@@ -53,12 +54,28 @@ def bundle_sessions(directory: Path, manifest: Manifest, encoder: Any | None = N
                            open_default(DECODER))
 
 
+def window_steps(run: Transcript, settings: whisper.WhisperSettings,
+                 timestamps: bool) -> dict[str, list]:
+    """The probes (bundler.text.agreement.probes) of the processed scores of each step that
+    chose one of the window's tokens, in their order, then of the step after the last one (where
+    native chose eos, or a token the segments drop): where the browser's tokens part from
+    native's, the check reads native's scores of both tokens there. `run` was recorded."""
+    scores, raw = [], []
+    for index, call in enumerate(run.calls):
+        stop = call.kept + 1 if index == len(run.calls) - 1 else call.kept
+        for step, logits in enumerate(call.logits[:stop]):
+            scores.append(whisper.process(logits, call.generated[:step], settings, timestamps))
+            raw.append(logits)
+    return probes(np.array(scores), np.array(raw))
+
+
 def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
-                samples: np.ndarray, rate: int,
-                cases: tuple[dict[str, Any], ...] = CASES) -> list[dict[str, Any]]:
+                samples: np.ndarray, rate: int, cases: tuple[dict[str, Any], ...] = CASES,
+                steps: bool = False) -> list[dict[str, Any]]:
     """Per case ({language, task, timestamps}): {"windows": each 30 s window's tokens, "tokens":
     the merged text tokens, "text", and with timestamps "segments" ({start, end, text,
-    tokens})}, as model.transcribe() resolves to."""
+    tokens})}, as model.transcribe() resolves to; with `steps`, "steps": each window's
+    window_steps (for the browser check)."""
     settings = whisper.settings_of(_shipped_json(directory, manifest, "generation_config.json"))
     spec = spec_of(_shipped_json(directory, manifest, "preprocessor_config.json"))
     assert manifest.task is not None
@@ -70,7 +87,7 @@ def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
         runs, chunks = transcribe(
             sessions, np.asarray(samples, np.float32), rate, spec, settings,
             None if language is None else whisper.language_id(settings, language),
-            case.get("task"), bool(case.get("timestamps")))
+            case.get("task"), bool(case.get("timestamps")), record=steps)
         tokens = [token for chunk in chunks for token in chunk.tokens]
         result: dict[str, Any] = {"options": dict(case), "windows": [run.tokens for run in runs],
                                   "tokens": tokens, "text": tokenizer.decode(tokens)}
@@ -78,5 +95,8 @@ def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
             result["segments"] = [{"start": chunk.start, "end": chunk.end,
                                    "text": tokenizer.decode(chunk.tokens),
                                    "tokens": chunk.tokens} for chunk in chunks]
+        if steps:
+            result["steps"] = [window_steps(run, settings, bool(case.get("timestamps")))
+                               for run in runs]
         found.append(result)
     return found

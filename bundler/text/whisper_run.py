@@ -38,11 +38,13 @@ DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 @dataclasses.dataclass
 class Call:
     """One decoding call (a window takes one or more): the prompt, the generated ids (an ending
-    eos included) and, when recorded, each step's raw logits [vocab] (float32) in order."""
+    eos included) and, when recorded, each step's raw logits [vocab] (float32) in order;
+    `kept`: how many of the generated ids (a prefix) the window's segments keep."""
 
     prompt: list[int]
     generated: list[int]
     logits: list[np.ndarray] = dataclasses.field(default_factory=list)
+    kept: int = 0
 
     @property
     def tokens(self) -> list[int]:
@@ -174,6 +176,7 @@ def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
                              detected=detected)
         calls.append(call)
         pieces, advance = whisper.segments(call.generated, settings, seek, frames)
+        call.kept = sum(len(piece.tokens) for piece in pieces)
         found += pieces
         seek += advance
     return Transcript(found, calls)
@@ -182,13 +185,14 @@ def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
 def transcribe(sessions: WhisperSessions, samples: np.ndarray, rate: int,
                spec: LogMelSpec, settings: WhisperSettings, language: int | None = None,
                task: str | None = None, timestamps: bool = False, chunk_s: float = 30.0,
-               stride_s: float | None = None) -> tuple[list[Transcript], list[Chunk]]:
-    """Audio of any length at any rate: each window's transcript and the merged chunks
-    (bundler/text/whisper_windows.py)."""
+               stride_s: float | None = None, record: bool = False
+               ) -> tuple[list[Transcript], list[Chunk]]:
+    """Audio of any length at any rate: each window's transcript (`record`: with each step's
+    logits) and the merged chunks (bundler/text/whisper_windows.py)."""
     audio = resample(np.asarray(samples, np.float32), rate, RATE)
     spans = windows(audio.size, chunk_s, stride_s)
     runs = [transcribe_window(sessions, log_mel(audio[s.start:s.end], RATE, spec), settings,
-                              language, task, timestamps) for s in spans]
+                              language, task, timestamps, record) for s in spans]
     chunks = merge([run.tokens for run in runs], [s.stride_seconds for s in spans], settings,
                    timestamps)
     return runs, chunks
