@@ -99,17 +99,25 @@ def wordpiece(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"pad_token": "[PAD]", "unk_token": "[UNK]"})
 
 
-def unigram(folder: Path) -> Path:
-    """T5-style: NFKC, lowercase and collapsed spaces, Metaspace, A </s> B </s>; truncates on the
-    left."""
-    specials = ["<pad>", "</s>", "<unk>"]
+def _metaspace_unigram(specials: list[str], extra: normalizers.Normalizer, *,
+                       before: bool = False) -> Tokenizer:
+    """A Unigram trained here with Metaspace pieces, normalized by NFKC and collapsed spaces with
+    `extra` after NFKC (`before`: ahead of it)."""
     tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
+    steps = [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
+    steps.insert(0 if before else 1, extra)
+    tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tokenizer.train_from_iterator(LINES, trainers.UnigramTrainer(
         vocab_size=300, special_tokens=specials, unk_token="<unk>", show_progress=False))
+    return tokenizer
+
+
+def unigram(folder: Path) -> Path:
+    """T5-style: NFKC, lowercase and collapsed spaces, Metaspace, A </s> B </s>; truncates on the
+    left."""
+    tokenizer = _metaspace_unigram(["<pad>", "</s>", "<unk>"], normalizers.Lowercase())
     eos = ("</s>", tokenizer.token_to_id("</s>"))
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[eos])
@@ -122,14 +130,8 @@ def nmt_unigram(folder: Path) -> Path:
     """As tokenizers' own SentencePieceUnigramTokenizer writes one: sentencepiece's Nmt rules
     (which @huggingface/tokenizers lacks: web/text/tokenizer.mjs rewrites them), NFKC and
     collapsed spaces, Metaspace, <s> A </s>."""
-    specials = ["<pad>", "<s>", "</s>", "<unk>"]
-    tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence(
-        [normalizers.Nmt(), normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.train_from_iterator(LINES, trainers.UnigramTrainer(
-        vocab_size=300, special_tokens=specials, unk_token="<unk>", show_progress=False))
+    tokenizer = _metaspace_unigram(["<pad>", "<s>", "</s>", "<unk>"], normalizers.Nmt(),
+                                   before=True)
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> $B </s>",
         special_tokens=[(token, tokenizer.token_to_id(token)) for token in ("<s>", "</s>")])
