@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bundler.console import Reporter
-from bundler.perf.page import BENCH_MODULE
 from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
-from bundler.verify.harness import harness_call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +31,13 @@ class PageCalls:
     error: str | None = None
 
 
-def cold_pages(directory: Path, eps: Sequence[str], names: Sequence[str], *, function: str,
+def cold_pages(directory: Path, eps: Sequence[str], names: Sequence[str], *, call: str,
                arguments: Mapping[str, Any], timeout_ms: float, threads: int | None,
                settings: BrowserSettings, reporter: Reporter, doing: str
                ) -> tuple[list[PageCalls], str]:
-    """Per EP × variant, bench.mjs's `function` called with the bundle's URL, the load()
-    options and `arguments`, in a fresh context: (what each page gave, the browser's version)."""
+    """Per EP × variant, `call` (harness_call of a bench.mjs function) with the bundle's URL, the
+    load() options and `arguments`, in a fresh context: (what each page gave, the browser's
+    version)."""
     pages = []
     with serve_directory(directory) as base_url, playwright_session() as playwright, \
             launch(playwright, settings, webgpu="webgpu" in eps) as browser:
@@ -53,7 +52,7 @@ def cold_pages(directory: Path, eps: Sequence[str], names: Sequence[str], *, fun
                         options = {"executionProviders": [ep], "variant": name,
                                    "ignoreVerification": True,
                                    **({"numThreads": threads} if threads else {})}
-                        got = page.evaluate(harness_call(BENCH_MODULE, function), {
+                        got = page.evaluate(call, {
                             "url": base_url + "bundle.mjs", "options": options, **arguments})
                     except Exception as error:  # noqa: BLE001 - reported in its row
                         got = {"error": str(error).splitlines()[0]}

@@ -18,7 +18,9 @@ from bundler.bundle.manifest import Manifest
 from bundler.console import Reporter
 from bundler.errors import ConfigError
 from bundler.perf.calls import cold_pages, mean, number
+from bundler.perf.page import BENCH_MODULE
 from bundler.verify.browser import BrowserSettings
+from bundler.verify.harness import harness_call
 
 DEFAULT_PROMPT_TOKENS = 16
 DEFAULT_NEW_TOKENS = 64
@@ -118,7 +120,7 @@ def bench_generation(directory: Path, manifest: Manifest, eps: Sequence[str],
     if prompt_tokens < 1 or new_tokens < 1 or calls < 1:
         raise ConfigError("--prompt-tokens, --new-tokens and --runs take 1 or more")
     pages, version = cold_pages(
-        directory, eps, names, function="generationRuns",
+        directory, eps, names, call=harness_call(BENCH_MODULE, "generationRuns"),
         arguments={"prompt": prompt_of(directory, manifest, prompt_tokens),
                    "newTokens": new_tokens, "calls": calls},
         timeout_ms=settings.timeouts_ms["load"] + settings.timeouts_ms["run"] * calls,

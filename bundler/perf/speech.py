@@ -18,8 +18,10 @@ import numpy as np
 from bundler.bundle.manifest import Manifest
 from bundler.console import Reporter
 from bundler.perf.calls import cold_pages, mean, number
+from bundler.perf.page import BENCH_MODULE
 from bundler.text.whisper_bundle import DECODER, ENCODER
 from bundler.verify.browser import BrowserSettings
+from bundler.verify.harness import harness_call
 
 FIGURES = ("real_time_factor", "total_ms", "encoder_ms", "decoder_steps_per_s", "first_text_ms")
 COLUMNS = ("EP", "encoder / decoder variant", "bytes (on the wire)", "load ms", "audio s",
@@ -96,7 +98,7 @@ def bench_speech(directory: Path, manifest: Manifest, eps: Sequence[str], names:
     # transcribe() decodes a step per token: allow the model's longest decoding per 30 s window
     run_ms = settings.timeouts_ms["run"] * max(1, int(np.ceil(seconds / 30)))
     pages, version = cold_pages(
-        directory, eps, names, function="transcriptionRuns",
+        directory, eps, names, call=harness_call(BENCH_MODULE, "transcriptionRuns"),
         arguments={"samples": base64.b64encode(samples.astype("<f4").tobytes()).decode("ascii"),
                    "rate": rate, "calls": calls},
         timeout_ms=settings.timeouts_ms["load"] + run_ms * calls, threads=threads,
