@@ -123,10 +123,13 @@ def fall_back(staging: Path, chosen: Chosen, failed: Mapping[str, str],
               reporter: Reporter) -> Chosen | None:
     """auto's choice with the next of its ranking on each EP where its default failed the build's
     final check (`failed`: EP -> why), a note saying why; None when it is not auto's choice or
-    nothing is left to ship there (the build then fails as an explicit variant would)."""
+    nothing is left to ship there (the build then fails as an explicit variant would). An fp32
+    default that fails stays: the EP's runtime computes the model itself wrong, which no other
+    variant of it repairs (another would only fail there too)."""
+    model = chosen.primary
+    failed = {ep: why for ep, why in failed.items() if model.default_for(ep).kind != "fp32"}
     if chosen.reselect is None or not failed:
         return None
-    model = chosen.primary
     rejected = dict(chosen.rejected)
     notes = []
     for ep, why in failed.items():
