@@ -317,13 +317,16 @@ def _events(url: str) -> tuple[http.client.HTTPResponse, http.client.HTTPConnect
     return response, connection
 
 
-def _next_state(response: http.client.HTTPResponse) -> dict:
-    while True:
-        line = response.fp.readline().decode()  # the connection's 30 s timeout bounds each read
+def _next_state(response: http.client.HTTPResponse, seconds: float = 60) -> dict:
+    # the connection's 30 s timeout bounds each read, the deadline the pings between states
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = response.fp.readline().decode()
         if not line:
             raise AssertionError("the server closed the event stream")
         if line.startswith("data: "):
             return json.loads(line[len("data: "):])
+    raise AssertionError(f"no new state on the event stream in {seconds:g} s")
 
 
 def test_a_served_folder_reloads_pages_when_it_changes(build_bundle, serve_cli, tmp_path):

@@ -263,12 +263,14 @@ def _serve_until_interrupted(server: BundleServer, live: LiveReload, site: _Serv
                              reporter: Reporter, host: str, open_browser: bool) -> None:
     with running(server):
         url = server.url
+        # what the files are before the server says it serves: an edit made as soon as it has
+        # said so (an editor's, a test's) is a change, not the starting point
+        seen = snapshot(site.watched())
         reporter.info(f"Serving on {url} ({EP_HINT}). Ctrl-C stops.")
         if host not in ("127.0.0.1", "localhost", "::1"):
             reporter.warn(f"listening on {host}: other machines on the network can load this page")
         if open_browser:
             threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
-        seen = snapshot(site.watched())
         while True:
             seen, changed = wait_for_change(site.watched, seen)
             what = ", ".join(Path(path).name for path in changed[:3]) + (
