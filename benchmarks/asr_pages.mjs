@@ -30,10 +30,12 @@ function counted(session, method = 'run') {
 }
 
 async function timedCall(call, encoder, decoder) {
-  const before = { encoderMs: encoder.ms, decoderMs: decoder.ms, decoderRuns: decoder.runs };
+  const before = { encoderMs: encoder.ms, encoderRuns: encoder.runs, decoderMs: decoder.ms,
+                   decoderRuns: decoder.runs };
   const started = performance.now();
   const { text } = await call();
   return { ms: performance.now() - started, encoderMs: encoder.ms - before.encoderMs,
+           encoderRuns: encoder.runs - before.encoderRuns,
            decoderMs: decoder.ms - before.decoderMs,
            decoderRuns: decoder.runs - before.decoderRuns, text };
 }

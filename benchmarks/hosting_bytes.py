@@ -1,7 +1,7 @@
 """Bytes a WASM-only first visit transfers: a hand-written onnxruntime-web page vs the bundle on a
 plain static host and on a CDN-like host serving the precompressed siblings; then a second visit.
 
-    python benchmarks/hosting_bytes.py [MODEL] [--quantize int8]
+    PYTHONPATH=. python benchmarks/hosting_bytes.py [MODEL] [--quantize int8]
 
 The hand-written page does what onnxruntime-web's docs show: it imports the WebGPU build
 (`onnxruntime-web/webgpu`), points wasmPaths at the package's dist/ and creates a session from
