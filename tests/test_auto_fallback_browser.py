@@ -1,8 +1,11 @@
-"""auto's fallback where its choice fails the build's final check (a text-generation bundle's
-teacher-forced logits, in Chromium). Its own module: the build starts its own Playwright driver,
-which the sync API refuses beside a module's browser fixture (tests/conftest.py)."""
+"""auto's fallback where its choice fails the build's final check in Chromium (a text-generation
+bundle's teacher-forced logits; a speech bundle's transcript tokens, its choice a combination of
+the sessions' variants). Its own module: the build starts its own Playwright driver, which the
+sync API refuses beside a module's browser fixture (tests/conftest.py)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +38,33 @@ def test_auto_ships_the_next_candidate_where_its_choice_fails_the_final_check(
     assert [note for note in bundle["notes"] if note.startswith("auto: int8-weights did not ship"
                                                                " on wasm: it failed the final"
                                                                " check (text-generation")]
+
+
+def test_auto_ships_the_next_combination_where_its_choice_fails_the_transcript_check(
+        build_bundle, whisper_export, monkeypatch):
+    """A speech bundle's auto ranks combinations of the encoder's and decoder's variants on
+    native transcripts, then the final check compares the browser's transcript tokens with
+    native's. Held to no near-tie for a quantized decoder (tolerance 0: the suite's random
+    Whisper has near-tied logits, which the int8 decoder's kernels round otherwise on WASM than
+    natively, so its tokens part from native's), auto's encoder=fp32,decoder=int8, the smallest
+    within the loose budget, fails it on WASM and the fp32 combination ships there instead, its
+    check passed, each session on its variant of it, the manifest saying why."""
+    monkeypatch.setitem(TOLERANCES["generation-logits"], "quantized",
+                        Tolerance(range_fraction=0.0))
+    output, bundle = build_bundle(whisper_export.folder, verify=True, quantize="auto",
+                                  objective="size", max_error="tokens>=0,wer<=100",
+                                  variants=("fp32", "int8"), execution_providers=("wasm",))
+    first, fp32 = "encoder=fp32,decoder=int8", "encoder=fp32,decoder=fp32"
+    candidates = bundle["selection"]["candidates"]
+    assert [c["name"] for c in candidates if c["within_budget"]] == [fp32, first]
+    assert bundle["verification"]["status"] == "passed", bundle["verification"]
+    assert [c["name"] for c in candidates if c["chosen"]] == [fp32]
+    assert bundle["selection"]["chosen"] == fp32
+    assert [(s["name"], s["default_variant"], [v["name"] for v in s["variants"]])
+            for s in bundle["sessions"]] == [("encoder", "fp32", ["fp32"]),
+                                             ("decoder", "fp32", ["fp32"])]
+    assert {path.name for path in (output / "models").glob("*.onnx")} == {
+        Path(s["variants"][0]["file"]).name for s in bundle["sessions"]}
+    assert [note for note in bundle["notes"] if note.startswith(
+        f"auto: {first} did not ship on wasm: it failed the final check"
+        " (automatic-speech-recognition answers differ from the Python reference")]

@@ -3,7 +3,8 @@
 bundle.json's `default_variant` is a variant name, or a map from execution provider to one.
 `default_variant(value, ep)` is the variant `load()` picks on `ep` when not told which; the page's
 copy of the rule is `pickVariant` in web/bundle.core.mjs, and tests/data/default_variant_cases.json
-holds the cases both are tested on. `default_to_ship` is the value a build writes.
+holds the cases both are tested on. `default_to_ship` is the value a build writes, `per_ep_default`
+the value of a choice made per EP (auto's).
 
 Pure Python (no onnx or onnxruntime), so the options code uses it.
 """
@@ -27,6 +28,13 @@ def named_defaults(value: str | Mapping[str, str]) -> list[str]:
     """Every variant `value` names, once each, in its order: the variants some EP picks by
     default."""
     return [value] if isinstance(value, str) else list(dict.fromkeys(value.values()))
+
+
+def per_ep_default(by_ep: Mapping[str, str]) -> DefaultVariant:
+    """The default of a choice made on each EP (`by_ep`, not empty): one name where every EP chose
+    the same, else the map."""
+    names = named_defaults(by_ep)
+    return names[0] if len(names) == 1 else dict(by_ep)
 
 
 def default_to_ship(shipped: Sequence[str], given: DefaultVariant | None = None,

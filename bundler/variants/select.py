@@ -16,12 +16,12 @@ Pure Python apart from the record's types.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bundler.bundle.manifest import Accuracy, Selection, SelectionCandidate, SpeedRecord
 from bundler.errors import QuantizeError
 from bundler.variants.budget import DEFAULT_BUDGET, Budget, budget_for
-from bundler.variants.default import default_variant
+from bundler.variants.default import default_variant, named_defaults, per_ep_default
 from bundler.variants.kinds import OBJECTIVES, VARIANT_KINDS, Objective
 from bundler.variants.make import MadeVariant
 from bundler.variants.metrics import Metrics
@@ -97,6 +97,13 @@ def choose(
     return next((c.name for c in candidates if c.exact and c.browser_ok), None)
 
 
+def without(candidates: Sequence[Candidate], rejected: Collection[str]) -> list[Candidate]:
+    """`candidates`, those `rejected` on an EP (they failed the build's final check there:
+    bundler.stages.choose.fall_back) counted as failed in the browser, so the objective ranks
+    the rest."""
+    return [replace(c, browser_ok=False) if c.name in rejected else c for c in candidates]
+
+
 def browser_passed(report: ConformanceReport | None, names: Sequence[str]) -> dict[str, bool]:
     """Per variant: did it pass on every EP where fp32 passed? (An EP that cannot run the model
     at all, such as WebGPU without ai.onnx.ml kernels, does not count against the variants, nor
@@ -161,11 +168,10 @@ def select(
 
     def candidates(ep: str | None, timed_on: str | None = None) -> list[Candidate]:
         timed = speeds.get(timed_on, {}) if timed_on else {}
-        failed = rejected.get(ep, ()) if ep else ()
-        return [Candidate(v.entry.name, v.entry.bytes, v.metrics,
-                          passed[v.entry.name] and v.entry.name not in failed,
-                          timed.get(v.entry.name), v.entry.accuracy)
-                for v in variants if v.metrics is not None]
+        return without([Candidate(v.entry.name, v.entry.bytes, v.metrics, passed[v.entry.name],
+                                  timed.get(v.entry.name), v.entry.accuracy)
+                        for v in variants if v.metrics is not None],
+                       rejected.get(ep, ()) if ep else ())
 
     measured = [ep for ep, timed in speeds.items() if timed]
 
@@ -181,9 +187,8 @@ def select(
             f"auto: no variant is within the budget {budget} and passed the browser check"
             " (fp32 included); loosen --max-error or check the model with bundle test"
         )
-    shipped = list(dict.fromkeys(by_ep.values())) or [fallback]
-    chosen: str | dict[str, str] = shipped[0] if len(shipped) == 1 else {
-        ep: str(name) for ep, name in by_ep.items()}
+    chosen = per_ep_default({ep: str(name) for ep, name in by_ep.items()}) if by_ep else fallback
+    shipped = named_defaults(chosen)
     record = [SelectionCandidate(
         name=c.name, bytes=c.bytes, within_budget=budget.accepts(c.metrics, c.exact),
         budget=budget.explain(c.metrics, c.exact), browser_verified=c.browser_ok,
