@@ -83,6 +83,27 @@ def bert_folders(directory: Path) -> dict[str, Path]:
                                            directory / "bert-classify")}
 
 
+TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+
+
+def tagger_folder(directory: Path) -> Path:
+    """A DistilBertForTokenClassification (input_ids and attention_mask) with BIO tags in
+    id2label and BERT's WordPiece tokenizer, for token-classification."""
+    import torch
+    from transformers import DistilBertConfig, DistilBertForTokenClassification
+
+    tokens = directory / "bert-tokenizer"
+    size = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    tagger = DistilBertForTokenClassification(DistilBertConfig(
+        vocab_size=size, dim=128, n_layers=2, n_heads=2, hidden_dim=256,
+        max_position_embeddings=128, id2label=TAGS,
+        label2id={v: k for k, v in TAGS.items()})).eval()
+    # tags apart as a trained head's are, so that each text has entities of several tokens
+    torch.nn.init.normal_(tagger.classifier.weight, std=2.0)
+    return _export(tagger, tokens, "token-classification", directory / "distilbert-tag")
+
+
 def roberta_folder(directory: Path) -> Path:
     """A RobertaModel (input_ids and attention_mask only, positions after the padding index)
     with a byte-level BPE tokenizer that pads on the left, for feature-extraction."""
