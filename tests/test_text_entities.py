@@ -133,3 +133,61 @@ def test_bundle_run_text_prints_the_entities(tagger, tmp_path):
     assert all(e["word"] == text[e["start"]:e["end"]] for e in printed["entities"][0])
     table = run_cli("run", tmp_path / "dist", "--ep", "cpu", "--text", text)
     assert table.returncode == 0 and printed["entities"][0][0]["word"] in table.stdout
+
+
+# Texts the two twins place alike for every family, where the tokenizers library's offset mapping
+# is not the spec: accents, byte-level characters split across tokens, runs of spaces, emoji
+# beyond U+FFFF, unknown tokens, ligatures that fold to two letters.
+TWIN_TEXTS = [*PLAIN, "Café naïve résumé, Dvořák ⅻ🦊! quickly   jumps", "ﬁne ﬂags 👨‍👩‍👧 🇫🇷 ok",
+              "Привет, мир! Γειά σου κόσμε", "tabs\tand\nnew lines", "  leading and trailing  "]
+
+
+def test_node_places_tokens_and_groups_entities_as_python(tmp_path):
+    import shutil
+    import subprocess
+
+    from bundler.site.npmtools import node_executable
+    from bundler.text.entities import utf16_offsets
+    from bundler.text.web import web_files
+    from tests.conftest import ROOT
+
+    for name, source in web_files().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, tmp_path / name)
+    families = {name: getattr(text_tokenizers, name)(tmp_path / name)
+                for name in ("wordpiece", "byte_level_bpe", "unigram")}
+    read = lambda path: json.loads(path.read_text()) if path.is_file() else {}  # noqa: E731
+    rng = np.random.default_rng(0)
+    text = TWIN_TEXTS[7]
+    spans = [None, (0, 4), (5, 10), (11, 17), (17, 18), (19, 25), (26, 28), (28, 29), (30, 37),
+             (40, 45), None]
+    cases = [{"text": text, "spans": spans, "logits": rng.normal(0, 3, (len(spans), 5)).tolist(),
+              "labels": TAGS} for _ in range(20)]
+    table = {"texts": TWIN_TEXTS, "cases": cases, "families": {
+        name: {"tokenizer": read(folder / "tokenizer.json"),
+               "config": read(folder / "tokenizer_config.json"),
+               "special": read(folder / "special_tokens_map.json")}
+        for name, folder in families.items()}}
+    (tmp_path / "table.json").write_text(json.dumps(table, ensure_ascii=False))
+    web = ROOT / "web" / "tasks" / "entities.mjs"
+    result = subprocess.run([str(node_executable()), str(ROOT / "tests" / "js" /
+                                                          "entities_twin.mjs"),
+                             str(tmp_path / "table.json"),
+                             (tmp_path / "text" / "tokenizer.mjs").as_uri(), web.as_uri()],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    node = json.loads(result.stdout)
+    for name, folder in families.items():
+        tokenizer = TextTokenizer.from_folder(folder)
+        for text, got in zip(TWIN_TEXTS, node["spans"][name], strict=True):
+            ids = tokenizer.encode([text]).input_ids[0].tolist()
+            assert got["ids"] == ids
+            want = [list(span) if span else None for span in token_spans(tokenizer, text, ids)]
+            assert got["spans"] == want, (name, text)
+    grouped = 0
+    for case, got in zip(cases, node["entities"], strict=True):
+        want = utf16_offsets(case["text"], entities(case["text"], case["spans"],
+                                                    np.asarray(case["logits"]), TAGS))
+        assert [{**e, "score": pytest.approx(e["score"], abs=1e-12)} for e in want] == got
+        grouped += sum(e["end"] - e["start"] > 6 for e in got)
+    assert grouped  # some entity groups several tokens

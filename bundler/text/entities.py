@@ -61,6 +61,14 @@ def _blank(char: str) -> bool:
     return category[0] == "Z" or category in ("Cc", "Cf")
 
 
+def _strip(piece: str) -> str:
+    chars = list(piece)
+    while chars and _blank(chars[-1]):
+        chars.pop()
+    start = next((i for i, c in enumerate(chars) if not _blank(c)), len(chars))
+    return "".join(chars[start:])
+
+
 @dataclass(frozen=True)
 class Model:
     """What the alignment reads of a tokenizer's model: WordPiece's continuing_subword_prefix
@@ -74,9 +82,9 @@ class Model:
         model = json.loads(tokenizer.tokenizer.to_str()).get("model") or {}
         prefix = model.get("continuing_subword_prefix") if model.get("type") == "WordPiece" \
             else None
-        unknown = model.get("unk_token")
+        unknown = model.get("unk_token")  # Unigram names its id instead
         return cls(str(prefix or ""), tokenizer.tokenizer.token_to_id(unknown)
-                   if isinstance(unknown, str) else None)
+                   if isinstance(unknown, str) else model.get("unk_id"))
 
 
 def pieces(tokenizer: TextTokenizer, ids: Sequence[int], model: Model
@@ -99,7 +107,7 @@ def pieces(tokenizer: TextTokenizer, ids: Sequence[int], model: Model
             piece = tokenizer.decode(ids[at:end], False)
         if prefix and piece.startswith(prefix):
             piece = piece[len(prefix):]
-        runs.append((list(range(at, end)), "".join(fold(c) for c in piece.strip())))
+        runs.append((list(range(at, end)), "".join(fold(c) for c in _strip(piece))))
         at = end
     return runs
 
@@ -148,6 +156,16 @@ def _split_label(label: str) -> tuple[str, str]:
     if label.startswith(("B-", "I-")):
         return label[0], label[2:]
     return "I", label
+
+
+def utf16_offsets(text: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`found` with its start and end in UTF-16 code units, as the browser gives them (a
+    character beyond U+FFFF counts two)."""
+    units = [0]
+    for char in text:
+        units.append(units[-1] + (2 if ord(char) > 0xFFFF else 1))
+    return [{**entity, "start": units[entity["start"]], "end": units[entity["end"]]}
+            for entity in found]
 
 
 def entities(text: str, spans: Sequence[Span | None], logits: np.ndarray,
