@@ -191,3 +191,17 @@ def test_node_places_tokens_and_groups_entities_as_python(tmp_path):
         assert [{**e, "score": pytest.approx(e["score"], abs=1e-12)} for e in want] == got
         grouped += sum(e["end"] - e["start"] > 6 for e in got)
     assert grouped  # some entity groups several tokens
+
+
+def test_variants_are_judged_by_each_tokens_label():
+    from bundler.variants.budget import default_budget
+    from bundler.variants.decoded import decoder
+
+    task = Task(kind="token-classification", input="input_ids", output="logits", labels=TAGS)
+    decode = decoder(task)
+    assert decode is not None
+    fp32 = [[_logits(["B-PER", "I-PER", "O"])[None]], [_logits(["B-LOC"])[None]]]
+    variant = [[_logits(["B-PER", "O", "O"])[None]], [_logits(["B-LOC"])[None]]]
+    (agreement,) = decode(["logits"], fp32, variant)
+    assert (agreement.key, agreement.agreeing, agreement.n) == ("labels", 3, 4)
+    assert "labels" in str(default_budget("token-classification"))
