@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bundler.text.samples import CHECK_TEXTS
 
@@ -126,10 +127,23 @@ def xlmr_folder(directory: Path) -> Path:
         directory / "xlmr-tokenizer"), 64, directory / "xlmr-embed")
 
 
+def roberta_tagger_folder(directory: Path) -> Path:
+    """A RobertaForTokenClassification with BIO tags in id2label and a byte-level BPE tokenizer
+    (padding on the left), for token-classification."""
+    from transformers import RobertaConfig, RobertaForTokenClassification
+
+    from tests.text_tokenizers import byte_level_bpe
+
+    return _roberta_family(RobertaConfig, RobertaForTokenClassification, byte_level_bpe(
+        directory / "roberta-tokenizer"), 48, directory / "roberta-tag",
+        task="token-classification", id2label=TAGS, label2id={v: k for k, v in TAGS.items()})
+
+
 def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
-                    target: Path) -> Path:
+                    target: Path, task: str = "feature-extraction", **head: Any) -> Path:
     """A RoBERTa-family encoder for the tokenizer in `tokens`, its special tokens' ids in its
-    config, `max_length` tokens (positions start after the padding index), exported."""
+    config, `max_length` tokens (positions start after the padding index), exported for `task`
+    (`head`: the config's id2label and label2id of a head)."""
     import torch
     from tokenizers import Tokenizer
 
@@ -139,5 +153,8 @@ def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
                           pad_token_id=tokenizer.token_to_id("<pad>"),
                           bos_token_id=tokenizer.token_to_id("<s>"),
                           eos_token_id=tokenizer.token_to_id("</s>"),
-                          **{**SMALL, "max_position_embeddings": max_length + 2})
-    return _export(model_class(config).eval(), tokens, "feature-extraction", target)
+                          **{**SMALL, "max_position_embeddings": max_length + 2}, **head)
+    model = model_class(config).eval()
+    if hasattr(model, "classifier"):  # tags apart, as in tagger_folder
+        torch.nn.init.normal_(model.classifier.weight, std=2.0)
+    return _export(model, tokens, task, target)
