@@ -101,6 +101,8 @@ def test_the_task_is_inferred_and_entities_equal_transformers_pipeline(tagger):
 
     source, options, _ = text_source(tagger, BuildOptions())
     assert options.task.kind == "token-classification" and options.task.labels == tuple(TAGS)
+    _, asked, _ = text_source(tagger, BuildOptions(task=["token-classification"]))
+    assert asked.task.labels == tuple(TAGS)
     session = cpu_session(source)
     task = Task(kind="token-classification", input="input_ids", output="logits", labels=TAGS)
     texts = ["The cat sat on the mat.", "Stock markets fell sharply after the announcement.",
@@ -117,6 +119,19 @@ def test_the_task_is_inferred_and_entities_equal_transformers_pipeline(tagger):
             (e["entity_group"], e["start"], e["end"], text[e["start"]:e["end"]]) for e in want]
         assert [e["score"] for e in found] == pytest.approx([float(e["score"]) for e in want],
                                                             abs=1e-5)
+
+
+def test_a_tagger_without_id2label_asks_for_task(tagger, tmp_path):
+    import shutil
+
+    from bundler.errors import ConfigError
+
+    folder = Path(shutil.copytree(tagger, tmp_path / "tagger"))
+    config = json.loads((folder / "config.json").read_text())
+    del config["id2label"], config["label2id"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="text-classification, token-classification,"):
+        text_source(folder, BuildOptions())
 
 
 def test_bundle_run_text_prints_the_entities(tagger, tmp_path):
