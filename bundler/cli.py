@@ -115,7 +115,8 @@ def build(model: Path | None, config: Path | None, force: bool, **flags: Any) ->
 @click.option("--audio", "sounds", multiple=True, type=click.Path(path_type=Path),
               help="An audio-stream bundle: compare chunk scores on this .wav (repeat).")
 @click.option("--text-file", "texts", multiple=True, type=click.Path(path_type=Path),
-              help="A text bundle: compare embeddings or labels on these texts (a JSON list of"
+              help="A text bundle: compare embeddings, labels or entities on these texts (a JSON"
+                   " list of"
                    " strings, or one text a line; repeat; default: built-in sentences).")
 @click.option("--prompt", "prompts", multiple=True,
               help="A text-generation bundle: continue this prompt (repeat; default: the"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bundler.text.samples import CHECK_TEXTS
 
@@ -83,6 +84,27 @@ def bert_folders(directory: Path) -> dict[str, Path]:
                                            directory / "bert-classify")}
 
 
+TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+
+
+def tagger_folder(directory: Path) -> Path:
+    """A DistilBertForTokenClassification (input_ids and attention_mask) with BIO tags in
+    id2label and BERT's WordPiece tokenizer, for token-classification."""
+    import torch
+    from transformers import DistilBertConfig, DistilBertForTokenClassification
+
+    tokens = directory / "bert-tokenizer"
+    size = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    tagger = DistilBertForTokenClassification(DistilBertConfig(
+        vocab_size=size, dim=128, n_layers=2, n_heads=2, hidden_dim=256,
+        max_position_embeddings=128, id2label=TAGS,
+        label2id={v: k for k, v in TAGS.items()})).eval()
+    # tags apart as a trained head's are, so that each text has entities of several tokens
+    torch.nn.init.normal_(tagger.classifier.weight, std=2.0)
+    return _export(tagger, tokens, "token-classification", directory / "distilbert-tag")
+
+
 def roberta_folder(directory: Path) -> Path:
     """A RobertaModel (input_ids and attention_mask only, positions after the padding index)
     with a byte-level BPE tokenizer that pads on the left, for feature-extraction."""
@@ -105,10 +127,23 @@ def xlmr_folder(directory: Path) -> Path:
         directory / "xlmr-tokenizer"), 64, directory / "xlmr-embed")
 
 
+def roberta_tagger_folder(directory: Path) -> Path:
+    """A RobertaForTokenClassification with BIO tags in id2label and a byte-level BPE tokenizer
+    (padding on the left), for token-classification."""
+    from transformers import RobertaConfig, RobertaForTokenClassification
+
+    from tests.text_tokenizers import byte_level_bpe
+
+    return _roberta_family(RobertaConfig, RobertaForTokenClassification, byte_level_bpe(
+        directory / "roberta-tokenizer"), 48, directory / "roberta-tag",
+        task="token-classification", id2label=TAGS, label2id={v: k for k, v in TAGS.items()})
+
+
 def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
-                    target: Path) -> Path:
+                    target: Path, task: str = "feature-extraction", **head: Any) -> Path:
     """A RoBERTa-family encoder for the tokenizer in `tokens`, its special tokens' ids in its
-    config, `max_length` tokens (positions start after the padding index), exported."""
+    config, `max_length` tokens (positions start after the padding index), exported for `task`
+    (`head`: the config's id2label and label2id of a head)."""
     import torch
     from tokenizers import Tokenizer
 
@@ -118,5 +153,8 @@ def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
                           pad_token_id=tokenizer.token_to_id("<pad>"),
                           bos_token_id=tokenizer.token_to_id("<s>"),
                           eos_token_id=tokenizer.token_to_id("</s>"),
-                          **{**SMALL, "max_position_embeddings": max_length + 2})
-    return _export(model_class(config).eval(), tokens, "feature-extraction", target)
+                          **{**SMALL, "max_position_embeddings": max_length + 2}, **head)
+    model = model_class(config).eval()
+    if hasattr(model, "classifier"):  # tags apart, as in tagger_folder
+        torch.nn.init.normal_(model.classifier.weight, std=2.0)
+    return _export(model, tokens, task, target)

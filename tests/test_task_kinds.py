@@ -57,8 +57,10 @@ def test_every_task_kind_has_every_part(name: str):
     # the check: an answer against itself passes, against nothing fails
     answer: list = [{"label": "a", "index": 0, "score": 0.9, "start": 0.0, "end": 0.1,
                      "box": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]
-    if kind.media == "text":  # an answer per text: its vector, or its classes
+    if kind.media == "text":  # an answer per text: its vector, its classes or its entities
         answer = {"embed": [[0.6, 0.8]],
+                  "tokens": [[{"entity": "PER", "score": 0.9, "start": 0, "end": 3,
+                               "word": "Ada"}]],
                   "generate": [{"tokens": [5, 7], "logits": [[1.0, 2.0], [3.0, 0.5]],
                                 "range": [1.0, 2.5]}]}.get(kind.method, [answer])
     if kind.method == "transcribe":  # an answer per audio: its tokens

@@ -261,10 +261,11 @@ export interface SpeedRecord {
 /** A dim the build guessed (the --dim key that sets it, and the size it ran at). */
 export interface GuessedDim { input: string; axis: number; dim: string; value: number }
 
-/** bundle.json's task: the settings classify(), detect(), stream() and embed() follow. */
+/** bundle.json's task: the settings classify(), detect(), stream(), embed() and tokens()
+ *  follow. */
 export interface Task {
   kind: 'image-classification' | 'object-detection' | 'audio-stream' | 'feature-extraction'
-    | 'text-classification';
+    | 'text-classification' | 'token-classification';
   input: string;
   output: string;
   size?: [number, number];
@@ -381,6 +382,9 @@ export interface BundleModel<Inputs, Outputs> {
   embed(texts: string | string[], options?: { pooling?: 'mean' | 'cls'; normalize?: boolean }
   ): Promise<Float32Array[]>;
   embed(texts: string | string[], options: { pooling: 'none' }): Promise<Float32Array[][]>;
+  /** token-classification bundles: a text's entities, or a list of them per text. */
+  tokens(text: string): Promise<Entity[]>;
+  tokens(texts: string[]): Promise<Entity[][]>;
   /** object-detection bundles: boxes in the source's pixels, by score. */
   detect(source: ImageSource, options?: { threshold?: number }): Promise<Detection[]>;
   /** audio-stream bundles: chunks in, results out, state carried between them. */
@@ -522,6 +526,10 @@ export interface Generation {
 export type ImageSource = HTMLImageElement | HTMLCanvasElement | HTMLVideoElement | ImageBitmap
   | ImageData | VideoFrame | OffscreenCanvas | Blob;
 export interface Classification { label: string; index: number; score: number; }
+/** An entity of token-classification: tokens grouped by their B-/I- tags (transformers'
+ *  aggregation_strategy "simple"); start and end in UTF-16 code units, word = text.slice(start,
+ *  end); score: the mean of its tokens' softmax scores. */
+export interface Entity { entity: string; score: number; start: number; end: number; word: string; }
 export interface Detection {
   label: string; index: number; score: number;
   box: { x: number; y: number; width: number; height: number };

@@ -205,6 +205,12 @@ class Model {
     return this._taskApi.embed(this, task, texts, options);
   }
 
+  // A text's entities (token-classification): { entity, score, start, end, word }.
+  async tokens(texts) {
+    const task = taskOf(this.manifest, 'token-classification', 'tokens');
+    return this._taskApi.tokens(this, task, texts);
+  }
+
   // A prompt or chat messages continued (text-generation): { text, tokenIds, timings }.
   async generate(input, options) {
     const task = taskOf(this.manifest, 'text-generation', 'generate');

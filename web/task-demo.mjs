@@ -2,8 +2,8 @@
 // picker, drag-and-drop and the webcam (frames per second shown), boxes drawn on a canvas. Audio: a
 // file picker, drag-and-drop and the microphone, chunk scores and speech segments on a timeline;
 // speech to text: a recording's timed segments, or the microphone's utterances as they are said.
-// Text: semantic search over pasted paragraphs (embed), a text's labels (classify) or a chat
-// (generate: text/chat-demo.mjs).
+// Text: semantic search over pasted paragraphs (embed), a text's labels (classify), its entities
+// (tokens) or a chat (generate: text/chat-demo.mjs).
 // Labels come from the model: they reach the page as text only (textContent, canvas fillText).
 import { KINDS, segments } from './tasks/index.mjs';
 
@@ -248,7 +248,15 @@ async function labelText(model, text) {
   listResults(classes.map(({ label, score }) => `${label}: ${(100 * score).toFixed(1)} %`));
 }
 
-const TEXT_METHODS = { embed: searchParagraphs, classify: labelText };
+// Each entity with its span in the text (offsets in UTF-16 units, as text.slice() takes).
+async function findEntities(model, text) {
+  const found = await model.tokens(text);
+  listResults(found.length ? found.map(({ entity, score, start, end, word }) => (
+    `${entity} ${start}-${end} “${word}”: ${(100 * score).toFixed(1)} %`))
+    : ['No entities in this text.']);
+}
+
+const TEXT_METHODS = { embed: searchParagraphs, classify: labelText, tokens: findEntities };
 
 function startTextDemo(model, method, setStatus) {
   const run = $('task-run');

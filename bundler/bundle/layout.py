@@ -33,7 +33,7 @@ EDGE_OPERATORS_CONFIG = "required_operators_and_types.config"
 # web/tasks/: the task API's modules, imported by bundle.mjs (see bundler.tasks); each task kind's
 # web_module is among them (tests/test_task_kinds.py)
 TASK_MODULES = ("index.mjs", "image.mjs", "resample.mjs", "classify.mjs", "detect.mjs",
-                "audio.mjs", "text.mjs", "logmel.mjs")
+                "audio.mjs", "text.mjs", "entities.mjs", "logmel.mjs")
 # web/text/: a text bundle's tokenizer (bundler.text.web): the wrapper from web/ and the
 # @huggingface/tokenizers module it imports by relative URL, copied from the npm cache. Only text
 # bundles carry them, so they are not among WEB_FILES.

@@ -1,7 +1,8 @@
-"""`bundle test` on a task bundle: the browser's classify()/detect()/stream()/embed() against the
-Python reference (bundler.tasks.pipeline, bundler.text.reference on native onnxruntime) from the
-same files, to the final answers: the same labels, scores within tolerance, boxes with IoU >=
-0.99, embeddings within cosine 0.9999, the same count. Image files go to the page as they are (the
+"""`bundle test` on a task bundle: the browser's classify()/detect()/stream()/embed()/tokens()
+against the Python reference (bundler.tasks.pipeline, bundler.text.reference on native
+onnxruntime) from the same files, to the final answers: the same labels, scores within
+tolerance, boxes with IoU >= 0.99, embeddings within cosine 0.9999, entities with the same
+offsets, the same count. Image files go to the page as they are (the
 browser decodes them); audio goes as samples (so both sides resample the same samples); texts go
 as a list (a JSON file of strings, or one text a line), tokenized on each side by its own
 tokenizer."""
@@ -31,9 +32,11 @@ from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECO
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
+from bundler.tasks.kinds.token_classification import NAME as TOKEN_CLASSIFICATION
 from bundler.tasks.pipeline import run_audio, run_image
 from bundler.tasks.samples import picture, png_bytes, speech_like, wav_bytes
 from bundler.text.agreement import native_generations
+from bundler.text.entities import utf16_offsets
 from bundler.text.reference import bundle_tokenizer, run_text
 from bundler.text.samples import CHECK_PROMPTS, CHECK_TEXTS
 from bundler.text.whisper_bundle import CASES, transcripts
@@ -132,8 +135,12 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
         elif kind.media == "text":
             tokenizer = bundle_tokenizer(directory, task, folder)
             texts = texts_of(item)
-            found.append(run_text(run, task, tokenizer, [spec.name for spec in specs],
-                                  texts, top_k=5)[kind.answers])
+            answers = run_text(run, task, tokenizer, [spec.name for spec in specs], texts,
+                               top_k=5)[kind.answers]
+            if kind.name == TOKEN_CLASSIFICATION:  # the browser's offsets are UTF-16's
+                answers = [utf16_offsets(text, found) for text, found in zip(texts, answers,
+                                                                            strict=True)]
+            found.append(answers)
             items.append({"texts": texts})
         elif kind.media == "audio":
             samples, rate = read_wav(path)

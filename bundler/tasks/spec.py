@@ -21,7 +21,8 @@ This module is the spec both pipelines follow (`bundler/tasks/*.py` and `web/tas
     feature-extraction pools the token vectors (`pooling`: the attention-masked mean, the first
     token's, or none: every token's) and scales each vector to length 1 (`normalize`);
     text-classification takes softmax (sigmoid for a multi-label model) over the logits, top-k
-    with config.json's id2label.
+    with config.json's id2label; token-classification takes softmax per token and groups the
+    tokens into entities by their B-/I- tags (bundler.text.entities).
 """
 
 from __future__ import annotations

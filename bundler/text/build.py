@@ -22,6 +22,7 @@ from bundler.text.folder import (
     SPEECH_RECOGNITION,
     TEXT_CLASSIFICATION,
     TEXT_GENERATION,
+    TOKEN_CLASSIFICATION,
     ExportFolder,
     max_length,
     read_folder,
@@ -47,9 +48,11 @@ def text_source(path: Path, options: BuildOptions
             raise ConfigError(f"{path}: the task is not clear from config.json (architectures:"
                               f" {architectures}) and the model's outputs ({', '.join(outputs)});"
                               " give --task feature-extraction, text-classification,"
-                              " text-generation or automatic-speech-recognition")
+                              " token-classification, text-generation or"
+                              " automatic-speech-recognition")
         spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
-    if spec.kind == TEXT_CLASSIFICATION and "labels" not in spec.given and folder.labels:
+    labelled = spec.kind in (TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION)
+    if labelled and "labels" not in spec.given and folder.labels:
         spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))
     return folder.model, dataclasses.replace(options, task=spec,
                                              name=options.name or path.name), folder

@@ -6,7 +6,9 @@ model's outputs where `--task` does not say it, and the text files shipped besid
                                       a decoder: decoder_model_merged.onnx, or the two files
                                       decoder_model.onnx + decoder_with_past_model.onnx, merged
                                       into one at build time (bundler/text/merge.py)
-    config.json                       architectures, id2label, problem_type, max_position_embeddings
+    config.json                       architectures (*ForSequenceClassification,
+                                      *ForTokenClassification...), id2label, problem_type,
+                                      max_position_embeddings
     tokenizer.json                    the tokenizer (`tokenizers`, @huggingface/tokenizers)
     tokenizer_config.json, special_tokens_map.json   special tokens, model_max_length, the chat
                                       template (optional)
@@ -41,6 +43,7 @@ OPTIONAL_FILES = ("tokenizer_config.json", "special_tokens_map.json", "generatio
 ENCODER_FILE, MERGED_DECODER = "encoder_model.onnx", "decoder_model_merged.onnx"
 SPEECH_SESSIONS = ("encoder", "decoder")
 FEATURE_EXTRACTION, TEXT_CLASSIFICATION = "feature-extraction", "text-classification"
+TOKEN_CLASSIFICATION = "token-classification"
 TEXT_GENERATION = "text-generation"
 SPEECH_RECOGNITION = "automatic-speech-recognition"
 # config.json architectures of decoder-only language models (Llama, Qwen2, Gemma: *ForCausalLM)
@@ -97,10 +100,13 @@ class ExportFolder:
         classifier = any(name.endswith("ForSequenceClassification") for name in architectures)
         if classifier and "logits" in outputs and self.labels is not None:
             return TEXT_CLASSIFICATION, f"{architectures[0]} with id2label, output logits"
+        tagger = any(name.endswith("ForTokenClassification") for name in architectures)
+        if tagger and "logits" in outputs and self.labels is not None:
+            return TOKEN_CLASSIFICATION, f"{architectures[0]} with id2label, output logits"
         causal = any(name.endswith(CAUSAL_LM) for name in architectures)
         if causal and "logits" in outputs and any(o.startswith("present.") for o in outputs):
             return TEXT_GENERATION, f"{architectures[0]} with past key/values, output logits"
-        if "last_hidden_state" in outputs and not classifier:
+        if "last_hidden_state" in outputs and not (classifier or tagger):
             named = architectures[0] if architectures else config_type(self.config)
             return FEATURE_EXTRACTION, f"{named}, output last_hidden_state"
         return None

@@ -1,8 +1,9 @@
-"""A text task run end to end natively, from texts to embeddings or labels: the reference
-`bundle test` compares model.embed() and model.classify() with (web/tasks/text.mjs is the
-browser twin). The texts are tokenized (truncated to the task's max_length) with the Python
-tokenizer of the bundle's own tokenizer files and run in length groups (`length_groups`), each
-group padded to its longest text; the rows come back in the caller's order.
+"""A text task run end to end natively, from texts to embeddings, labels or entities: the
+reference `bundle test` compares model.embed(), model.classify() and model.tokens() with
+(web/tasks/text.mjs is the browser twin). The texts are tokenized (truncated to the task's
+max_length) with the Python tokenizer of the bundle's own tokenizer files and run in length
+groups (`length_groups`), each group padded to its longest text; the rows come back in the
+caller's order.
 
 Length groups, the one spec (web/tasks/text.mjs's lengthGroups is its twin, tested on the same
 cases): the texts are ordered by token count, shortest first (ties in the caller's order), and
@@ -26,6 +27,7 @@ from bundler.bundle.records import Task
 from bundler.errors import ConfigError
 from bundler.tasks.classify import top_classes
 from bundler.tasks.kinds.registry import kind_of
+from bundler.text.entities import Model, entities, token_spans
 
 if TYPE_CHECKING:
     from bundler.text.tokenizer import TextTokenizer
@@ -74,22 +76,36 @@ def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize:
 def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequence[str],
              texts: Sequence[str], *, top_k: int | None = None) -> dict[str, Any]:
     """{"texts", "embeddings": a row per text} for feature-extraction, {"texts", "classes": the
-    top classes per text} for text-classification."""
+    top classes per text} for text-classification, {"texts", "entities": per text, its
+    entities (bundler.text.entities)} for token-classification."""
     kind = kind_of(task.kind)
-    if kind.media != "text":
+    if kind.media != "text" or kind.answers is None:
         raise ConfigError(f"--text: this bundle's task is {task.kind}, not a text task")
     lengths = tokenizer.encode(list(texts), max_length=task.max_length).attention_mask.sum(axis=1)
+    model = Model.of(tokenizer)
     rows: list[Any] = [None] * len(texts)
     for group in length_groups(lengths.tolist()):
         batch = tokenizer.encode([texts[i] for i in group], max_length=task.max_length)
         output = run(batch.to_feeds(list(input_names)))[task.output]
-        answers = (pooled(output, batch.attention_mask, task.pooling, task.normalize)
-                   if kind.name == "feature-extraction" else
-                   [top_classes(row, task, top_k) for row in np.asarray(output)])
+        if kind.name == "feature-extraction":
+            answers = pooled(output, batch.attention_mask, task.pooling, task.normalize)
+        elif kind.name == "token-classification":
+            answers = [_entities(tokenizer, texts[index], ids[keep > 0], logits[keep > 0],
+                                 task, model)
+                       for index, ids, keep, logits in zip(group, batch.input_ids,
+                                                           batch.attention_mask,
+                                                           np.asarray(output), strict=True)]
+        else:
+            answers = [top_classes(row, task, top_k) for row in np.asarray(output)]
         for index, answer in zip(group, answers, strict=True):
             rows[index] = answer
-    key = "embeddings" if kind.name == "feature-extraction" else "classes"
-    return {"texts": list(texts), key: rows}
+    return {"texts": list(texts), kind.answers: rows}
+
+
+def _entities(tokenizer: TextTokenizer, text: str, ids: np.ndarray, logits: np.ndarray,
+              task: Task, model: Model) -> list[dict[str, Any]]:
+    return entities(text, token_spans(tokenizer, text, ids.tolist(), model), logits,
+                    task.labels)
 
 
 def bundle_tokenizer(directory: Path, task: Task, scratch: Path) -> TextTokenizer:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from bundler.text.tokenizer import TextTokenizer
 
 TEXT_SUFFIXES = (".txt", ".jsonl")
-TEXT_KINDS = ("feature-extraction", "text-classification")  # one forward pass per text
+# one forward pass per text
+TEXT_KINDS = ("feature-extraction", "text-classification", "token-classification")
 # its texts are teacher-forced for perplexity at build time (bundler.text.quality), not fed
 GENERATION_KIND = "text-generation"
 

@@ -160,6 +160,7 @@ DEFAULT_BUDGET = Budget((("cosine", 0.999), ("top1", 0.99)))
 TASK_BUDGETS = {
     "image-classification": "cosine>=0.999,labels>=0.99",
     "text-classification": "cosine>=0.999,labels>=0.99",
+    "token-classification": "cosine>=0.999,labels>=0.99",
     "object-detection": "cosine>=0.999,boxes>=0.99",
     "audio-stream": "cosine>=0.999,frames>=0.99",
     "text-generation": "tokens>=0.9,perplexity<=1.05",

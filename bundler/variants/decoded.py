@@ -4,6 +4,8 @@ and compared with fp32's answers on the same held-out inputs, as budget keys jud
 Wilson lower bound (bundler.variants.budget):
 
 - labels  image- and text-classification: the top-1 label of each row is fp32's;
+          token-classification: each token's (every row of the logits, padding included: each
+          text is fed alone, so there is none);
 - boxes   object-detection: each image's detections (the task's thresholds and NMS, in the
           input's pixels) are matched one to one: by fp32's score, each fp32 box takes the
           variant's unmatched box of the same class that overlaps it most, when their IoU is at
@@ -40,7 +42,7 @@ def decoder(task: Task | None, generated: bool = False) -> Decode | None:
     kind = kind_of(task.kind)
     if kind.media == "image" and kind.postprocess is not None:
         key, decode = ("boxes" if kind.answers == "detections" else "labels"), _image
-    elif kind.name == "text-classification":
+    elif kind.name in ("text-classification", "token-classification"):
         key, decode = "labels", _text_labels
     elif kind.name == "audio-stream":
         key, decode = "frames", _frames

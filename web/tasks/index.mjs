@@ -1,5 +1,5 @@
 // The task API of a loaded model (see docs/how-to/task-apps.md): model.classify(), model.detect(),
-// model.stream() and model.embed() call these with the model and bundle.json's `task` record (checked by
+// model.stream(), model.embed() and model.tokens() call these with the model and bundle.json's `task` record (checked by
 // taskOf in bundle.core.mjs). load() imports this module only for a bundle built with --task.
 import { DECODING_KINDS } from '../bundle.core.mjs';
 import { AudioStream, segments } from './audio.mjs';
@@ -19,6 +19,7 @@ export const KINDS = {
   'audio-stream': { method: 'stream', media: 'audio' },
   'feature-extraction': { method: 'embed', media: 'text' },
   'text-classification': { method: 'classify', media: 'text' },
+  'token-classification': { method: 'tokens', media: 'text' },
   'text-generation': { method: 'generate', media: 'text' },
   'automatic-speech-recognition': { method: 'transcribe', media: 'audio' },
 };
@@ -49,6 +50,10 @@ export function stream(model, task) {
 
 export function embed(model, task, texts, options) {
   return text.embed(model, task, texts, options);
+}
+
+export function tokens(model, task, texts) {
+  return text.tokens(model, task, texts);
 }
 
 export function generate(model, task, input, options) {

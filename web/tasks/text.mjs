@@ -1,11 +1,13 @@
 // The text tasks: model.embed() (feature-extraction), model.classify() on texts
-// (text-classification) and model.generate() (text-generation, web/text/generate.mjs). The spec is
+// (text-classification), model.tokens() (token-classification: entities, web/tasks/entities.mjs)
+// and model.generate() (text-generation, web/text/generate.mjs). The spec is
 // bundler/text/reference.py: the texts are tokenized (truncated to task.max_length) by the
 // bundle's own tokenizer files (task.files, shipped in text/) and run in length groups
 // (lengthGroups), each padded to its longest text; the token vectors are pooled (masked mean, the
 // first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
 // a multi-label model) and ranked with the labels; the rows come back in the caller's order.
 import { topClasses } from './classify.mjs';
+import { entities, modelOf, tokenSpans } from './entities.mjs';
 
 const tokenizers = new WeakMap(); // model -> the promise of its tokenizer, read once
 // Only text bundles carry text/, so its modules come through the model (bundle.files.mjs lists
@@ -68,7 +70,7 @@ export function lengthGroups(lengths) {
 }
 
 // The texts through the model in length groups: per group, its indices into `texts`, the model's
-// output and the group's attention mask.
+// output, the group's attention mask and token ids, and the tokenizer.
 async function* runTexts(model, task, texts) {
   const tokenizer = await tokenizerOf(model, task);
   const maxLength = task.max_length ?? null;
@@ -85,9 +87,9 @@ async function* runTexts(model, task, texts) {
       feeds[spec.name] = { data: batch[spec.name], dims: batch.dims };
     }
     // a copy: a worker's run() takes the feeds' buffers (transferred, detached here)
-    const mask = batch.attention_mask.slice();
+    const [mask, ids] = [batch.attention_mask.slice(), batch.input_ids.slice()];
     const outputs = await model.run(feeds);
-    yield { group, output: outputs[task.output], mask };
+    yield { group, output: outputs[task.output], mask, ids, tokenizer };
   }
 }
 
@@ -143,6 +145,27 @@ export async function classify(model, task, texts, { topK } = {}) {
       answers[index] = topClasses({
         dims: [1, classes], data: output.data.subarray(row * classes, (row + 1) * classes),
       }, task, topK);
+    });
+  }
+  return typeof texts === 'string' ? answers[0] : answers;
+}
+
+// One text: its entities; an array of texts: a list of them per text (bundler/text/entities.py).
+export async function tokens(model, task, texts) {
+  const list = textsOf(texts);
+  const answers = new Array(list.length);
+  for await (const { group, output, mask, ids, tokenizer } of runTexts(model, task, list)) {
+    const [, length, labels] = output.dims;
+    const aligned = modelOf(tokenizer);
+    group.forEach((index, row) => {
+      const kept = [];
+      for (let t = 0; t < length; t += 1) if (mask[row * length + t] !== 0n) kept.push(t);
+      const logits = kept.map((t) => output.data.subarray((row * length + t) * labels,
+        (row * length + t + 1) * labels));
+      const rowIds = kept.map((t) => Number(ids[row * length + t]));
+      const text = list[index];
+      answers[index] = entities(text, tokenSpans(tokenizer, text, rowIds, aligned), logits,
+        task.labels);
     });
   }
   return typeof texts === 'string' ? answers[0] : answers;

@@ -33,7 +33,7 @@ KIND = TaskKind(
     answers="embeddings",
     heading="Search pasted paragraphs",
     web_module="text.mjs",
-    looks_like=looks_like_text(3),
+    looks_like=looks_like_text(3, logits=False),
     resolve=_resolve,
     compare=compare_embeddings,
     report=report_texts,

@@ -12,13 +12,15 @@ from bundler.tasks.kinds import (
     object_detection,
     text_classification,
     text_generation,
+    token_classification,
 )
 from bundler.tasks.kinds.spec import TaskKind
 
 # In the order of `--task`'s choices.
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     generic.KIND, image_classification.KIND, object_detection.KIND, audio_stream.KIND,
-    feature_extraction.KIND, text_classification.KIND, text_generation.KIND,
+    feature_extraction.KIND, text_classification.KIND, token_classification.KIND,
+    text_generation.KIND,
     automatic_speech_recognition.KIND)}
 TASK_KINDS = tuple(KINDS)
 GENERIC = generic.KIND.name

@@ -1,5 +1,5 @@
-"""What the text kinds share (feature-extraction, text-classification): the token-ids input,
-their resolution against the model, and the browser-vs-native comparison of embeddings. The
+"""What the text kinds share (feature-extraction, text- and token-classification): the token-ids
+input, their resolution against the model, and the browser-vs-native comparison of embeddings. The
 pipeline is bundler.text.reference (Python) and web/tasks/text.mjs (browser); the tokenizer and
 config files come from the export folder (bundler.text.folder)."""
 
@@ -20,20 +20,25 @@ if TYPE_CHECKING:
     from bundler.tasks.spec import TaskSpec
 
 TOKEN_IDS = "input_ids"
+LOGITS = "logits"
 TEXT_SETTINGS = ("input", "output", "max_length")
 # Embeddings from the browser and from native onnxruntime (of the same variant) agree to this
 # cosine similarity per row, or the check fails (bundler.verify.tolerance's one table).
 MIN_COSINE = 1 - tolerance_for("task-embeddings").atol
 
 
-def looks_like_text(rank: int) -> Any:
-    """A kind's looks_like: token ids in, a float output of `rank` dims first out."""
+def looks_like_text(rank: int, logits: bool | None = None) -> Any:
+    """A kind's looks_like: token ids in, a float output of `rank` dims first out; `logits`:
+    that output is (True) or is not (False) named "logits", as optimum names a head's scores
+    (a tagger's [batch, tokens, labels] and an encoder's token vectors have the same rank)."""
 
     def looks_like(inputs: list[TensorSpec], outputs: list[TensorSpec]) -> str | None:
         ids = next((s for s in inputs if s.name == TOKEN_IDS and s.type == "int64"), None)
         if any(s.name.startswith("past_key_values.") for s in inputs):
             return None  # a decoder with a KV cache: text-generation's
         first = outputs[0]
+        if logits is not None and (first.name == LOGITS) != logits:
+            return None
         if ids is not None and first.type in FLOATS and len(first.shape or ()) == rank:
             return f"token ids {ids.name}, {first.name} of {rank} dims"
         return None

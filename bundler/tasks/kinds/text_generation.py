@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
 from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count, same_tokens
-from bundler.tasks.kinds.text import TOKEN_IDS
+from bundler.tasks.kinds.text import LOGITS, TOKEN_IDS
 
 if TYPE_CHECKING:
     from bundler.bundle.modelio import TensorSpec
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 NAME = "text-generation"
 PAST = re.compile(r"^past_key_values\.\d+\.(key|value)$")
-LOGITS = "logits"
 # Greedy tokens the build's check and `bundle test` compare per check prompt (--steps).
 CHECK_STEPS = 32
 
