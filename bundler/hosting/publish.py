@@ -51,10 +51,10 @@ _PART = re.compile(r"\.part\d+$")
 _BROTLI_QUALITY = 11
 _BROTLI_MODEL_QUALITY = 9
 _MODEL_BEST_QUALITY_BYTES = 2**20  # model files up to this size are brotli'd at 11
-# A file (or each part of one) past the large-model size (modelio.large_threshold) is read in
-# blocks, never whole, and compressed only where a fast pass over its first MiB saves at least
+# A model file (or each part of one) past the large-model size (modelio.large_threshold) is read
+# in blocks, never whole, and compressed only where a fast pass over its first MiB saves at least
 # _PAYS of it: gigabytes of weights that barely compress would cost minutes of brotli for
-# nothing; zeros or repetitive data stay cheap.
+# nothing; zeros or repetitive data stay cheap. Its siblings are not cached (gigabytes each).
 _PROBE_BYTES = 2**20
 _PAYS = 0.02
 _GZIP_LEVEL = 9
@@ -193,7 +193,12 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
 
 def _describe(directory: Path, path: Path, options: HostingOptions) -> FileEntry:
     size = path.stat().st_size
-    probe = size > large_threshold()
+    # Only a model's files take the large-model path. The runtime's and the pages' are never
+    # past protobuf's 2 GB, but are past a lowered $BUNDLER_LARGE_MODEL_BYTES, and streamed they
+    # were brotli'd at quality 11 anew in every build, uncached: the same ~45 MB of wasm each
+    # time, minutes of CPU (4.6 of a 60 MB model's 4.8-minute build, loaded machine).
+    probe = size > large_threshold() and path.relative_to(directory).as_posix().startswith(
+        MODELS_DIR)
     if size <= options.max_file_size:
         return _record(directory, path, probe)
     if path.suffix.lower() not in SPLITTABLE:
