@@ -220,7 +220,8 @@ def _describe(directory: Path, paths: list[Path], options: HostingOptions) -> li
     # each thread holds one piece (a file or part, at most max_file_size) read whole
     workers = max(1, min(os.cpu_count() or 1, _THREADS_BYTES // options.max_file_size))
     entries = []
-    with ThreadPoolExecutor(workers) as pool:
+    pool = ThreadPoolExecutor(workers)
+    try:
         records = pool.map(lambda piece: _record(directory, *piece),
                            [(piece, probe) for _, pieces, probe in planned for piece in pieces])
         for whole, pieces, _ in planned:
@@ -230,6 +231,10 @@ def _describe(directory: Path, paths: list[Path], options: HostingOptions) -> li
             else:
                 whole.parts = recorded
                 entries.append(whole)
+    finally:
+        # interrupted (Ctrl-C, SIGTERM) or failed: the pieces under way finish before the
+        # staging folder is removed, the others are not started
+        pool.shutdown(cancel_futures=True)
     return entries
 
 
