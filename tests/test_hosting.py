@@ -146,9 +146,9 @@ def test_a_build_splits_and_compresses_each_file_once(build_bundle, monkeypatch)
     described: list[str] = []
     configs: list[tuple[str, ...]] = []
     describe, write_configs = publish_module._describe, publish_module.write_host_configs
-    monkeypatch.setattr(publish_module, "_describe", lambda directory, path, options: (
-        described.append(path.relative_to(directory).as_posix())
-        or describe(directory, path, options)))
+    monkeypatch.setattr(publish_module, "_describe", lambda directory, paths, options: (
+        described.extend(path.relative_to(directory).as_posix() for path in paths)
+        or describe(directory, paths, options)))
     monkeypatch.setattr(publish_module, "write_host_configs", lambda directory, files, hosts: (
         configs.append(tuple(hosts)) or write_configs(directory, files, hosts)))
     directory, manifest = build_bundle(None, variants=("fp32", "int8"), max_file_size=200_000)

@@ -92,6 +92,24 @@ def test_large_files_are_compressed_only_where_a_fast_pass_says_it_pays(tmp_path
         assert part.sha256 == hashlib.sha256(bytes(part.bytes)).hexdigest()
 
 
+def test_the_runtime_is_compressed_once_per_machine_past_a_lowered_large_size(tmp_path,
+                                                                               monkeypatch):
+    """Only a model's files take the large-model path: a runtime file past a lowered
+    $BUNDLER_LARGE_MODEL_BYTES gets its siblings through the content cache, as in any build (the
+    same wasm was brotli'd at quality 11 anew in every build: minutes per test build)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    wasm = tmp_path / "site" / "runtime" / "ort.wasm"
+    wasm.parent.mkdir(parents=True)
+    wasm.write_bytes(b"\0asm" + bytes(range(256)) * 64)
+    [entry] = prepare_heavy(tmp_path / "site", HostingOptions())
+    siblings = sorted((tmp_path / "site" / sibling.path).read_bytes()
+                      for sibling in entry.encodings.values())
+    cached = sorted(path.read_bytes()
+                    for path in (tmp_path / "cache" / "onnx-bundler" / "compressed").iterdir())
+    assert len(siblings) == 2 and cached == siblings
+
+
 def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
     source = models.external_several(tmp_path / "model")
     model = onnx.load(str(source))  # w1 4096 bytes, b1 128, w2 2048, then into one file
