@@ -10,7 +10,7 @@ matches `path` against the location string the graph names).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -149,8 +149,8 @@ class StreamedWeights:
 
     The model starts read without its weights (its tensors name data files in `source_dir`);
     the kind reads each weight when it needs it (modelio.load_tensor), `offload` moves what it
-    made to the file, and `finish` moves the weights it left as they were, one at a time, then
-    writes the graph alone.
+    made to the file (`write`: what it makes a block at a time), and `finish` moves the weights
+    it left as they were, one at a time, then writes the graph alone.
     """
 
     def __init__(self, model: onnx.ModelProto, graph: Path, source_dir: Path) -> None:
@@ -171,12 +171,28 @@ class StreamedWeights:
         self._stream.close()
 
     def _append(self, tensor: onnx.TensorProto) -> None:
+        self.write(tensor, [tensor.raw_data], len(tensor.raw_data))
+
+    def write(self, tensor: onnx.TensorProto, blocks: Iterable[bytes], length: int) -> None:
+        """Write the tensor's values, `length` bytes given a block at a time (made as they are
+        read, so that a weight is never held whole), to the file, and point the tensor at them;
+        under INLINE_BELOW bytes they go into the graph instead."""
+        if length < INLINE_BELOW:
+            tensor.raw_data = b"".join(blocks)
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+            return
         start = -self._used % ALIGN + self._used
         self._stream.write(bytes(start - self._used))  # alignment padding
-        self._stream.write(tensor.raw_data)
-        self._used = start + len(tensor.raw_data)
-        onnx.external_data_helper.set_external_data(tensor, self.data.name, start,
-                                                    len(tensor.raw_data))
+        written = 0
+        for block in blocks:
+            self._stream.write(block)
+            written += len(block)
+        if written != length:
+            raise ModelError(f"{tensor.name!r}: {written} bytes made where {length} were due")
+        self._used = start + length
+        _set_entries(tensor, {"location": self.data.name, "offset": str(start),
+                              "length": str(length)})
         tensor.data_location = onnx.TensorProto.EXTERNAL
         tensor.ClearField("raw_data")
 
@@ -203,3 +219,4 @@ class StreamedWeights:
         if not self._used:  # every weight under INLINE_BELOW: the graph holds them
             self.data.unlink()
         onnx.save_model(model, self.graph)  # the graph alone: its weights are in the file
+

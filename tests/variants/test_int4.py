@@ -59,17 +59,6 @@ def test_int4_quantizes_a_gemm_head_and_leaves_convolutions(optimized: dict[str,
     assert result.notes[0] == "1 Gemm nodes rewritten as MatMul + Add for MatMulNBits"
 
 
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny GPT-2 with past as optimum exports it (Conv1D layers as Gemm), optimised."""
-    from bundler.model.optimize import optimize
-    from tests import decoder_models
-
-    directory = tmp_path_factory.mktemp("decoder")
-    optimize(decoder_models.gpt2(directory).onnx, directory / "optimized.onnx")
-    return directory / "optimized.onnx"
-
-
 def test_int4_settings_reach_the_graph_and_the_record(decoder: Path, tmp_path: Path) -> None:
     dst = tmp_path / "int4.onnx"
     options = Int4Options(block_size=64, symmetric=False, accuracy_level=4, embeddings=True)
