@@ -220,3 +220,16 @@ class StreamedWeights:
             self.data.unlink()
         onnx.save_model(model, self.graph)  # the graph alone: its weights are in the file
 
+
+def repack(graph: Path, model: onnx.ModelProto) -> None:
+    """Write `model`, read from `graph` (a variant StreamedWeights wrote) without its weights and
+    changed since, back to `graph`, its data file rewritten with only the tensors it still names:
+    the bytes of those it dropped would otherwise ship unread."""
+    data = graph.with_name(graph.name + ".data")
+    parts = _cut(model, data.name, data, graph.with_name(graph.name + ".repacked"),
+                 data.stat().st_size) if data.exists() else []
+    data.unlink(missing_ok=True)
+    if parts:
+        parts[0].rename(data)
+        _set_locations(model, {parts[0].name: data.name})
+    onnx.save_model(model, graph)
