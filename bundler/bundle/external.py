@@ -5,12 +5,19 @@ The graph names each data file by its `location`; here that is the data file's o
 beside the graph, so native onnxruntime opens the shipped graph as it is, and bundle.mjs hands
 each file to onnxruntime-web as `externalData: [{ path: <file name>, data }]` (the runtime
 matches `path` against the location string the graph names).
+
+Also the weights of a model past 2 GB (modelio.is_large) handled without holding them all:
+read a block at a time (read_blocks), written by a variant as they are made (StreamedWeights,
+repack), and the graph run natively beside its data files (graph_beside).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
-from collections.abc import Collection, Iterable
+import tempfile
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -18,7 +25,13 @@ from typing import BinaryIO
 import onnx
 
 from bundler.bundle.files import hashed_name
-from bundler.bundle.modelio import external_locations, load_tensor, read_model, sha256_of
+from bundler.bundle.modelio import (
+    external_locations,
+    load_tensor,
+    read_model,
+    save_model,
+    sha256_of,
+)
 from bundler.errors import ModelError
 
 # Tensors under this size stay inline in the graph (onnx's own default threshold).
@@ -140,6 +153,47 @@ def ship_external(src: Path, dst: Path, max_data_bytes: int = DATA_FILE_BYTES) -
     for file in data_files:  # onnx creates data files private (0600): a web server must read them
         file.chmod(dst.stat().st_mode & 0o777)
     return data_files
+
+
+def read_blocks(tensor: onnx.TensorProto, base_dir: Path, size: int) -> Iterator[bytes]:
+    """The bytes of a tensor in external data, read from `base_dir` `size` at a time, so that a
+    weight can be converted and written without ever being held whole. Where they are is taken
+    now: the tensor may be pointed elsewhere before the blocks are read."""
+    info = onnx.external_data_helper.ExternalDataInfo(tensor)
+    name, offset, length = tensor.name, info.offset or 0, info.length
+
+    def blocks() -> Iterator[bytes]:
+        # onnx's own opener: it refuses a location outside base_dir, as loading the tensor does
+        handle = onnx.external_data_helper._open_external_data_fd(
+            str(base_dir), info.location, name, read_only=True)
+        with os.fdopen(handle, "rb") as stream:
+            left = os.fstat(handle).st_size - offset if length is None else length
+            stream.seek(offset)
+            while left > 0:
+                block = stream.read(min(size, left))
+                if not block:
+                    raise ModelError(f"{base_dir / info.location} ends before the data of"
+                                     f" {name!r} does")
+                left -= len(block)
+                yield block
+    return blocks()
+
+
+@contextlib.contextmanager
+def graph_beside(model: onnx.ModelProto, data_dir: Path) -> Iterator[Path]:
+    """`model` (its weights inline, or naming data files in `data_dir`) written to a file of its
+    own in `data_dir`, where onnxruntime finds the data files it names without a copy of them
+    (a large model's are gigabytes); the file is removed after."""
+    handle, name = tempfile.mkstemp(prefix="bundler-", suffix=".onnx", dir=data_dir)
+    os.close(handle)
+    path = Path(name)
+    try:
+        save_model(model, path)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".data").unlink(missing_ok=True)
+
 
 
 class StreamedWeights:

@@ -8,14 +8,12 @@ logger is set to fatal-only here, and its errors become the tool's own one-line 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Literal
@@ -218,46 +216,6 @@ def load_tensor(tensor: onnx.TensorProto, base_dir: Path) -> None:
     onnx.external_data_helper.load_external_data_for_tensor(tensor, str(base_dir))
     tensor.data_location = onnx.TensorProto.DEFAULT
     del tensor.external_data[:]
-
-
-def read_blocks(tensor: onnx.TensorProto, base_dir: Path, size: int) -> Iterator[bytes]:
-    """The bytes of a tensor in external data, read from `base_dir` `size` at a time, so that a
-    weight can be converted and written without ever being held whole. Where they are is taken
-    now: the tensor may be pointed elsewhere before the blocks are read."""
-    info = onnx.external_data_helper.ExternalDataInfo(tensor)
-    name, offset, length = tensor.name, info.offset or 0, info.length
-
-    def blocks() -> Iterator[bytes]:
-        # onnx's own opener: it refuses a location outside base_dir, as loading the tensor does
-        handle = onnx.external_data_helper._open_external_data_fd(
-            str(base_dir), info.location, name, read_only=True)
-        with os.fdopen(handle, "rb") as stream:
-            left = os.fstat(handle).st_size - offset if length is None else length
-            stream.seek(offset)
-            while left > 0:
-                block = stream.read(min(size, left))
-                if not block:
-                    raise ModelError(f"{base_dir / info.location} ends before the data of"
-                                     f" {name!r} does")
-                left -= len(block)
-                yield block
-    return blocks()
-
-
-@contextlib.contextmanager
-def graph_beside(model: onnx.ModelProto, data_dir: Path) -> Iterator[Path]:
-    """`model` (its weights inline, or naming data files in `data_dir`) written to a file of its
-    own in `data_dir`, where onnxruntime finds the data files it names without a copy of them
-    (a large model's are gigabytes); the file is removed after."""
-    handle, name = tempfile.mkstemp(prefix="bundler-", suffix=".onnx", dir=data_dir)
-    os.close(handle)
-    path = Path(name)
-    try:
-        save_model(model, path)
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
-        path.with_name(path.name + ".data").unlink(missing_ok=True)
 
 
 def check_model(path: Path) -> list[str]:

@@ -19,16 +19,8 @@ import onnx
 from onnx import TensorProto, helper
 from onnxruntime.transformers import float16
 
-from bundler.bundle.external import StreamedWeights
-from bundler.bundle.modelio import (
-    cpu_session,
-    graph_beside,
-    node_reads,
-    read_blocks,
-    read_model,
-    save_model,
-    walk_nodes,
-)
+from bundler.bundle.external import StreamedWeights, graph_beside, read_blocks
+from bundler.bundle.modelio import cpu_session, node_reads, read_model, save_model, walk_nodes
 from bundler.bundle.records import Fp16Settings
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import Feeds, measure
