@@ -5,12 +5,19 @@ The graph names each data file by its `location`; here that is the data file's o
 beside the graph, so native onnxruntime opens the shipped graph as it is, and bundle.mjs hands
 each file to onnxruntime-web as `externalData: [{ path: <file name>, data }]` (the runtime
 matches `path` against the location string the graph names).
+
+Also the weights of a model past 2 GB (modelio.is_large) handled without holding them all:
+read a block at a time (read_blocks), written by a variant as they are made (StreamedWeights,
+repack), and the graph run natively beside its data files (graph_beside).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
-from collections.abc import Collection
+import tempfile
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -18,7 +25,13 @@ from typing import BinaryIO
 import onnx
 
 from bundler.bundle.files import hashed_name
-from bundler.bundle.modelio import external_locations, load_tensor, read_model, sha256_of
+from bundler.bundle.modelio import (
+    external_locations,
+    load_tensor,
+    read_model,
+    save_model,
+    sha256_of,
+)
 from bundler.errors import ModelError
 
 # Tensors under this size stay inline in the graph (onnx's own default threshold).
@@ -142,6 +155,47 @@ def ship_external(src: Path, dst: Path, max_data_bytes: int = DATA_FILE_BYTES) -
     return data_files
 
 
+def read_blocks(tensor: onnx.TensorProto, base_dir: Path, size: int) -> Iterator[bytes]:
+    """The bytes of a tensor in external data, read from `base_dir` `size` at a time, so that a
+    weight can be converted and written without ever being held whole. Where they are is taken
+    now: the tensor may be pointed elsewhere before the blocks are read."""
+    info = onnx.external_data_helper.ExternalDataInfo(tensor)
+    name, offset, length = tensor.name, info.offset or 0, info.length
+
+    def blocks() -> Iterator[bytes]:
+        # onnx's own opener: it refuses a location outside base_dir, as loading the tensor does
+        handle = onnx.external_data_helper._open_external_data_fd(
+            str(base_dir), info.location, name, read_only=True)
+        with os.fdopen(handle, "rb") as stream:
+            left = os.fstat(handle).st_size - offset if length is None else length
+            stream.seek(offset)
+            while left > 0:
+                block = stream.read(min(size, left))
+                if not block:
+                    raise ModelError(f"{base_dir / info.location} ends before the data of"
+                                     f" {name!r} does")
+                left -= len(block)
+                yield block
+    return blocks()
+
+
+@contextlib.contextmanager
+def graph_beside(model: onnx.ModelProto, data_dir: Path) -> Iterator[Path]:
+    """`model` (its weights inline, or naming data files in `data_dir`) written to a file of its
+    own in `data_dir`, where onnxruntime finds the data files it names without a copy of them
+    (a large model's are gigabytes); the file is removed after."""
+    handle, name = tempfile.mkstemp(prefix="bundler-", suffix=".onnx", dir=data_dir)
+    os.close(handle)
+    path = Path(name)
+    try:
+        save_model(model, path)
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".data").unlink(missing_ok=True)
+
+
+
 class StreamedWeights:
     """The weights of a variant made from a large model (modelio.is_large), written to one data
     file beside its graph (`int4.onnx.data`) as they are made, so that the model in memory holds
@@ -149,8 +203,8 @@ class StreamedWeights:
 
     The model starts read without its weights (its tensors name data files in `source_dir`);
     the kind reads each weight when it needs it (modelio.load_tensor), `offload` moves what it
-    made to the file, and `finish` moves the weights it left as they were, one at a time, then
-    writes the graph alone.
+    made to the file (`write`: what it makes a block at a time), and `finish` moves the weights
+    it left as they were, one at a time, then writes the graph alone.
     """
 
     def __init__(self, model: onnx.ModelProto, graph: Path, source_dir: Path) -> None:
@@ -171,12 +225,28 @@ class StreamedWeights:
         self._stream.close()
 
     def _append(self, tensor: onnx.TensorProto) -> None:
+        self.write(tensor, [tensor.raw_data], len(tensor.raw_data))
+
+    def write(self, tensor: onnx.TensorProto, blocks: Iterable[bytes], length: int) -> None:
+        """Write the tensor's values, `length` bytes given a block at a time (made as they are
+        read, so that a weight is never held whole), to the file, and point the tensor at them;
+        under INLINE_BELOW bytes they go into the graph instead."""
+        if length < INLINE_BELOW:
+            tensor.raw_data = b"".join(blocks)
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            del tensor.external_data[:]
+            return
         start = -self._used % ALIGN + self._used
         self._stream.write(bytes(start - self._used))  # alignment padding
-        self._stream.write(tensor.raw_data)
-        self._used = start + len(tensor.raw_data)
-        onnx.external_data_helper.set_external_data(tensor, self.data.name, start,
-                                                    len(tensor.raw_data))
+        written = 0
+        for block in blocks:
+            self._stream.write(block)
+            written += len(block)
+        if written != length:
+            raise ModelError(f"{tensor.name!r}: {written} bytes made where {length} were due")
+        self._used = start + length
+        _set_entries(tensor, {"location": self.data.name, "offset": str(start),
+                              "length": str(length)})
         tensor.data_location = onnx.TensorProto.EXTERNAL
         tensor.ClearField("raw_data")
 
@@ -203,3 +273,17 @@ class StreamedWeights:
         if not self._used:  # every weight under INLINE_BELOW: the graph holds them
             self.data.unlink()
         onnx.save_model(model, self.graph)  # the graph alone: its weights are in the file
+
+
+def repack(graph: Path, model: onnx.ModelProto) -> None:
+    """Write `model`, read from `graph` (a variant StreamedWeights wrote) without its weights and
+    changed since, back to `graph`, its data file rewritten with only the tensors it still names:
+    the bytes of those it dropped would otherwise ship unread."""
+    data = graph.with_name(graph.name + ".data")
+    parts = _cut(model, data.name, data, graph.with_name(graph.name + ".repacked"),
+                 data.stat().st_size) if data.exists() else []
+    data.unlink(missing_ok=True)
+    if parts:
+        parts[0].rename(data)
+        _set_locations(model, {parts[0].name: data.name})
+    onnx.save_model(model, graph)

@@ -11,12 +11,14 @@ session is created, in memory, not on the wire.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from bundler.bundle.external import repack
 from bundler.bundle.modelio import load_tensor, walk_nodes
 
 MIN_BYTES = 1 << 16  # smaller copies cost less than the node that replaces them
@@ -50,15 +52,22 @@ def share_transposed_copies(model: onnx.ModelProto) -> list[tuple[str, str, int]
             if np.array_equal(array(copy), array(original).T):
                 copies.add(copy.name)
                 replaced.append((copy.name, original.name, int(array(copy).nbytes)))
-    if not replaced:
-        return []
+    _as_transposes(graph, {copy: original for copy, original, _ in replaced})
+    return replaced
+
+
+def _as_transposes(graph: onnx.GraphProto, copies: Mapping[str, str]) -> None:
+    """Replace each initializer named in `copies` (copy -> original) by a Transpose node of its
+    original, in place."""
+    if not copies:
+        return
     for field in (graph.initializer, graph.input):  # older IRs list initializers as inputs
         kept = [item for item in field if item.name not in copies]
         del field[:]
         field.extend(kept)
     taken = {node.name for node in graph.node}
     nodes = []
-    for copy_name, original_name, _ in replaced:
+    for copy_name, original_name in copies.items():
         name, index = f"{copy_name}_shared", 0
         while name in taken:
             index += 1
@@ -69,25 +78,41 @@ def share_transposed_copies(model: onnx.ModelProto) -> list[tuple[str, str, int]
     nodes.extend(graph.node)  # constants first: the graph stays in topological order
     del graph.node[:]
     graph.node.extend(nodes)
-    return replaced
 
 
-def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> bool:
+def share_streamed_copies(path: Path, copies: Mapping[str, str]) -> list[str]:
+    """share_transposed_copies for a variant of a large model (modelio.is_large), written with
+    its weights in external data, which is never read whole: each copy unshare_for_matmuls made
+    (copy -> original) that the kind left float beside its float original (both as they were
+    made, so the copy is still the original's transpose) becomes a Transpose of the original
+    again, and the data file is rewritten without the copy's bytes; the copies shared."""
+    model = onnx.load(str(path), load_external_data=False)
+    tensors = {tensor.name: tensor for tensor in model.graph.initializer}
+    left = {copy: original for copy, original in copies.items()
+            if copy in tensors and original in tensors
+            and tensors[copy].data_type == tensors[original].data_type == onnx.TensorProto.FLOAT
+            and list(tensors[copy].dims) == list(reversed(tensors[original].dims))}
+    if left:
+        _as_transposes(model.graph, left)
+        repack(path, model)
+    return list(left)
+
+
+def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> dict[str, str]:
     """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
     kept shared) a constant of its own, in place, which the quantizers can take (they quantize
-    constant weights only); whether there was any. A copy a quantizer leaves float is shared
-    again after (share_transposed_copies). A weight the model names in external data (read
-    without its weights) is read from `base_dir`."""
+    constant weights only); returns the copies made (copy -> original). A copy a quantizer
+    leaves float is shared again after (share_transposed_copies, or share_streamed_copies for a
+    large model). A weight the model names in external data (read without its weights) is read
+    from `base_dir`."""
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
     transposes = {node.output[0]: node for node in model.graph.node
                   if node.op_type == "Transpose" and node.input[0] in weights
                   and len(weights[node.input[0]].dims) == 2
                   and weights[node.input[0]].data_type == onnx.TensorProto.FLOAT}
-    changed = False
     made: dict[str, str] = {}  # one constant per Transpose, however many MatMuls read it
     for node in walk_nodes(model.graph):  # a merged decoder's head is in both If branches
         if node.op_type == "MatMul" and node.input[1] in transposes:
-            changed = True
             if node.input[1] not in made:
                 source = weights[transposes[node.input[1]].input[0]]
                 if source.data_location == onnx.TensorProto.EXTERNAL:
@@ -107,4 +132,4 @@ def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> bool:
             if node.output[0] not in transposes or node.output[0] in read]
     del model.graph.node[:]
     model.graph.node.extend(live)
-    return changed
+    return {copy: transposes[output].input[0] for output, copy in made.items()}

@@ -13,7 +13,11 @@ from pathlib import Path
 
 from bundler.bundle.modelio import cpu_session, is_large, read_model, save_model
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
-from bundler.model.tied import share_transposed_copies, unshare_for_matmuls
+from bundler.model.tied import (
+    share_streamed_copies,
+    share_transposed_copies,
+    unshare_for_matmuls,
+)
 from bundler.variants.int4_options import Int4Options
 from bundler.variants.kinds import (
     CALIBRATION_METHODS,
@@ -80,20 +84,22 @@ def make_variant(
         with tempfile.TemporaryDirectory(prefix="bundler-variant-") as scratch:
             # a tied head kept shared (bundler.model.tied) reads its weight through a Transpose,
             # which no quantizer takes: it gets its own constant for the kind to quantize
-            untied = spec.quantized and kind != "fp16"
+            untie = spec.quantized and kind != "fp16"
             weightless = read_model(src, load_weights=False) if spec.streamed and is_large(
                 src) else None
-            model = weightless if weightless is not None else read_model(src) if untied else None
-            untied = untied and model is not None and unshare_for_matmuls(model, src.parent)
-            if weightless is None and model is not None and untied:
+            model = weightless if weightless is not None else read_model(src) if untie else None
+            copies = unshare_for_matmuls(model, src.parent) if untie and model is not None else {}
+            if weightless is None and copies:
                 src = Path(scratch) / src.name
                 save_model(model, src)
             job = Job(src, dst, calibration, calibration_method, log,
                       VariantResult(spec.name, dst), int4 or Int4Options(), weightless)
             spec.make(job)
-        # a copy the kind left float is shared again (from a large model it stays: that would
-        # read every weight of the variant at once)
-        if untied and weightless is None:
+        # a copy the kind left float is shared again (from a large model by name, its data file
+        # rewritten without it: comparing values would read every weight of the variant at once)
+        if copies and weightless is not None:
+            share_streamed_copies(dst, copies)
+        elif copies:
             made = read_model(dst)
             if share_transposed_copies(made):
                 save_model(made, dst)

@@ -43,13 +43,18 @@ def elem_types(values) -> list[int]:
     return [value.type.tensor_type.elem_type for value in values]
 
 
-def as_large(source: Path, directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def as_large(source: Path, directory: Path, monkeypatch: pytest.MonkeyPatch,
+             inline_below: int = 0) -> Path:
     """`source` saved with its weights in external data, which $BUNDLER_LARGE_MODEL_BYTES
-    lowered under their size makes a large model (modelio.is_large)."""
+    lowered under their size makes a large model (modelio.is_large). Every tensor goes to the
+    data file, but with `inline_below` those under about that many bytes (onnx counts a
+    Python object's): native onnxruntime cannot load a model whose Reshape reads its shape from
+    external data."""
     directory.mkdir()
     large = directory / "large.onnx"
     onnx.save_model(onnx.load(source), large, save_as_external_data=True,
-                    all_tensors_to_one_file=True, location="large.onnx_data", size_threshold=0)
+                    all_tensors_to_one_file=True, location="large.onnx_data",
+                    size_threshold=inline_below)
     monkeypatch.setenv(LARGE_ENV, "1000")
     assert is_large(large)
     return large

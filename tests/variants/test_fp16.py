@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
+from bundler.bundle.external import INLINE_BELOW
+from bundler.bundle.modelio import cpu_session, model_files, read_model, signature
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
+from bundler.verify.reference import native_reference
 from tests import models
-from tests.variants.helpers import EVERY_ROW, elem_types, feeds, ratio
+from tests.variants.helpers import EVERY_ROW, as_large, elem_types, feeds, ratio
 
 
 @pytest.mark.parametrize("name", ["mlp", "transformer", "cnn"])
@@ -60,3 +65,47 @@ def test_fp16_overflow_is_refused(optimized: dict[str, Path], tmp_path: Path) ->
         make_variant(
             "fp16", optimized["overflow"], tmp_path / "fp16.onnx", calibration=feeds("overflow")
         )
+
+
+def test_fp16_of_a_large_model_is_converted_a_block_at_a_time(
+        decoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a model past the large-model size, the converter rewrites the graph alone and each
+    float weight is read, converted and written a block at a time: the same variant, node for
+    node and value for value, as the one made from the model in memory, with the same notes
+    (its activations probed natively beside the data files)."""
+    import bundler.variants.fp16 as fp16
+
+    source = decoder
+    samples = [native_reference(source, signature(read_model(source, load_weights=False)).inputs,
+                                {}).feeds]
+    whole = tmp_path / "whole.onnx"
+    expected = make_variant("fp16", source, whole, calibration=samples)
+    # its NaN/Inf check runs it natively: its Reshapes' shapes (int64 x 4) stay inline
+    large = as_large(source, tmp_path / "large", monkeypatch, inline_below=128)
+    monkeypatch.setattr(fp16, "HALF_BLOCK", 1000)  # 250 values: weights in blocks, cut mid-row
+    dst = tmp_path / "streamed.onnx"
+    result = make_variant("fp16", large, dst, calibration=samples)
+    assert (result.settings, result.requires, result.notes) == (
+        expected.settings, expected.requires, expected.notes)
+    assert any("largest float16 activation" in note for note in result.notes)
+    assert model_files(dst) == [dst, dst.with_name("streamed.onnx.data")]
+    assert not list(large.parent.glob("bundler-*"))  # the probe's graph is gone
+    graph = onnx.load(dst, load_external_data=False)
+    assert all(t.data_location == TensorProto.EXTERNAL or len(t.raw_data) < INLINE_BELOW
+               for t in onnx.external_data_helper._get_initializer_tensors(graph))
+    made, wanted = read_model(dst), read_model(whole)
+    assert list(made.graph.node) == list(wanted.graph.node)
+    assert list(made.graph.value_info) == list(wanted.graph.value_info)
+    weights = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(made)}
+    references = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(wanted)}
+    assert weights.keys() == references.keys()
+    for weight_name, tensor in references.items():
+        assert weights[weight_name].data_type == tensor.data_type
+        np.testing.assert_array_equal(numpy_helper.to_array(weights[weight_name]),
+                                      numpy_helper.to_array(tensor))
+    assert sum(t.data_type == TensorProto.FLOAT16 and math.prod(t.dims) > 250
+               for t in weights.values()) >= 2  # converted in several blocks
+    for feed in samples:
+        for got, want in zip(cpu_session(dst).run(None, feed), cpu_session(whole).run(None, feed),
+                             strict=True):
+            np.testing.assert_array_equal(got, want)

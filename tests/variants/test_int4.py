@@ -59,17 +59,6 @@ def test_int4_quantizes_a_gemm_head_and_leaves_convolutions(optimized: dict[str,
     assert result.notes[0] == "1 Gemm nodes rewritten as MatMul + Add for MatMulNBits"
 
 
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny GPT-2 with past as optimum exports it (Conv1D layers as Gemm), optimised."""
-    from bundler.model.optimize import optimize
-    from tests import decoder_models
-
-    directory = tmp_path_factory.mktemp("decoder")
-    optimize(decoder_models.gpt2(directory).onnx, directory / "optimized.onnx")
-    return directory / "optimized.onnx"
-
-
 def test_int4_settings_reach_the_graph_and_the_record(decoder: Path, tmp_path: Path) -> None:
     dst = tmp_path / "int4.onnx"
     options = Int4Options(block_size=64, symmetric=False, accuracy_level=4, embeddings=True)
@@ -113,6 +102,35 @@ def test_int4_quantizes_a_shared_tied_head_as_its_own_copy(decoder: Path, tmp_pa
     names = [t.name for t in graph.initializer if t.name.startswith("transformer.wte.weight")]
     assert sorted(names) == ["transformer.wte.weight", "transformer.wte.weight_transposed_Q4",
                              "transformer.wte.weight_transposed_scales"]
+
+
+def test_int4_of_a_large_model_ships_a_tied_head_it_leaves_float_once(
+        decoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head left float by int4, from a model past the large-model size, is shared with the
+    embedding again as from memory (a Transpose of it), and its copy's bytes leave the data file:
+    the variant is the one made in memory, value for value and within alignment in bytes."""
+    options = Int4Options(lm_head=False)
+    whole = tmp_path / "whole.onnx"
+    expected = make_variant("int4", decoder, whole, int4=options)
+    large = as_large(decoder, tmp_path / "large", monkeypatch)
+    dst = tmp_path / "streamed.onnx"
+    result = make_variant("int4", large, dst, int4=options)
+    assert result.settings == expected.settings and result.settings["lm_head"] is False
+    model = onnx.load(dst, load_external_data=False)
+    graph = model.graph
+    transposes = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Transpose"}
+    heads = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in transposes]
+    assert [transposes[n.input[1]] for n in heads] == ["transformer.wte.weight"]
+    assert [t.name for t in graph.initializer if t.name.startswith("transformer.wte")] == [
+        "transformer.wte.weight"]
+    table = 4 * math.prod(next(t.dims for t in graph.initializer
+                               if t.name == "transformer.wte.weight"))
+    assert model_bytes(dst) == pytest.approx(model_bytes(whole), abs=table / 8)  # not + table
+    feeds = native_reference(whole, signature(model).inputs, {}).feeds
+    for got, want in zip(cpu_session(dst, config=result.native_config).run(None, feeds),
+                         cpu_session(whole, config=expected.native_config).run(None, feeds),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_int4_as_dequantize_linear_blocks(decoder: Path, tmp_path: Path) -> None:
