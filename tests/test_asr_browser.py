@@ -3,14 +3,16 @@ no --task): the task is inferred, the bundle holds an `encoder` and a `decoder` 
 tokenizer, config and speech modules; in headless Chromium on WASM, model.transcribe() of speech
 read by eSpeak NG gives the tokens of the native run (bundler/text/whisper_run.py) over the
 bundle's own model files, window by window and merged, and the same text (in the worker mode
-too), with the decoder's int4 variant (each session has two) against its own native run; the
-demo page transcribes a dropped recording."""
+too), with the decoder's int4 variant (each session has two) against its own native run, and
+`bundle test --audio` compares each window's teacher-forced logits too (a tampered copy fails);
+the demo page transcribes a dropped recording."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +242,26 @@ def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
     assert [(entry["ep"], entry["file"], entry["passed"]) for entry in task] == [
         ("wasm", "speech.wav", True)]
     assert task[0]["native_count"] == task[0]["browser_count"] == 2  # without, with timestamps
+    # each window's logits, the browser's decoder fed native's tokens, were compared: the worst
+    # share of a step's logit range is the row's (the browser's float32 is not native's)
+    assert 0 < task[0]["worst_score_difference"] <= 0.01, task[0]
+    # logits doubled in the teacher-forced run alone: the tokens still agree, the check fails
+    drifted = tmp_path / "drifted"
+    shutil.copytree(built["bundle"], drifted)
+    module = drifted / "text" / "decoding.mjs"
+    source = module.read_text(encoding="utf-8")
+    wrong = source.replace("logits[id]))", "logits[id] * 2))")
+    assert wrong != source
+    module.write_text(wrong, encoding="utf-8")
+    for compressed in (drifted / "text").glob("decoding.mjs.*"):
+        compressed.unlink()
+    failed = run_cli("test", drifted, "--audio", recording, "--ep", "wasm", "--no-fallback",
+                     "--report", report)
+    assert failed.returncode != 0
+    [entry] = json.loads(report.read_text())["task"]
+    assert re.match(r"transcript \d window 0: the teacher-forced logits differ at step \d+ by"
+                    r" [\d.e-]+ of the logit range \(tolerance 0\.01", entry["error"]), entry
+    assert entry["worst_score_difference"] > 0.01 and "Traceback" not in failed.stderr
 
 
 def test_bundle_bench_reports_transcribe_calls_per_ep_and_variant(built, tmp_path):

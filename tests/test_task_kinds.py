@@ -63,8 +63,12 @@ def test_every_task_kind_has_every_part(name: str):
                                "word": "Ada"}]],
                   "generate": [{"tokens": [5, 7], "logits": [[1.0, 2.0], [3.0, 0.5]],
                                 "range": [1.0, 2.5]}]}.get(kind.method, [answer])
-    if kind.method == "transcribe":  # an answer per audio: its tokens
-        answer = [{"tokens": [5, 7], "text": "a"}]
+    if kind.method == "transcribe":  # an answer per audio: its windows' tokens and logits
+        probed = {"at": [[5, 6], [7, 8], [0, 1]], "logits": [[1.0, 0.0], [1.0, 0.5], [1.0, 0.0]],
+                  "range": [2.0, 2.0, 2.0]}
+        answer = [{"windows": [[5, 7]], "tokens": [5, 7], "text": "a",
+                   "steps": [{**probed, "raw": probed["logits"]}],
+                   "logits": [probed["logits"]]}]
     same = TaskComparison("wasm", "fp32", "file")
     kind.compare(answer, answer, same, 1e-4)
     assert same.passed, same.error
@@ -116,13 +120,15 @@ def test_a_speech_window_parting_at_a_near_tie_is_a_tie_not_a_failure():
     when the browser's token is not among native's probes, a failure."""
     compare = kind_of("automatic-speech-recognition").compare
     assert compare is not None
-    steps = {"at": [[5, 6, 9], [7, 8, 9], [0, 1, 2]], "logits": [[2.0, 1.0, 0.0],
-             [1.0, 0.999, 0.0], [1.0, 0.0, -1.0]], "range": [10.0, 10.0, 10.0]}
+    logits = [[2.0, 1.0, 0.0], [1.0, 0.999, 0.0], [1.0, 0.0, -1.0]]
+    steps = {"at": [[5, 6, 9], [7, 8, 9], [0, 1, 2]], "logits": logits, "raw": logits,
+             "range": [10.0, 10.0, 10.0]}
     native = [{"windows": [[5, 7]], "tokens": [5, 7], "steps": [steps]}]
 
     def compared(window: list[int], tolerance: float = 1e-3) -> TaskComparison:
         result = TaskComparison("wasm", "fp32", "file")
-        compare(native, [{"windows": [window], "tokens": window}], result, tolerance)
+        compare(native, [{"windows": [window], "tokens": window, "logits": [logits]}], result,
+                tolerance)
         return result
 
     tie = compared([5, 8, 3])
@@ -136,3 +142,44 @@ def test_a_speech_window_parting_at_a_near_tie_is_a_tie_not_a_failure():
         assert not parted.passed and not parted.ties and "part from native's" in str(
             parted.error)
     assert compared([5, 7]).passed and not compared([5, 7]).ties
+
+
+def test_a_speech_windows_teacher_forced_logits_are_compared_with_natives():
+    """Every window's logits, the browser's decoder fed native's tokens, within the tolerance of
+    each step's logit range plus native's own spread (a quantized combination's; the worst of the
+    transcripts'), whatever the tokens: the worst ratio is the row's score difference; one out of
+    bound fails the row naming the transcript, window and step, even where the tokens agree."""
+    compare = kind_of("automatic-speech-recognition").compare
+    assert compare is not None
+    raw = [[10.0, 0.0], [8.0, 2.0]]
+    steps = {"at": [[5, 6], [7, 6]], "logits": raw, "raw": raw, "range": [10.0, 10.0]}
+    window = {"windows": [[5, 7]], "tokens": [5, 7], "steps": [steps]}
+    near = [[[10.0, 0.0], [8.15, 2.0]]]  # 1.5 % of the range off at step 1
+    far = [[[10.0, 0.0], [8.3, 2.0]]]
+
+    def compared(native: list[dict], logits: list, tokens: list[int] | None = None
+                 ) -> TaskComparison:
+        result = TaskComparison("wasm", "int4", "speech.wav")
+        got = {"windows": [tokens or [5, 7]], "tokens": tokens or [5, 7], "logits": logits}
+        compare(native, [got] * len(native), result, 0.01)
+        return result
+
+    alone = compared([window], near)
+    assert alone.error == ("transcript 0 window 0: the teacher-forced logits differ at step 1 by"
+                           " 0.015 of the logit range (tolerance 0.01)")
+    spread = [window, {**window, "spread": 0.013}]  # measured on the second transcript
+    within = compared(spread, near)
+    assert within.passed and within.worst_score_difference == pytest.approx(0.015)
+    assert within.row()[5] == "0.015"
+    beyond = compared(spread, far)
+    assert beyond.error == ("transcript 0 window 0: the teacher-forced logits differ at step 1"
+                            " by 0.03 of the logit range (tolerance 0.01 + native's own spread"
+                            " 0.013)")
+    # tokens parted (not at a near-tie) fail; with the logits out of bound too, the logits
+    # are named: they are compared first
+    assert "part from native's" in str(compared([window], [raw], [5, 6]).error)
+    assert "teacher-forced logits differ" in str(compared([window], far, [5, 6]).error)
+    missing = compared([window], [])
+    assert missing.error == "transcript 0: teacher-forced logits of 0 windows for native's 1"
+    short = compared([window], [raw[:1]])
+    assert "gave teacher-forced logits of shape (1, 2) for native's (2, 2)" in str(short.error)

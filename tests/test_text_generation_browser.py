@@ -324,12 +324,12 @@ def test_bundle_test_takes_prompts_and_steps_and_compares_the_logits(built, tmp_
     # logits off by 1% with the tokens unchanged: the teacher-forced comparison catches it
     drifted = tmp_path / "drifted"
     shutil.copytree(built["bundle"], drifted)
-    module = drifted / "text" / "generate.mjs"
+    module = drifted / "text" / "decoding.mjs"  # its teacher forcing
     source = module.read_text(encoding="utf-8")
-    wrong = source.replace("logits.data[last + id])", "logits.data[last + id] * 1.01)")
+    wrong = source.replace("logits[id]))", "logits[id] * 1.01))")
     assert wrong != source
     module.write_text(wrong, encoding="utf-8")
-    for compressed in (drifted / "text").glob("generate.mjs.*"):
+    for compressed in (drifted / "text").glob("decoding.mjs.*"):
         compressed.unlink()
     result = run_cli("test", drifted, *args)
     assert result.returncode != 0

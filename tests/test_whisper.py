@@ -26,7 +26,7 @@ from bundler.errors import ConfigError
 from bundler.tasks.audio import resample
 from bundler.tasks.logmel import log_mel, spec_of
 from bundler.text import whisper
-from bundler.text.whisper_bundle import window_steps
+from bundler.text.whisper_bundle import forced_logits, window_steps
 from bundler.text.whisper_run import WhisperSessions, transcribe_window
 from tests import speech_models
 from tests.speech import speech
@@ -247,11 +247,16 @@ def test_javascript_twin_replays_the_same_decoding(export, sessions, tmp_path: P
 def test_window_steps_line_up_with_the_window_tokens(export, sessions) -> None:
     """The browser check's native probes (whisper_bundle.window_steps) are the steps of each
     window's tokens, across the window's decoding calls (the tokens their segments drop
-    skipped), then the step after the last token: native's top id at each is its token."""
+    skipped), then the step after the last token: native's top id at each is its token. Its
+    `teacher` calls, run teacher-forced (whisper_bundle.forced_logits, as the browser runs them
+    on its side), give the recorded logits back at the probes, which are the processed scores
+    wherever a rule left them finite."""
     settings = whisper.settings_of(export.generation_config)
+    seeks = []
     for options, seconds, timestamps in TWIN_CASES:
         language = options.get("language")
-        run = transcribe_window(sessions, features(seconds), settings,
+        window = features(seconds)
+        run = transcribe_window(sessions, window, settings,
                                 whisper.language_id(settings, language) if language else None,
                                 options.get("task"), timestamps, record=True)
         steps = window_steps(run, settings, timestamps)
@@ -259,3 +264,20 @@ def test_window_steps_line_up_with_the_window_tokens(export, sessions) -> None:
         last = run.calls[-1]
         assert tops == run.tokens + last.generated[last.kept:last.kept + 1]
         assert len(steps["range"]) == len(tops) and min(steps["range"]) > 0
+        teacher = steps["teacher"]
+        seeks += [call["seek"] for call in teacher]
+        # every call that kept a token, and the last (its step after the window's tokens)
+        assert [call["seek"] for call in teacher] == [
+            c.seek for c in run.calls[:-1] if c.kept] + [last.seek]
+        assert [step for call in teacher for step in call["at"]] == steps["at"]
+        # the prompt, then the tokens of the compared steps
+        assert all(len(call["ids"]) == call["prompt"] + len(call["at"]) for call in teacher)
+        rows = np.concatenate([forced_logits(sessions, window, call) for call in teacher])
+        np.testing.assert_array_equal(
+            np.take_along_axis(rows, np.array(steps["at"]), axis=1).astype(np.float64),
+            np.array(steps["raw"]))
+        processed = np.array(steps["logits"])
+        finite = np.isfinite(processed)
+        assert finite[:, 0].all()
+        np.testing.assert_array_equal(processed[finite], np.array(steps["raw"])[finite])
+    assert max(seeks) > 0  # a call after the window's start was forced on its own features

@@ -113,23 +113,26 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
     """(the native answers, what the page is given) for each input; `config`: the variant's
     session config entries, so native opens it as bundle.mjs does; `others`: the other
     sessions' files and config entries (their defaults on the EP the browser runs); `spread`:
-    a generation's answers measure native's own spread (bundler.text.agreement)."""
+    a generation's (a transcript's) answers measure native's own spread on the teacher-forced
+    steps (bundler.text.agreement)."""
     task = manifest.task
     assert task is not None
     kind = kind_of(task.kind)
     specs = manifest.session().inputs
     session = cpu_session(model, config=config)
     run = lambda feeds: run_native(session, feeds)  # noqa: E731
+    # a session at the basic level: without the fused integer kernels
+    basic = lambda path, entries: cpu_session(  # noqa: E731
+        path, config=entries, level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
     found, items = [], []
     for item in inputs:
         path = folder / item.name
         path.write_bytes(item.data)
         if kind.name == TEXT_GENERATION:  # greedy tokens, teacher-forced logits
             tokenizer = bundle_tokenizer(directory, task, folder)
-            basic = None if not spread else cpu_session(  # without the fused integer kernels
-                model, config=config, level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
             answers, item_sent = native_generations(session, folder / "tokenizer", tokenizer,
-                                                    texts_of(item), steps, basic)
+                                                    texts_of(item), steps,
+                                                    basic(model, config) if spread else None)
             found.append(answers)
             items.append(item_sent)
         elif kind.media == "text":
@@ -150,8 +153,13 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
                 decoder, decoder_config = (others or {})["decoder"]  # the decoder's own config
                 sessions = WhisperSessions(session, cpu_session(decoder, config=decoder_config))
                 found.append(transcripts(directory, manifest, sessions, samples, rate,
-                                         steps=True))
+                                         steps=True, basic=WhisperSessions(
+                                             basic(model, config), basic(decoder, decoder_config))
+                                         if spread else None))
+                # per case, per window: the calls the browser runs teacher-forced
                 sent["cases"] = list(CASES)
+                sent["teacher"] = [[window["teacher"] for window in case["steps"]]
+                                   for case in found[-1]]
             else:
                 found.append(run_audio(run, task, specs, samples, rate)[kind.answers])
             items.append(sent)
@@ -162,8 +170,9 @@ def _native_answers(model: Path, manifest: Manifest, inputs: Sequence[TaskInput]
 
 
 def _tolerance(task: str, variant_kind: str, ep: str) -> float:
-    """The compare's bound: scores' atol, or a generation's teacher-forced logits' (a speech
-    window's near-tie's) fraction of the logit range (WebGPU on its accelerator row)."""
+    """The compare's bound: scores' atol, or a generation's (a transcript's) teacher-forced
+    logits' and a speech window's near-tie's fraction of the logit range (WebGPU on its
+    accelerator row)."""
     if task in (TEXT_GENERATION, SPEECH_RECOGNITION):
         bound = tolerance_for("generation-logits", variant_kind,
                               "webgpu" if ep == "webgpu" else "cpu").range_fraction
@@ -198,13 +207,16 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
             others = {other.name: (stack.enter_context(assembled(
                 directory, manifest, other.default_for(ep).file)),
                 other.default_for(ep).config_for("wasm")) for other in manifest.sessions[1:]}
+            # a speech model's decoder decides the tokens: quantized when either session is
+            kinds = [variant.kind, *(other.default_for(ep).kind for other in manifest.sessions[1:])]
+            quantized = next((k for k in kinds if is_quantized(k)), None)
             with reporter.step(f"Task check on {ep} ({variant.name})"):
                 # Native always runs as WASM does (its config: int4 qdq folded into float
                 # weights); WebGPU runs qdq's DequantizeLinear + MatMul as they are, the same
                 # arithmetic, where native's fused MatMulNBits differed by 1.8% of the range.
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
                                                 steps, variant.config_for("wasm"), others,
-                                                spread=is_quantized(variant.kind))
+                                                spread=quantized is not None)
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
                 try:
@@ -215,10 +227,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                                     "ignoreVerification": True}})
                 finally:
                     page.close()
-            # a speech model's decoder decides the tokens: quantized when either session is
-            kinds = [variant.kind, *(other.default_for(ep).kind for other in manifest.sessions[1:])]
-            tolerance = _tolerance(kind.name, next((k for k in kinds if is_quantized(k)),
-                                                   variant.kind), ep)
+            tolerance = _tolerance(kind.name, quantized or variant.kind, ep)
             for item, want, index in zip(inputs, native, range(len(inputs)), strict=True):
                 result = TaskComparison(ep, variant.name, item.name)
                 if "error" in got:

@@ -8,13 +8,15 @@ Only each step's top logits travel (PROBES of them, at native's top ids): a real
 full rows for every step of every prompt would be megabytes of JSON, and the top ones are those
 that decide a token. The bound is relative to the step's logit range (max - min of native's
 full row), so one number serves models whose logits are of any scale. The comparison is
-bundler.tasks.kinds.text_generation's compare."""
+bundler.tasks.kinds.spec's close_logits. A speech bundle's windows are compared the same way,
+their steps teacher-forced call by call over each side's own encoding
+(bundler.text.whisper_bundle)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -26,7 +28,17 @@ if TYPE_CHECKING:
 PROBES = 8  # logits compared per step: native's top ones
 
 
-def stepwise_logits(decoder: Decoder, prompt: Sequence[int], new: Sequence[int]) -> np.ndarray:
+class Stepped(Protocol):
+    """A decoder stepped through its cache: bundler.text.generate.Decoder, or a speech decoder
+    over one encoding (bundler.text.whisper_run.Encoding)."""
+
+    def run(self, ids: Sequence[int], past: Any, mask: np.ndarray) -> tuple[np.ndarray, Any]:
+        """Logits [len(ids), vocab] of `ids` after `past` (None: the first step) and the new
+        past; `mask` covers past and ids."""
+        ...
+
+
+def stepwise_logits(decoder: Stepped, prompt: Sequence[int], new: Sequence[int]) -> np.ndarray:
     """Each step's logits [len(new), vocab] of the loop fed `prompt`, then `new` one id a step
     through the cache: as the browser computes them. Not one pass over the whole sequence: a
     dynamically quantized variant scales its activations per run, so one pass over many
@@ -51,6 +63,17 @@ def probes(rows: np.ndarray, raw: np.ndarray | None = None) -> dict[str, list]:
             "range": (raw.max(axis=1) - raw.min(axis=1)).tolist()}
 
 
+def spread(expected: Sequence[Sequence[float]], scale: Sequence[float],
+           at: Sequence[Sequence[int]], rows: np.ndarray) -> float:
+    """How far another native run of the same teacher-forced steps (`rows` [steps, vocab]) is
+    from the probed one: the worst |rows - `expected`| at the probed ids `at`, relative to each
+    step's logit range `scale`."""
+    other = np.take_along_axis(np.asarray(rows, np.float64), np.asarray(at), axis=1)
+    return float(np.max(np.abs(other - np.asarray(expected, np.float64))
+                        / np.maximum(np.asarray(scale, np.float64), 1e-12)[:, None],
+                        initial=0.0))
+
+
 def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
                        prompts: Sequence[str], steps: int, basic: Any | None = None
                        ) -> tuple[list[dict], dict[str, Any]]:
@@ -71,11 +94,8 @@ def native_generations(session: Any, folder: Path, tokenizer: TextTokenizer,
         probed = probes(stepwise_logits(decoder, ids, new))
         answer = {"tokens": new, **probed}
         if basic is not None:
-            at, scale = np.asarray(probed["at"]), np.asarray(probed["range"])
-            other = np.take_along_axis(stepwise_logits(Decoder(basic, config), ids, new), at,
-                                       axis=1)
-            answer["spread"] = float(np.max(np.abs(other - np.asarray(probed["logits"]))
-                                            / np.maximum(scale, 1e-12)[:, None], initial=0.0))
+            answer["spread"] = spread(probed["logits"], probed["range"], probed["at"],
+                                      stepwise_logits(Decoder(basic, config), ids, new))
         answers.append(answer)
         teacher.append({"ids": ids + new, "prompt": len(ids), "at": probed["at"]})
     return answers, {"texts": list(prompts), "steps": steps, "teacher": teacher}

@@ -18,9 +18,16 @@ from bundler.bundle.modelio import cpu_session
 from bundler.errors import ConfigError
 from bundler.tasks.logmel import spec_of
 from bundler.text import whisper
-from bundler.text.agreement import probes
+from bundler.text.agreement import probes, spread, stepwise_logits
 from bundler.text.reference import bundle_tokenizer
-from bundler.text.whisper_run import Transcript, WhisperSessions, transcribe
+from bundler.text.whisper_run import (
+    Encoding,
+    Transcript,
+    WhisperSessions,
+    padded,
+    transcribe,
+    window_features,
+)
 
 ENCODER, DECODER = "encoder", "decoder"
 # What `bundle test --audio` and `bundle run --audio` transcribe each recording with: the
@@ -59,23 +66,57 @@ def window_steps(run: Transcript, settings: whisper.WhisperSettings,
     """The probes (bundler.text.agreement.probes) of the processed scores of each step that
     chose one of the window's tokens, in their order, then of the step after the last one (where
     native chose eos, or a token the segments drop): where the browser's tokens part from
-    native's, the check reads native's scores of both tokens there. `run` was recorded."""
-    scores, raw = [], []
+    native's, the check reads native's scores of both tokens there. Also `raw`: the raw logits
+    at the probes (what the browser's teacher-forced logits are compared with), and `teacher`:
+    those steps call by call, as the browser runs them teacher-forced ({seek: the call's first
+    frame, ids: its prompt then its tokens, prompt: the prompt's length, at: each step's
+    probes}). `run` was recorded."""
+    scores, raw, counted = [], [], []
     for index, call in enumerate(run.calls):
         stop = call.kept + 1 if index == len(run.calls) - 1 else call.kept
-        for step, logits in enumerate(call.logits[:stop]):
+        steps = call.logits[:stop]
+        for step, logits in enumerate(steps):
             scores.append(whisper.process(logits, call.generated[:step], settings, timestamps))
             raw.append(logits)
-    return probes(np.array(scores), np.array(raw))
+        if steps:  # a call whose tokens the segments all drop is not run again
+            counted.append((call, len(steps)))
+    probed = probes(np.array(scores), np.array(raw))
+    probed["raw"] = np.take_along_axis(np.array(raw, np.float64),
+                                       np.asarray(probed["at"], np.int64), axis=1).tolist()
+    teacher, first = [], 0
+    for call, count in counted:
+        teacher.append({"seek": call.seek, "ids": call.prompt + call.generated[:count],
+                        "prompt": len(call.prompt), "at": probed["at"][first:first + count]})
+        first += count
+    return {**probed, "teacher": teacher}
+
+
+def forced_logits(sessions: WhisperSessions, features: np.ndarray,
+                  call: dict[str, Any]) -> np.ndarray:
+    """The raw logits [steps, vocab] of one of window_steps' `teacher` calls, natively: the
+    call's features encoded, the decoder fed its ids one a step."""
+    encoding = Encoding(sessions, sessions.encode(padded(features, call["seek"])))
+    prompt = call["prompt"]
+    return stepwise_logits(encoding, call["ids"][:prompt], call["ids"][prompt:])
+
+
+def _own_spread(basic: WhisperSessions, features: np.ndarray, steps: dict[str, list]) -> float:
+    """Native's own spread (bundler.text.agreement.spread) over one window's teacher-forced
+    steps: the sessions at ORT_ENABLE_BASIC (`basic`) against the recorded run."""
+    rows = np.concatenate([forced_logits(basic, features, call) for call in steps["teacher"]])
+    return spread(steps["raw"], steps["range"], steps["at"], rows)
 
 
 def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
                 samples: np.ndarray, rate: int, cases: tuple[dict[str, Any], ...] = CASES,
-                steps: bool = False) -> list[dict[str, Any]]:
+                steps: bool = False, basic: WhisperSessions | None = None
+                ) -> list[dict[str, Any]]:
     """Per case ({language, task, timestamps}): {"windows": each 30 s window's tokens, "tokens":
     the merged text tokens, "text", and with timestamps "segments" ({start, end, text,
     tokens})}, as model.transcribe() resolves to; with `steps`, "steps": each window's
-    window_steps (for the browser check)."""
+    window_steps (for the browser check), and with `basic` (the same sessions at
+    ORT_ENABLE_BASIC: a quantized one's fused integer kernels round differently from its
+    unfused graph) "spread": native's own worst spread over them."""
     settings = whisper.settings_of(_shipped_json(directory, manifest, "generation_config.json"))
     spec = spec_of(_shipped_json(directory, manifest, "preprocessor_config.json"))
     assert manifest.task is not None
@@ -98,5 +139,9 @@ def transcripts(directory: Path, manifest: Manifest, sessions: WhisperSessions,
         if steps:
             result["steps"] = [window_steps(run, settings, bool(case.get("timestamps")))
                                for run in runs]
+        if steps and basic is not None:
+            _, features = window_features(samples, rate, spec)
+            result["spread"] = max(_own_spread(basic, window, probed) for window, probed
+                                   in zip(features, result["steps"], strict=True))
         found.append(result)
     return found

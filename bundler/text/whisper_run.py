@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from bundler.tasks.audio import resample
 from bundler.tasks.logmel import LogMelSpec, log_mel, spec_of
 from bundler.text import whisper
 from bundler.text.whisper import WhisperSettings
-from bundler.text.whisper_windows import RATE, Chunk, merge, windows
+from bundler.text.whisper_windows import RATE, Chunk, WindowSpan, merge, windows
 
 PAST = re.compile(r"^past_key_values\.(\d+)\.(decoder|encoder)\.(key|value)$")
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -39,12 +39,14 @@ DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 class Call:
     """One decoding call (a window takes one or more): the prompt, the generated ids (an ending
     eos included) and, when recorded, each step's raw logits [vocab] (float32) in order;
-    `kept`: how many of the generated ids (a prefix) the window's segments keep."""
+    `kept`: how many of the generated ids (a prefix) the window's segments keep; `seek`: the
+    window's feature frame it started at."""
 
     prompt: list[int]
     generated: list[int]
     logits: list[np.ndarray] = dataclasses.field(default_factory=list)
     kept: int = 0
+    seek: int = 0
 
     @property
     def tokens(self) -> list[int]:
@@ -108,6 +110,18 @@ class WhisperSessions:
         return values["logits"][0], new
 
 
+class Encoding:
+    """The merged decoder over one encoding, stepped as bundler.text.agreement.stepwise_logits
+    steps a decoder (teacher-forced; Whisper's decoder takes no attention mask)."""
+
+    def __init__(self, sessions: WhisperSessions, hidden: np.ndarray) -> None:
+        self.sessions, self.hidden = sessions, hidden
+
+    def run(self, ids: Sequence[int], past: dict[str, np.ndarray] | None,
+            mask: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        return self.sessions.step(list(ids), self.hidden, past)
+
+
 def detect(sessions: WhisperSessions, settings: WhisperSettings, hidden: np.ndarray) -> int:
     """The language detected from a window's hidden states (spec step 2)."""
     logits, _ = sessions.step([settings.decoder_start], hidden, None)
@@ -156,6 +170,15 @@ class Transcript:
         return [token for segment in self.segments for token in segment.tokens]
 
 
+def padded(features: np.ndarray, seek: int) -> np.ndarray:
+    """A call's features [mels, 3000]: the window's `features` [mels, frames] from frame `seek`
+    on, zero-padded (or cut) to 3,000 frames."""
+    frames = min(whisper.WINDOW_FRAMES, features.shape[-1] - seek)
+    piece = np.zeros((features.shape[0], whisper.WINDOW_FRAMES), np.float32)
+    piece[:, :frames] = features[:, seek:seek + frames]
+    return piece
+
+
 def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
                       settings: WhisperSettings, language: int | None = None,
                       task: str | None = None, timestamps: bool = False,
@@ -170,16 +193,23 @@ def transcribe_window(sessions: WhisperSessions, features: np.ndarray,
         detected = detect(sessions, settings, sessions.encode(features[:, :whisper.WINDOW_FRAMES]))
     while seek < total:
         frames = min(whisper.WINDOW_FRAMES, total - seek)
-        piece = np.zeros((features.shape[0], whisper.WINDOW_FRAMES), np.float32)
-        piece[:, :frames] = features[:, seek:seek + frames]
-        call = decode_call(sessions, piece, settings, language, task, timestamps, record,
-                             detected=detected)
+        call = decode_call(sessions, padded(features, seek), settings, language, task,
+                           timestamps, record, detected=detected)
         calls.append(call)
         pieces, advance = whisper.segments(call.generated, settings, seek, frames)
-        call.kept = sum(len(piece.tokens) for piece in pieces)
+        call.kept, call.seek = sum(len(piece.tokens) for piece in pieces), seek
         found += pieces
         seek += advance
     return Transcript(found, calls)
+
+
+def window_features(samples: np.ndarray, rate: int, spec: LogMelSpec, chunk_s: float = 30.0,
+                    stride_s: float | None = None) -> tuple[list[WindowSpan], list[np.ndarray]]:
+    """Audio of any length at any rate cut into windows (bundler/text/whisper_windows.py): their
+    spans and each one's log-mel features [mels, frames]."""
+    audio = resample(np.asarray(samples, np.float32), rate, RATE)
+    spans = windows(audio.size, chunk_s, stride_s)
+    return spans, [log_mel(audio[s.start:s.end], RATE, spec) for s in spans]
 
 
 def transcribe(sessions: WhisperSessions, samples: np.ndarray, rate: int,
@@ -189,10 +219,9 @@ def transcribe(sessions: WhisperSessions, samples: np.ndarray, rate: int,
                ) -> tuple[list[Transcript], list[Chunk]]:
     """Audio of any length at any rate: each window's transcript (`record`: with each step's
     logits) and the merged chunks (bundler/text/whisper_windows.py)."""
-    audio = resample(np.asarray(samples, np.float32), rate, RATE)
-    spans = windows(audio.size, chunk_s, stride_s)
-    runs = [transcribe_window(sessions, log_mel(audio[s.start:s.end], RATE, spec), settings,
-                              language, task, timestamps, record) for s in spans]
+    spans, features = window_features(samples, rate, spec, chunk_s, stride_s)
+    runs = [transcribe_window(sessions, window, settings, language, task, timestamps, record)
+            for window in features]
     chunks = merge([run.tokens for run in runs], [s.stride_seconds for s in spans], settings,
                    timestamps)
     return runs, chunks

@@ -36,11 +36,16 @@ export async function runTask({ base, options, method, items }) {
         const stream = model.stream();
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         results.push([...await stream.push(samples, item.rate), ...await stream.flush()]);
-      } else if (method === 'transcribe') {  // each case's transcript of the samples
+      } else if (method === 'transcribe') {  // each case's transcript of the samples, and
+        // its windows' logits teacher-forced on native's tokens (item.teacher: per case)
         const samples = new Float32Array(fromBase64(item.samples).buffer);
+        const text = await import(new URL('tasks/text.mjs', base).href);
+        const logits = await text.teacherForcedSpeech(model, model.manifest.task, samples,
+          item.rate, item.teacher);
         const answer = [];
-        for (const options of item.cases) {
-          answer.push(await model.transcribe(samples, { sampleRate: item.rate, ...options }));
+        for (const [index, options] of item.cases.entries()) {
+          const transcript = await model.transcribe(samples, { sampleRate: item.rate, ...options });
+          answer.push({ ...transcript, logits: logits[index] });
         }
         results.push(answer);
       } else if (method === 'generate') {  // greedy token ids, teacher-forced logits per prompt

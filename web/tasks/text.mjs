@@ -224,6 +224,11 @@ export async function transcribe(model, task, audio, options) {
   return (await transcriberOf(model, task)).transcribe(audio, options);
 }
 
+// Internal, for the build's check (web/dev/conformance.mjs): transcribe.mjs's teacherForced().
+export async function teacherForcedSpeech(model, task, audio, sampleRate, cases) {
+  return (await transcriberOf(model, task)).teacherForced(audio, sampleRate, cases);
+}
+
 // load()'s warm-up: text generation's first steps, or a speech model's encoder and decoder.
 export async function warmUp(model, task) {
   if (task.kind === 'automatic-speech-recognition') {

@@ -1,6 +1,6 @@
 // What the decoding loops share (model.generate() in generate.mjs, model.transcribe() in
 // transcribe.mjs): the KV cache kept by the session between steps, the text streamed as it is
-// decoded, and the error an aborted call rejects with.
+// decoded, the error an aborted call rejects with, and the build check's teacher forcing.
 //
 // The cache stays with the session (run's `keep`, see bundle.session.mjs): on WebGPU each
 // present.* stays in its GPU buffer and goes back in as the next step's past, and the past it
@@ -85,6 +85,23 @@ export function textStream(stops, onPiece) {
       return emitted.length === text.length ? text : emitted;
     },
   };
+}
+
+/**
+ * Teacher forcing, for the build's check (bundler/text/agreement.py): the logits a decoding loop
+ * computes when fed `ids` (the prompt's `promptLength` ids, then one id a step), each step's at
+ * the ids `at[step]`; one step per row of `at`. `lastLogits(pending, length)`: the logits [vocab]
+ * of the last of `pending`, fed after the steps so far (`length` ids in all).
+ */
+export async function teacherForced(lastLogits, ids, promptLength, at) {
+  const rows = [];
+  let pending = ids.slice(0, promptLength);
+  for (let i = 0; i < at.length; i += 1) {
+    const logits = await lastLogits(pending, promptLength + i);
+    rows.push(at[i].map((id) => logits[id]));
+    pending = [ids[promptLength + i]];
+  }
+  return rows;
 }
 
 /** The error a call stopped by its AbortSignal rejects with (name 'AbortError'). */

@@ -6,7 +6,9 @@
 // generation_config.json, else config.json. Messages go through the chat template (chat.mjs).
 // The KV cache stays with the session (decoding.mjs's KeptCache: on WebGPU on the GPU).
 import { chatTemplate, renderChat, specialTokens } from './chat.mjs';
-import { checkSignal, KeptCache, textStream } from './decoding.mjs';
+import {
+  checkSignal, KeptCache, teacherForced as forced, textStream,
+} from './decoding.mjs';
 import { createSampler } from './sampling.mjs';
 
 const PAST = /^past_key_values\.(\d+)\.(key|value)$/;
@@ -108,24 +110,19 @@ export async function warmUp({ step, drop, inputs, files }) {
 /**
  * The logits the loop computes when fed `ids` (the prompt's `promptLength` ids, then one id a
  * step), each step's at the ids `at[step]`: the teacher-forced logits the build's check compares
- * with native's (bundler/text/agreement.py). One step per row of `at`.
+ * with native's (bundler/text/agreement.py; decoding.mjs's teacherForced).
  */
 export async function teacherForced({ step, drop, inputs, files }, ids, promptLength, at) {
   const cache = new Cache(step, drop, cacheLayout(inputs, files.config));
-  const rows = [];
   try {
-    let pending = ids.slice(0, promptLength);
-    for (let i = 0; i < at.length; i += 1) {
-      const logits = await cache.run(pending, promptLength + i);
+    return await forced(async (pending, length) => {
+      const logits = await cache.run(pending, length);
       const vocab = logits.dims[logits.dims.length - 1];
-      const last = logits.data.length - vocab;
-      rows.push(at[i].map((id) => logits.data[last + id]));
-      pending = [ids[promptLength + i]];
-    }
+      return logits.data.subarray(logits.data.length - vocab);
+    }, ids, promptLength, at);
   } finally {
     await cache.release();
   }
-  return rows;
 }
 
 /** The positions the model has (max_position_embeddings; GPT-2: n_positions), or null. */

@@ -9,7 +9,9 @@
 // The cache stays with the decoder's session (decoding.mjs's KeptCache; on WebGPU on the GPU).
 import { audioOf, resample } from '../tasks/audio.mjs';
 import { logMel, logMelSpec } from '../tasks/logmel.mjs';
-import { checkSignal, KeptCache, textStream } from './decoding.mjs';
+import {
+  checkSignal, KeptCache, teacherForced as forced, textStream,
+} from './decoding.mjs';
 import {
   choose, detectLanguage, languageId, needsLanguage, processLogits, prompt, segments, settingsOf,
   settledLength, WINDOW_FRAMES,
@@ -279,10 +281,8 @@ export class Transcriber {
    */
   async transcribe(audio, options = {}) {
     const { sampleRate = RATE, timestamps = false, onText } = options;
-    const { samples, rate } = await audioOf(audio, sampleRate, RATE);
-    const signal = resample(samples, rate, RATE);
+    const { signal, spans } = await this._windowsOf(audio, sampleRate);
     const clock = new Clock(signal.length / RATE);
-    const spans = windows(signal.length);
     const outputs = [];
     for (const [index, span] of spans.entries()) {
       const found = await this._window(signal.subarray(span.start, span.end), {
@@ -300,6 +300,57 @@ export class Transcriber {
     }
     result.timings = clock.timings();
     return result;
+  }
+
+  // The audio (see transcribe()) at 16 kHz, and its windows' spans.
+  async _windowsOf(audio, sampleRate) {
+    const { samples, rate } = await audioOf(audio, sampleRate, RATE);
+    const signal = resample(samples, rate, RATE);
+    return { signal, spans: windows(signal.length) };
+  }
+
+  /**
+   * Internal, for the build's check (web/dev/conformance.mjs): the decoder's logits fed the
+   * native run's tokens over this side's own encoding of each call's features (decoding.mjs's
+   * teacherForced; bundler/text/whisper_bundle.py's window_steps). `cases[c][w]`: window w's
+   * calls { seek, ids, prompt, at } in case c; per case, per window, the rows of its calls in
+   * order. A window's call at one seek is encoded once for every case.
+   */
+  async teacherForced(audio, sampleRate, cases) {
+    const { signal, spans } = await this._windowsOf(audio, sampleRate);
+    const mels = this.spec.feature_size;
+    const features = spans.map((span) => logMel(signal.subarray(span.start, span.end), RATE,
+      this.spec));
+    const clock = new Clock(signal.length / RATE);
+    const encodings = new Map(); // `${window}:${seek}` -> its encoding
+    const encoding = async (window, seek) => {
+      const key = `${window}:${seek}`;
+      if (!encodings.has(key)) {
+        const total = features[window].length / mels;
+        encodings.set(key, await this._encode(this._padded(features[window], seek, total), null,
+          clock));
+      }
+      return encodings.get(key);
+    };
+    const answer = [];
+    for (const windowCalls of cases) {
+      const rows = [];
+      for (const [window, calls] of windowCalls.entries()) {
+        const found = [];
+        for (const { seek, ids, prompt: promptLength, at } of calls) {
+          const decoding = new Decoding(this.decoder, this.layout, await encoding(window, seek));
+          try {
+            found.push(...await forced((pending) => decoding.logits(pending), ids, promptLength,
+              at));
+          } finally {
+            await decoding.release();
+          }
+        }
+        rows.push(found);
+      }
+      answer.push(rows);
+    }
+    return answer;
   }
 
   /** A first run (load's warmUp): the encoder on 30 s of silence, a prompt step and one step

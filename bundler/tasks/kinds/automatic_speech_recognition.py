@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
-from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count, same_tokens
+from bundler.tasks.kinds.spec import (
+    FLOATS,
+    ModelIO,
+    TaskKind,
+    close_logits,
+    same_count,
+    same_tokens,
+)
 
 if TYPE_CHECKING:
     from bundler.bundle.modelio import TensorSpec
@@ -49,17 +56,32 @@ def _resolve(spec: TaskSpec, model: ModelIO) -> Task:
 
 def compare_transcripts(native: list[dict], browser: list[dict], result: TaskComparison,
                         tolerance: float) -> None:
-    """Per transcript, the same token ids in every 30 s window, then merged. Where a window's
-    tokens part from native's at a near-tie (native's "steps" there, see
-    bundler.text.whisper_bundle.window_steps: the browser's token scores within `tolerance`
-    times the step's logit range of native's own), the window is a tie, noted in
-    `result.ties`, not a failure: the browser's logits differ from native's by float noise
-    (quantized: by rounding), and two tokens that close can go either way. The rest of that
-    window, and the merged tokens, cannot be compared then."""
+    """Per transcript, every 30 s window's teacher-forced logits (the browser's decoder fed
+    native's tokens over its own encoding: native's "steps", see
+    bundler.text.whisper_bundle.window_steps) within `tolerance` times each step's logit range
+    of native's, plus native's own spread where measured (a quantized combination's: the worst
+    of its transcripts'); `worst_score_difference` is the worst such ratio. Then the same token
+    ids in every window, and merged. Where a window's tokens part from native's at a near-tie
+    (the browser's token scored within `tolerance` times the step's logit range of native's own
+    by native), the window is a tie, noted in `result.ties`, not a failure: the browser's
+    logits differ from native's by float noise (quantized: by rounding), and two tokens that
+    close can go either way. The rest of that window, and the merged tokens, cannot be compared
+    then."""
     if not same_count(native, browser, result, "transcripts"):
         return
+    spread = max((float(want.get("spread", 0.0)) for want in native), default=0.0)
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        wanted, windows = want.get("windows", []), got.get("windows", [])
+        steps, logits = want["steps"], got["logits"]
+        if len(steps) != len(logits):
+            result.error = (f"transcript {index}: teacher-forced logits of {len(logits)} windows"
+                            f" for native's {len(steps)}")
+            return
+        for number, (probed, rows) in enumerate(zip(steps, logits, strict=True)):
+            if not close_logits(probed["raw"], probed["range"], rows, result, tolerance, spread,
+                                f"transcript {index} window {number}"):
+                return
+    for index, (want, got) in enumerate(zip(native, browser, strict=True)):
+        wanted, windows = want["windows"], got["windows"]
         if len(wanted) != len(windows):
             result.error = (f"transcript {index}: {len(windows)} windows for native's"
                             f" {len(wanted)}")
@@ -67,8 +89,7 @@ def compare_transcripts(native: list[dict], browser: list[dict], result: TaskCom
         tied = False
         for number, (ours, theirs) in enumerate(zip(wanted, windows, strict=True)):
             what = f"transcript {index} window {number}"
-            steps = want.get("steps", [])
-            tie = _tie(list(ours), list(theirs), steps[number] if steps else None, tolerance)
+            tie = _tie(list(ours), list(theirs), want["steps"][number], tolerance)
             if tie is not None:
                 result.ties.append(f"{what}: {tie}")
                 tied = True
@@ -79,11 +100,11 @@ def compare_transcripts(native: list[dict], browser: list[dict], result: TaskCom
             return
 
 
-def _tie(wanted: list[int], tokens: list[int], steps: dict[str, list] | None,
+def _tie(wanted: list[int], tokens: list[int], steps: dict[str, list],
          tolerance: float) -> str | None:
     """Where `tokens` part from `wanted` at a near-tie of native's scores (`steps`): the line
     saying so; None when they agree, or part elsewhere (a failure)."""
-    if wanted == tokens or steps is None:
+    if wanted == tokens:
         return None
     at = next((i for i, (a, b) in enumerate(zip(wanted, tokens, strict=False)) if a != b),
               min(len(wanted), len(tokens)))

@@ -90,6 +90,33 @@ def same_count(native: list[dict], browser: list[dict], result: TaskComparison,
     return len(native) == len(browser)
 
 
+def close_logits(expected: list, scale: list[float], got: list, result: TaskComparison,
+                 tolerance: float, spread: float, what: str) -> bool:
+    """Teacher-forced logits agree or not (bundler.text.agreement): each of the browser's `got`
+    (a row per step, at native's probed ids) within `tolerance` plus native's own `spread` times
+    the step's logit range (`scale`) of native's `expected`. `result.worst_score_difference`
+    keeps the worst such ratio; on the first step out of bound, `result` fails naming where
+    (`what`: "prompt 0", "transcript 0 window 1") and the bound."""
+    import numpy as np
+
+    wanted, values = np.asarray(expected, np.float64), np.asarray(got, np.float64)
+    if values.shape != wanted.shape:
+        result.error = (f"{what}: the browser gave teacher-forced logits of shape {values.shape}"
+                        f" for native's {wanted.shape}")
+        return False
+    ratio = np.abs(values - wanted) / np.maximum(np.asarray(scale, np.float64), 1e-12)[:, None]
+    worst = float(np.max(ratio)) if ratio.size else 0.0
+    result.worst_score_difference = max(result.worst_score_difference, worst)
+    if worst <= tolerance + spread:  # NaN fails
+        return True
+    step = int(np.argmax(np.nan_to_num(ratio, nan=np.inf).max(axis=1)))
+    allowed = f"tolerance {tolerance:g}" + (f" + native's own spread {spread:.3g}" if spread
+                                           else "")
+    result.error = (f"{what}: the teacher-forced logits differ at step {step} by {worst:.3g}"
+                    f" of the logit range ({allowed})")
+    return False
+
+
 def same_tokens(wanted: list[int], tokens: list[int], result: TaskComparison, what: str) -> bool:
     """Greedy tokens agree or not: on the first that parts from native's, `result` fails naming
     where (`what`: "prompt 0", "audio 1")."""

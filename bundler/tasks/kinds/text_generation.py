@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bundler.errors import ConfigError
-from bundler.tasks.kinds.spec import FLOATS, ModelIO, TaskKind, same_count, same_tokens
+from bundler.tasks.kinds.spec import (
+    FLOATS,
+    ModelIO,
+    TaskKind,
+    close_logits,
+    same_count,
+    same_tokens,
+)
 from bundler.tasks.kinds.text import LOGITS, TOKEN_IDS
 
 if TYPE_CHECKING:
@@ -57,28 +64,14 @@ def compare_generations(native: list[dict], browser: list[dict], result: TaskCom
     step's logit range (`worst_score_difference`: the worst such ratio), plus native's own
     spread where measured (a quantized variant's: the worst of its prompts'); native's answers
     are bundler.text.agreement's."""
-    import numpy as np
-
     if not same_count(native, browser, result, "generations"):
         return
     spread = max((float(want.get("spread", 0.0)) for want in native), default=0.0)
-    bound = tolerance + spread
-    allowed = f"tolerance {tolerance:g}" + (f" + native's own spread {spread:.3g}"
-                                           if spread else "")
     for index, (want, got) in enumerate(zip(native, browser, strict=True)):
-        wanted = list(want["tokens"])
-        if not same_tokens(wanted, list(got["tokens"]), result, f"prompt {index}"):
-            return
-        expected = np.asarray(want["logits"], np.float64).reshape(len(wanted), -1)
-        values = np.asarray(got["logits"], np.float64).reshape(expected.shape)
-        scale = np.maximum(np.asarray(want["range"], np.float64), 1e-12)[:, None]
-        ratio = np.abs(values - expected) / scale
-        worst = float(np.max(ratio)) if ratio.size else 0.0
-        result.worst_score_difference = max(result.worst_score_difference, worst)
-        if not worst <= bound:  # NaN fails too
-            step = int(np.argmax(np.nan_to_num(ratio, nan=np.inf).max(axis=1)))
-            result.error = (f"prompt {index}: the teacher-forced logits differ at step {step} by"
-                            f" {worst:.3g} of the logit range ({allowed})")
+        what = f"prompt {index}"
+        if not (same_tokens(list(want["tokens"]), list(got["tokens"]), result, what)
+                and close_logits(want["logits"], want["range"], got["logits"], result,
+                                 tolerance, spread, what)):
             return
 
 
