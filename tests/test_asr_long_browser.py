@@ -3,7 +3,8 @@ Chromium: model.transcribe() of 75 s of speech read by eSpeak NG gives the nativ
 for every 30 s window (with strides), with and without timestamps, on WASM; with the decoder
 session on WebGPU, a short recording gives the native tokens while the decoder's KV cache stays
 in GPU buffers, each disposed when replaced (the live buffer count stays flat; with disposal off
-it grows by the cache's size a token).
+it grows by the cache's size a token). `bundle test --audio` on the 75 s recording compares every
+window's teacher-forced logits.
 
 On SwiftShader the encoder takes close to a minute a window on a busy machine, so the WebGPU
 test runs the encoder on WASM and only the decoder (the KV cache) on WebGPU."""
@@ -11,13 +12,19 @@ test runs the encoder on WASM and only the decoder (the KV cache) on WebGPU."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from bundler.bundle import manifest as manifest_file
+from bundler.tasks.audio import read_wav
+from bundler.tasks.samples import wav_bytes
+from bundler.text.whisper_bundle import bundle_sessions, transcripts
 from tests import speech_models
+from tests.conftest import run_cli
 from tests.speech import speech
 from tests.test_text_generation_webgpu import COUNTERS
 
@@ -94,6 +101,31 @@ def test_75_seconds_give_the_native_tokens_window_by_window(
     assert got["ep"] == "wasm"
     for result, want, case in zip(got["results"], native, CASES, strict=True):
         _same(result, want, case)
+
+
+def test_bundle_test_compares_every_windows_teacher_forced_logits(
+        tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path, tmp_path: Path) -> None:
+    """`bundle test --audio` on the 75 s recording: in every window, each decoding call (those
+    that start past the window's beginning too) run again in the browser on its own encoding,
+    fed native's tokens, gives native's logits within tolerance."""
+    built = speech_models.built(tmp_path_factory.getbasetemp(), runtime_dist,
+                                *speech_models.WASM_BUILD)
+    audio, rate, _ = _encoded(LONG)
+    recording = tmp_path / "long.wav"
+    recording.write_bytes(wav_bytes(audio, rate))
+    directory = built["bundle"]
+    manifest = manifest_file.load(directory)
+    native = transcripts(directory, manifest, bundle_sessions(directory, manifest),
+                         *read_wav(recording), steps=True)
+    calls = [call for case in native for window in case["steps"] for call in window["teacher"]]
+    assert all(len(case["steps"]) == 4 for case in native)
+    assert any(call["seek"] > 0 for call in calls), calls  # a window took several calls
+    report = tmp_path / "report.json"
+    result = run_cli("test", directory, "--audio", recording, "--ep", "wasm", "--no-fallback",
+                     "--report", report)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [entry] = json.loads(report.read_text(encoding="utf-8"))["task"]
+    assert entry["passed"] and 0 < entry["worst_score_difference"] <= 0.01, entry
 
 
 def test_the_decoder_on_webgpu_keeps_its_cache_on_the_gpu(
