@@ -26,7 +26,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import onnxslim
-from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
 from bundler.bundle.modelio import (
     build_machine_limit,
@@ -160,6 +159,9 @@ def _fix_dims(model: onnx.ModelProto, fix_dims: dict[str, int]) -> onnx.ModelPro
         raise ConfigError(
             f"fix_dims values must be positive integers (got {bad[0]}={fix_dims[bad[0]]})"
         )
+    # imported here: onnxruntime.tools imports torch (about a second), which no other build needs
+    from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
+
     fixed = copy.deepcopy(model)
     for name in sorted(fix_dims):
         make_dim_param_fixed(fixed.graph, name, fix_dims[name])
