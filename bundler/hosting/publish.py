@@ -197,7 +197,7 @@ def _served_files(directory: Path, skip: set[str]) -> list[Path]:
 
 def _describe(directory: Path, paths: list[Path], options: HostingOptions) -> list[FileEntry]:
     """The entries of `paths`, in their order: each file over `max_file_size` split first, then
-    every file or part recorded on a pool of threads (brotli, zlib and hashlib let go of the GIL;
+    every file or part recorded on a pool of threads (brotli, zlib and hashlib release the GIL;
     one after the other, the parts of a 300 MB model's int4 took 44 % of its build)."""
     planned: list[tuple[FileEntry | None, list[Path], bool]] = []  # (whole, pieces, probe)
     for path in paths:
