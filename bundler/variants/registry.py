@@ -81,7 +81,9 @@ def make_variant(
                             f" every weight into one protobuf); {spec.advice}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="bundler-variant-") as scratch:
+        # beside dst (the build's work folder): a signal that lands while it is being removed
+        # leaves it there, where the build's own folder takes it, not in $TMPDIR
+        with tempfile.TemporaryDirectory(prefix="bundler-variant-", dir=dst.parent) as scratch:
             # a tied head kept shared (bundler.model.tied) reads its weight through a Transpose,
             # which no quantizer takes: it gets its own constant for the kind to quantize
             untie = spec.quantized and kind != "fp16"
