@@ -227,11 +227,35 @@ const BERT_PIECES = new RegExp(`(?:(?![${PUNCTUATION}])[^\\p{White_Space}]|[${NE
 /** The pieces BertPreTokenizer splits `text` into, as the Python library does. */
 export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
 
-// Makes BertPreTokenizer (alone or in a Sequence) split as the Python library does.
-function exactPreTokenizers(preTokenizer) {
+// `text` cut before each `mark` after its start (Rust's MergedWithNext: "ab▁c▁▁d" -> "ab",
+// "▁c", "▁", "▁d").
+function cutBefore(text, mark) {
+  const pieces = [];
+  let start = 0;
+  for (let at = text.indexOf(mark, 1); at !== -1; at = text.indexOf(mark, at + mark.length)) {
+    pieces.push(text.slice(start, at));
+    start = at;
+  }
+  pieces.push(text.slice(start));
+  return pieces.filter(Boolean);
+}
+
+// Makes BertPreTokenizer split as the Python library does, and Metaspace split its text into
+// words as the Python library's does unless its `split` is false (the library ignores `split`
+// and gives the model the whole text: a Unigram lattice over it sums scores in another order,
+// and near-tied segmentations came out otherwise). `config`: the step's tokenizer.json record;
+// the steps of a Sequence too.
+function exactPreTokenizers(preTokenizer, config) {
   if (!preTokenizer) return;
   if (preTokenizer instanceof BertPreTokenizer) preTokenizer.pre_tokenize_text = bertPieces;
-  for (const step of preTokenizer.tokenizers ?? []) exactPreTokenizers(step);
+  if (config?.type === 'Metaspace' && config.split !== false) {
+    const whole = preTokenizer.pre_tokenize_text.bind(preTokenizer);
+    const mark = config.replacement ?? '\u2581';
+    preTokenizer.pre_tokenize_text = (text, options) => whole(text, options)
+      .flatMap((piece) => cutBefore(piece, mark));
+  }
+  (preTokenizer.tokenizers ?? []).forEach((step, index) => exactPreTokenizers(step,
+    config?.pretokenizers?.[index]));
 }
 
 // The steps the Python library has and @huggingface/tokenizers 0.2.0 lacks ("Unknown Normalizer
@@ -272,7 +296,7 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
   const library = new Tokenizer(
     { ...tokenizerJson, normalizer: libraryNormalizer(tokenizerJson.normalizer) }, libraryConfig);
   exactNormalizers(library.normalizer);
-  exactPreTokenizers(library.pre_tokenizer);
+  exactPreTokenizers(library.pre_tokenizer, tokenizerJson.pre_tokenizer);
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
     ?? tokenizerJson.padding?.pad_id ?? 0;
   const unkId = library.model.unk_token_id;
