@@ -227,6 +227,37 @@ const BERT_PIECES = new RegExp(`(?:(?![${PUNCTUATION}])[^\\p{White_Space}]|[${NE
 /** The pieces BertPreTokenizer splits `text` into, as the Python library does. */
 export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
 
+// A Unigram model's best segmentation of one word as the Python library finds it (Rust's
+// encode_optimized): the best score ending at each position, extended by each vocabulary piece
+// starting there (by a strict >, the first found kept), an unknown character scored as the
+// library does. The library's lattice compares each path plus the next piece's score instead,
+// and that sum can round two paths apart by 1e-15 to a tie, which it breaks otherwise.
+function bestPieces(model, text) {
+  const chars = Array.from(text);
+  const best = [{ score: 0, start: -1 }];
+  for (let start = 0; start < chars.length; start += 1) {
+    if (!best[start]) continue;
+    const here = best[start].score;
+    let single = false;
+    for (const piece of model.trie.common_prefix_search(chars, start)) {
+      const length = Array.from(piece).length;
+      const score = model.scores[model.tokens_to_ids.get(piece)] + here;
+      if (!best[start + length] || score > best[start + length].score) {
+        best[start + length] = { score, start };
+      }
+      single ||= length === 1;
+    }
+    if (!single && (!best[start + 1] || model.unk_score + here > best[start + 1].score)) {
+      best[start + 1] = { score: model.unk_score + here, start };
+    }
+  }
+  const pieces = [];
+  for (let end = chars.length; end > 0; end = best[end].start) {
+    pieces.push(chars.slice(best[end].start, end).join(''));
+  }
+  return pieces.reverse();
+}
+
 // `text` cut before each `mark` after its start (Rust's MergedWithNext: "ab▁c▁▁d" -> "ab",
 // "▁c", "▁", "▁d").
 function cutBefore(text, mark) {
@@ -297,6 +328,9 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
     { ...tokenizerJson, normalizer: libraryNormalizer(tokenizerJson.normalizer) }, libraryConfig);
   exactNormalizers(library.normalizer);
   exactPreTokenizers(library.pre_tokenizer, tokenizerJson.pre_tokenizer);
+  if (tokenizerJson.model?.type === 'Unigram') {
+    library.model.tokenize = (word) => bestPieces(library.model, word);
+  }
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
     ?? tokenizerJson.padding?.pad_id ?? 0;
   const unkId = library.model.unk_token_id;
