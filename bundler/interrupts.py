@@ -1,6 +1,10 @@
 """Signals that end a command: SIGTERM and SIGHUP raise KeyboardInterrupt as Ctrl-C does, so every
 `finally` and cleanup runs (temporary folders removed, the previous output kept); a short critical
-section (moving a finished build into place) can hold them until it is done."""
+section (moving a finished build into place) can hold them until it is done.
+
+A library may catch the KeyboardInterrupt and carry on (a browser driver's event loop can), so a
+signal is also remembered: `interrupted()` lets the last step of a build refuse to replace its
+output after one."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from types import FrameType
 
 _ENDING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                 if hasattr(signal, name))
+_received: list[int] = []
 
 
 def _in_main_thread() -> bool:
@@ -20,17 +25,27 @@ def _in_main_thread() -> bool:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
     raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    """Whether an ending signal arrived inside the current `signals_interrupt` block."""
+    return bool(_received)
 
 
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) raise KeyboardInterrupt inside the block."""
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal) raise KeyboardInterrupt inside the block and
+    are remembered for `interrupted()`. SIGINT is left alone where it was not Python's default
+    (ignored, as in a background job of a non-interactive shell)."""
     if not _in_main_thread():
         yield
         return
+    _received.clear()
     previous = {signum: signal.signal(signum, _interrupt) for signum in _ENDING
-                if signum != signal.SIGINT}
+                if signum != signal.SIGINT
+                or signal.getsignal(signum) is signal.default_int_handler}
     try:
         yield
     finally:

@@ -4,6 +4,7 @@ it was and no temporary folder anywhere; the same for `bundle serve` during a re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bundler.bundle.staging import move_into_place, staging_folder
+from bundler.interrupts import interrupted, signals_interrupt
 from tests import models
 from tests.conftest import ROOT
 from tests.test_bad_inputs import ORT_SESSION_FILE, _tree
@@ -152,3 +155,21 @@ def test_serve_interrupted_during_a_rebuild_removes_its_folder(tmp_path, runtime
             command.process.kill()
     assert "Traceback" not in command.text
     _no_leftovers(tmp)
+
+
+def test_a_build_interrupted_where_a_library_caught_it_replaces_nothing(tmp_path):
+    # A library that catches the KeyboardInterrupt (a browser driver's event loop can) must not
+    # let the build go on to replace its output: the signal is remembered.
+    output = tmp_path / "dist"
+    output.mkdir()
+    (output / "bundle.json").write_text("old")
+    with (signals_interrupt(), pytest.raises(KeyboardInterrupt),
+          staging_folder(output) as staging):
+        (staging / "bundle.json").write_text("new")
+        with contextlib.suppress(KeyboardInterrupt):  # what such a library does
+            signal.raise_signal(signal.SIGTERM)
+        move_into_place(staging, output)
+    assert (output / "bundle.json").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["dist"]
+    with signals_interrupt():  # the next command starts afresh
+        assert not interrupted()

@@ -12,7 +12,7 @@ from pathlib import Path
 from bundler.bundle.layout import MANIFEST_FILE
 from bundler.bundle.manifest import made_by_us
 from bundler.errors import ConfigError
-from bundler.interrupts import signals_held
+from bundler.interrupts import interrupted, signals_held
 
 
 def check_output(output: Path, model: Path, force: bool, manifest: str = MANIFEST_FILE) -> None:
@@ -49,8 +49,11 @@ def staging_folder(output: Path) -> Iterator[Path]:
 
 def move_into_place(staging: Path, output: Path) -> None:
     """Two renames and the removal of the old build; a signal waits until they are done, so an
-    interrupt leaves either the old build or the new one, and no folder beside them."""
+    interrupt leaves either the old build or the new one, and no folder beside them. A build
+    that was interrupted before (a library having caught the KeyboardInterrupt) replaces nothing."""
     with signals_held():
+        if interrupted():
+            raise KeyboardInterrupt
         old = None
         if output.exists():
             old = output.with_name(f".{output.name}.old-{staging.name}")
