@@ -62,9 +62,9 @@ def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
     for data in (tmp_path / "model").rglob("*.bin"):
         data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
     (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
-    with pytest.raises(ModelError, match="only fp32, fp16, int8-weights, int4 are built from a"
-                                         " model past 2 GB"):
-        build_bundle(source, quantize="int8")
+    with pytest.raises(ModelError, match="only fp32, fp16, int8-weights, int8, int4 are built"
+                                         " from a model past 2 GB"):
+        build_bundle(source, quantize="int8-static")
 
 
 @pytest.mark.parametrize("large", [True, False])
@@ -132,36 +132,39 @@ def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
 
 
 def test_auto_leaves_out_the_kinds_a_large_model_cannot_have(tmp_path, monkeypatch):
-    """Named, int8 is refused before the build reads a weight; as a candidate of auto, it is
-    left out by make_variant's one line (make_variants warns of it), where int4 and fp16 are
-    made."""
+    """Named, int8-static is refused before the build reads a weight; as a candidate of auto,
+    it is left out by make_variant's one line (make_variants warns of it), where int4, fp16 and
+    int8 are made."""
     source = models.external_several(tmp_path / "model")
     monkeypatch.setenv(LARGE_ENV, "1000")
-    with pytest.raises(ModelError, match="leave out int8, int8-static, or"):
+    with pytest.raises(ModelError, match="past 2 GB .*: leave out int8-static, or"):
         check_weights(source, variants_to_make(None, ["fp16", "int4", "int8", "int8-static"],
                                                None))
     check_weights(source, variants_to_make("auto", None, None))
-    with pytest.raises(QuantizeError, match="int8 is not made from a model past 2 GB"):
-        make_variant("int8", source, tmp_path / "int8.onnx")
+    with pytest.raises(QuantizeError, match="int8-static is not made from a model past 2 GB"):
+        make_variant("int8-static", source, tmp_path / "int8-static.onnx",
+                     calibration=[{"x": np.zeros((2, 32), np.float32)}])
     assert make_variant("int4", source, tmp_path / "int4.onnx").settings["matmuls_int4"] == 2
     assert make_variant("fp16", source, tmp_path / "fp16.onnx").requires == ["shader-f16"]
+    assert make_variant("int8", source, tmp_path / "int8.onnx").settings["per_channel"]
 
 
-@pytest.mark.parametrize("kind", ["int4", "fp16"])
+@pytest.mark.parametrize("kind", ["int4", "fp16", "int8"])
 def test_a_large_model_builds_a_variant_from_its_data_files(build_bundle, tmp_path, monkeypatch,
                                                            kind):
     """The whole build: int4 made a batch of weights at a time, fp16 a block of each weight at a
-    time (from data files in a subfolder too), measured against fp32, shipped; what the bundle
-    computes is what the kind made in memory computes. (int4's blocks, 512 bytes each, stay in
-    the graph, under INLINE_BELOW: no data file is left for nothing; fp16's w1 and w2 are 2048
-    and 1024 bytes, in one data file.)"""
+    time, int8 each weight read when the quantizer gets to it (from data files in a subfolder
+    too), measured against fp32, shipped; what the bundle computes is what the kind made in
+    memory computes. (int4's blocks, 512 bytes each, stay in the graph, under INLINE_BELOW: no
+    data file is left for nothing; fp16's w1 and w2 are 2048 and 1024 bytes, in one data file;
+    int8's w1 is 1024 bytes, in one, its w2 512, inline.)"""
     source = models.external_several(tmp_path / "model")
     whole = tmp_path / "whole" / f"{kind}.onnx"
     make_variant(kind, source, whole)  # not large yet: from memory
     monkeypatch.setenv(LARGE_ENV, "1000")
     root, manifest = build_bundle(source, quantize=kind)
     [variant] = manifest["sessions"][0]["variants"]
-    files = 1 if kind == "fp16" else 0
+    files = 0 if kind == "int4" else 1
     assert variant["kind"] == kind and len(variant.get("data", [])) == files, variant
     assert len(list((root / "models").glob("*.data"))) == files
     assert variant["accuracy"]["cosine"] > 0.9  # measured natively against fp32

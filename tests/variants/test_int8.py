@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from onnx import TensorProto
 
+from bundler.bundle.modelio import model_files, read_model, signature
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
-from tests.variants.helpers import feeds, ops, ratio
+from bundler.verify.reference import native_reference
+from tests.variants.helpers import as_large, assert_same_variant, feeds, ops, ratio
 
 
 @pytest.mark.parametrize(("name", "weight_type"), [("mlp", "QInt8"), ("cnn", "QUInt8")])
@@ -34,3 +37,28 @@ def test_int8_dynamic_without_feeds_uses_per_channel(
     result = make_variant("int8", optimized["transformer"], tmp_path / "int8.onnx")
     assert result.settings["per_channel"] is True
     assert result.settings["weight_type"] == "QInt8"
+
+
+def test_int8_of_a_large_model_reads_a_weight_at_a_time(
+        decoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a model past the large-model size, the quantizer takes the graph read without its
+    weights and reads each weight from the data files when it quantizes it: the same variant,
+    node for node and value for value, as quantize_dynamic makes from the model in memory, with
+    the same notes (per-channel and per-tensor measured natively, the same cosines), the source's
+    data file left as it was."""
+    samples = [native_reference(decoder, signature(read_model(decoder, load_weights=False)).inputs,
+                                {}).feeds]
+    whole = tmp_path / "whole" / "int8.onnx"
+    expected = make_variant("int8", decoder, whole, calibration=samples)
+    # its Reshapes' shapes (int64 x 4) stay inline: onnxruntime reads them at load
+    large = as_large(decoder, tmp_path / "large", monkeypatch, inline_below=128)
+    data = large.with_name("large.onnx_data")
+    before = data.read_bytes()
+    dst = tmp_path / "streamed" / "int8.onnx"
+    result = make_variant("int8", large, dst, calibration=samples)
+    assert (result.settings, result.notes) == (expected.settings, expected.notes)
+    assert model_files(dst) == [dst, dst.with_name("int8.onnx.data")]
+    assert sorted(path.name for path in dst.parent.iterdir()) == ["int8.onnx", "int8.onnx.data"]
+    weights = assert_same_variant(dst, whole, samples)
+    assert sum(t.data_type == TensorProto.INT8 for t in weights.values()) >= 2  # head, tables
+    assert data.read_bytes() == before
