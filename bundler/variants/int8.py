@@ -64,7 +64,7 @@ def _with_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 @contextlib.contextmanager
-def _weights_read_from(base_dir: Path) -> Iterator[None]:
+def _weights_left_on_disk(base_dir: Path) -> Iterator[None]:
     """Have the quantizer read a weight in external data from `base_dir` when it quantizes it
     (its own reader looks in the working directory), into a copy, so the model's tensor stays
     on disk; and infer shapes without the weights where it saves the model to a temporary
@@ -107,9 +107,11 @@ def _quantize_streamed(model: onnx.ModelProto, source_dir: Path, dst: Path, per_
     `source_dir`, which is left as it was; written to `dst` with StreamedWeights. (The tests
     compare the result with quantize_dynamic's from memory, value for value: a change in its
     steps shows there.)"""
-    with _weights_read_from(source_dir):
+    with _weights_left_on_disk(source_dir):
         inferred = update_opset_version(_with_shapes(model), weight_type)
-        # the quantizer transposes these from their values: read now (so held as from memory)
+        # the quantizer reads these whole to transpose them, with onnx's reader (which looks in
+        # the working directory): read now, they are held in float32 as from memory (a model of
+        # Gemm layers keeps them all; LLM exports have MatMuls)
         transposed = _transposed_gemm_weights(inferred)
         for tensor in onnx.external_data_helper._get_initializer_tensors(inferred):
             if tensor.name in transposed and tensor.data_location == onnx.TensorProto.EXTERNAL:
