@@ -83,3 +83,20 @@ def test_int8_of_a_large_model_rewrites_its_gemms_as_from_memory(
     weights = _streamed_is_in_memory(source, feeds("cnn"), tmp_path, monkeypatch)
     assert any(name.startswith("fc.weight_Transposed") for name in weights)
     assert sum(t.data_type == TensorProto.UINT8 for t in weights.values()) >= 4
+
+
+def test_int8_of_a_large_merged_decoder_quantizes_its_branches_as_from_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merged decoder (optimum's, one If on use_cache_branch) has its layers quantized by a
+    quantizer per branch, each inferring its branch's shapes again: from a large model, from the
+    branch alone, reading the weights the branch quantizes from the data file."""
+    from bundler.model.optimize import optimize
+    from tests import decoder_models
+
+    merged = tmp_path / "merged.onnx"
+    optimize(decoder_models.gpt2_merged(tmp_path / "m").onnx, merged)
+    assert ops(merged)["If"] == 1
+    samples = [native_reference(merged, signature(read_model(merged, load_weights=False)).inputs,
+                                {}).feeds]
+    weights = _streamed_is_in_memory(merged, samples, tmp_path, monkeypatch)
+    assert sum(t.data_type == TensorProto.INT8 for t in weights.values()) >= 9
