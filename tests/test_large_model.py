@@ -16,7 +16,7 @@ import pytest
 
 from bundler.bundle.external import ALIGN, ship_external
 from bundler.bundle.manifest import load
-from bundler.bundle.modelio import LARGE_ENV
+from bundler.bundle.modelio import LARGE_ENV, move_model
 from bundler.errors import ModelError, QuantizeError
 from bundler.hosting.publish import HostingOptions, assembled, prepare_heavy
 from bundler.model.optimize import LARGE_SKIPPED
@@ -129,6 +129,24 @@ def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
     got = onnxruntime.InferenceSession(str(shipped)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, expected)
     assert len(ship_external(source, tmp_path / "dist" / "whole.onnx")) == 1  # under 1 GiB
+
+
+def test_a_model_is_moved_over_another_with_its_data_files(tmp_path):
+    """move_model (int8's per-tensor candidate, kept, of a large model): the graph and its data
+    files, one in a folder, renamed over a model of the same name, whose own data file goes."""
+    source = models.external_several(tmp_path / "model")
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    dst = tmp_path / "variant" / source.name
+    dst.parent.mkdir()
+    onnx.save_model(onnx.load(str(source)), dst, save_as_external_data=True,
+                    location=f"{dst.name}.data", size_threshold=0)
+    move_model(source, dst)
+    assert sorted(str(path.relative_to(dst.parent)) for path in dst.parent.rglob("*.*")) == [
+        "external_several.onnx", "external_several.w1.bin", "weights/b1.bin", "weights/w2.bin"]
+    assert not any(path.is_file() for path in source.parent.rglob("*"))
+    got = onnxruntime.InferenceSession(str(dst)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_auto_leaves_out_the_kinds_a_large_model_cannot_have(tmp_path, monkeypatch):

@@ -359,14 +359,16 @@ def copy_model(src: Path, dst: Path) -> None:
 
 def move_model(src: Path, dst: Path) -> None:
     """Move a model file and its data files over `dst` (of the same name, in another folder)
-    and its data files: data files named after the graph keep their names, so the graph finds
-    them. A rename, where copy_model would copy (a large model's data is gigabytes)."""
+    and its data files: each data file keeps its place beside the graph, so the graph finds it.
+    A rename, where copy_model would copy (a large model's data is gigabytes)."""
     if src.name != dst.name:
         raise ValueError(f"move_model keeps the name: {src.name} is not {dst.name}")
     for file in model_files(dst) if dst.exists() else []:
         file.unlink()
     for file in model_files(src):
-        file.replace(dst.parent / file.name)
+        target = dst.parent / file.relative_to(src.resolve().parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        file.replace(target)
 
 
 def session_options(config: Mapping[str, str] | None = None, threads: int = 0
