@@ -16,7 +16,7 @@ import pytest
 
 from bundler.bundle.external import ALIGN, ship_external
 from bundler.bundle.manifest import load
-from bundler.bundle.modelio import LARGE_ENV
+from bundler.bundle.modelio import LARGE_ENV, move_model
 from bundler.errors import ModelError, QuantizeError
 from bundler.hosting.publish import HostingOptions, assembled, prepare_heavy
 from bundler.model.optimize import LARGE_SKIPPED
@@ -62,9 +62,9 @@ def test_a_large_model_is_refused_a_quantized_variant_before_a_weight_is_read(
     for data in (tmp_path / "model").rglob("*.bin"):
         data.write_bytes(b"")  # unreadable weights: the refusal comes from file sizes alone
     (tmp_path / "model" / "weights" / "w2.bin").write_bytes(bytes(2000))
-    with pytest.raises(ModelError, match="only fp32, fp16, int8-weights, int4 are built from a"
-                                         " model past 2 GB"):
-        build_bundle(source, quantize="int8")
+    with pytest.raises(ModelError, match="only fp32, fp16, int8-weights, int8, int4 are built"
+                                         " from a model past 2 GB"):
+        build_bundle(source, quantize="int8-static")
 
 
 @pytest.mark.parametrize("large", [True, False])
@@ -131,37 +131,58 @@ def test_a_data_file_past_the_limit_is_cut_between_tensors(tmp_path):
     assert len(ship_external(source, tmp_path / "dist" / "whole.onnx")) == 1  # under 1 GiB
 
 
+def test_a_model_is_moved_over_another_with_its_data_files(tmp_path):
+    """move_model (int8's per-tensor candidate, kept, of a large model): the graph and its data
+    files, one in a folder, renamed over a model of the same name, whose own data file goes."""
+    source = models.external_several(tmp_path / "model")
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    expected = onnxruntime.InferenceSession(str(source)).run(None, {"x": x})[0]
+    dst = tmp_path / "variant" / source.name
+    dst.parent.mkdir()
+    onnx.save_model(onnx.load(str(source)), dst, save_as_external_data=True,
+                    location=f"{dst.name}.data", size_threshold=0)
+    move_model(source, dst)
+    assert sorted(str(path.relative_to(dst.parent)) for path in dst.parent.rglob("*.*")) == [
+        "external_several.onnx", "external_several.w1.bin", "weights/b1.bin", "weights/w2.bin"]
+    assert not any(path.is_file() for path in source.parent.rglob("*"))
+    got = onnxruntime.InferenceSession(str(dst)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_auto_leaves_out_the_kinds_a_large_model_cannot_have(tmp_path, monkeypatch):
-    """Named, int8 is refused before the build reads a weight; as a candidate of auto, it is
-    left out by make_variant's one line (make_variants warns of it), where int4 and fp16 are
-    made."""
+    """Named, int8-static is refused before the build reads a weight; as a candidate of auto,
+    it is left out by make_variant's one line (make_variants warns of it), where int4, fp16 and
+    int8 are made."""
     source = models.external_several(tmp_path / "model")
     monkeypatch.setenv(LARGE_ENV, "1000")
-    with pytest.raises(ModelError, match="leave out int8, int8-static, or"):
+    with pytest.raises(ModelError, match="past 2 GB .*: leave out int8-static, or"):
         check_weights(source, variants_to_make(None, ["fp16", "int4", "int8", "int8-static"],
                                                None))
     check_weights(source, variants_to_make("auto", None, None))
-    with pytest.raises(QuantizeError, match="int8 is not made from a model past 2 GB"):
-        make_variant("int8", source, tmp_path / "int8.onnx")
+    with pytest.raises(QuantizeError, match="int8-static is not made from a model past 2 GB"):
+        make_variant("int8-static", source, tmp_path / "int8-static.onnx",
+                     calibration=[{"x": np.zeros((2, 32), np.float32)}])
     assert make_variant("int4", source, tmp_path / "int4.onnx").settings["matmuls_int4"] == 2
     assert make_variant("fp16", source, tmp_path / "fp16.onnx").requires == ["shader-f16"]
+    assert make_variant("int8", source, tmp_path / "int8.onnx").settings["per_channel"]
 
 
-@pytest.mark.parametrize("kind", ["int4", "fp16"])
+@pytest.mark.parametrize("kind", ["int4", "fp16", "int8"])
 def test_a_large_model_builds_a_variant_from_its_data_files(build_bundle, tmp_path, monkeypatch,
                                                            kind):
     """The whole build: int4 made a batch of weights at a time, fp16 a block of each weight at a
-    time (from data files in a subfolder too), measured against fp32, shipped; what the bundle
-    computes is what the kind made in memory computes. (int4's blocks, 512 bytes each, stay in
-    the graph, under INLINE_BELOW: no data file is left for nothing; fp16's w1 and w2 are 2048
-    and 1024 bytes, in one data file.)"""
+    time, int8 each weight read when the quantizer gets to it (from data files in a subfolder
+    too), measured against fp32, shipped; what the bundle computes is what the kind made in
+    memory computes. (int4's blocks, 512 bytes each, stay in the graph, under INLINE_BELOW: no
+    data file is left for nothing; fp16's w1 and w2 are 2048 and 1024 bytes, in one data file;
+    int8's w1 is 1024 bytes, in one, its w2 512, inline.)"""
     source = models.external_several(tmp_path / "model")
     whole = tmp_path / "whole" / f"{kind}.onnx"
     make_variant(kind, source, whole)  # not large yet: from memory
     monkeypatch.setenv(LARGE_ENV, "1000")
     root, manifest = build_bundle(source, quantize=kind)
     [variant] = manifest["sessions"][0]["variants"]
-    files = 1 if kind == "fp16" else 0
+    files = 0 if kind == "int4" else 1
     assert variant["kind"] == kind and len(variant.get("data", [])) == files, variant
     assert len(list((root / "models").glob("*.data"))) == files
     assert variant["accuracy"]["cosine"] > 0.9  # measured natively against fp32

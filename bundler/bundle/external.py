@@ -8,7 +8,8 @@ matches `path` against the location string the graph names).
 
 Also the weights of a model past 2 GB (modelio.is_large) handled without holding them all:
 read a block at a time (read_blocks), written by a variant as they are made (StreamedWeights,
-repack), and the graph run natively beside its data files (graph_beside).
+repack), its shapes inferred without them (infer_shapes), and the graph run natively beside
+its data files (graph_beside).
 """
 
 from __future__ import annotations
@@ -193,6 +194,28 @@ def graph_beside(model: onnx.ModelProto, data_dir: Path) -> Iterator[Path]:
     finally:
         path.unlink(missing_ok=True)
         path.with_name(path.name + ".data").unlink(missing_ok=True)
+
+
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx's shape inference on a model read without its weights (a copy with value infos comes
+    back), the bytes of the weights it holds inline (INLINE_BELOW or more: a tied head's copy a
+    kind made, the table it was read from) set aside while it runs: onnx serializes the model,
+    which past protobuf's 2 GB it cannot, and infers from their types and dims, as it does from
+    the file of a model whose weights are in external data."""
+    tensors = list(onnx.external_data_helper._get_initializer_tensors(model))
+    held = {index: tensor.raw_data for index, tensor in enumerate(tensors)
+            if tensor.HasField("raw_data") and tensor.ByteSize() >= INLINE_BELOW}
+    for index in held:
+        tensors[index].ClearField("raw_data")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    finally:
+        for index, data in held.items():
+            tensors[index].raw_data = data
+    copies = list(onnx.external_data_helper._get_initializer_tensors(inferred))
+    for index, data in held.items():
+        copies[index].raw_data = data
+    return inferred
 
 
 

@@ -218,6 +218,18 @@ def load_tensor(tensor: onnx.TensorProto, base_dir: Path) -> None:
     del tensor.external_data[:]
 
 
+def read_values(tensor: onnx.TensorProto, base_dir: Path) -> np.ndarray:
+    """The values of a tensor of a model read without its weights: where it names a data file,
+    read from `base_dir` into a copy, so the model's own tensor stays in external data (a weight
+    a quantizer replaces by its int8 form is never held whole in the model)."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return onnx.numpy_helper.to_array(tensor)
+    copy = onnx.TensorProto()
+    copy.CopyFrom(tensor)
+    load_tensor(copy, base_dir)
+    return onnx.numpy_helper.to_array(copy)
+
+
 def check_model(path: Path) -> list[str]:
     """onnx.checker on the file; returns its complaint (if any) instead of raising, because
     exporters produce models the checker rejects and onnxruntime runs. The caller decides."""
@@ -343,6 +355,20 @@ def copy_model(src: Path, dst: Path) -> None:
         write_graph(read_model(src, load_weights=False), src.parent, dst)
     else:
         save_model(read_model(src), dst)
+
+
+def move_model(src: Path, dst: Path) -> None:
+    """Move a model file and its data files over `dst` (of the same name, in another folder)
+    and its data files: each data file keeps its place beside the graph, so the graph finds it.
+    A rename, where copy_model would copy (a large model's data is gigabytes)."""
+    if src.name != dst.name:
+        raise ValueError(f"move_model keeps the name: {src.name} is not {dst.name}")
+    for file in model_files(dst) if dst.exists() else []:
+        file.unlink()
+    for file in model_files(src):
+        target = dst.parent / file.relative_to(src.resolve().parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        file.replace(target)
 
 
 def session_options(config: Mapping[str, str] | None = None, threads: int = 0

@@ -11,15 +11,15 @@ scope."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bundler.bundle.external import StreamedWeights
-from bundler.bundle.modelio import load_tensor, read_model, save_model
+from bundler.bundle.modelio import read_model, read_values, save_model
 from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
@@ -140,18 +140,6 @@ def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int],
     graph.node.extend(nodes)
 
 
-def _read_copy(base_dir: Path) -> Callable[[onnx.TensorProto], np.ndarray]:
-    """The values of a weight in external data, read into a copy: the model's own tensor,
-    replaced by its int8 form, is never filled with all its float32 bytes."""
-    def values(tensor: onnx.TensorProto) -> np.ndarray:
-        copy = onnx.TensorProto()
-        copy.CopyFrom(tensor)
-        if copy.data_location == TensorProto.EXTERNAL:
-            load_tensor(copy, base_dir)
-        return numpy_helper.to_array(copy)
-    return values
-
-
 def make(job: Job) -> None:
     # a large model (Job.weightless) is read a weight at a time, its int8 weights (a quarter of
     # its float32 bytes) held until they are written with the float ones left as they were
@@ -165,7 +153,7 @@ def make(job: Job) -> None:
     for graph in reversed(list(_graphs(model.graph))):
         stored, kept = _weights_to_store(graph)
         if stored:
-            _store_as_int8(graph, stored, _read_copy(job.src.parent))
+            _store_as_int8(graph, stored, functools.partial(read_values, base_dir=job.src.parent))
         axes.update(stored)
         left_float |= kept
     if not axes:

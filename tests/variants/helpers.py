@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, numpy_helper
 
-from bundler.bundle.modelio import LARGE_ENV, is_large, model_bytes
+from bundler.bundle.external import INLINE_BELOW
+from bundler.bundle.modelio import LARGE_ENV, cpu_session, is_large, model_bytes, read_model
 from tests import quant_models
 
 BUILDERS = {
@@ -58,3 +60,29 @@ def as_large(source: Path, directory: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv(LARGE_ENV, "1000")
     assert is_large(large)
     return large
+
+
+def assert_same_variant(made: Path, wanted: Path,
+                        samples: list[dict[str, np.ndarray]]) -> dict[str, onnx.TensorProto]:
+    """The variant `made` from a large model (its weights in its data file, those under
+    INLINE_BELOW inline) is the one `wanted` made from the model in memory: node for node, value
+    info for value info, weight for weight value for value, and output for output natively on
+    `samples`. Returns its weights by name."""
+    graph = onnx.load(made, load_external_data=False)
+    assert all(t.data_location == TensorProto.EXTERNAL or len(t.raw_data) < INLINE_BELOW
+               for t in onnx.external_data_helper._get_initializer_tensors(graph))
+    got, reference = read_model(made), read_model(wanted)
+    assert list(got.graph.node) == list(reference.graph.node)
+    assert list(got.graph.value_info) == list(reference.graph.value_info)
+    weights = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(got)}
+    references = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(reference)}
+    assert weights.keys() == references.keys()
+    for name, tensor in references.items():
+        assert weights[name].data_type == tensor.data_type
+        np.testing.assert_array_equal(numpy_helper.to_array(weights[name]),
+                                      numpy_helper.to_array(tensor))
+    for feed in samples:
+        for output, expected in zip(cpu_session(made).run(None, feed),
+                                    cpu_session(wanted).run(None, feed), strict=True):
+            np.testing.assert_array_equal(output, expected)
+    return weights

@@ -5,19 +5,24 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
-from bundler.bundle.external import INLINE_BELOW
-from bundler.bundle.modelio import cpu_session, model_files, read_model, signature
+from bundler.bundle.modelio import model_files, read_model, signature
 from bundler.errors import QuantizeError
 from bundler.variants.metrics import measure
 from bundler.variants.registry import make_variant
 from bundler.verify.reference import native_reference
 from tests import models
-from tests.variants.helpers import EVERY_ROW, as_large, elem_types, feeds, ratio
+from tests.variants.helpers import (
+    EVERY_ROW,
+    as_large,
+    assert_same_variant,
+    elem_types,
+    feeds,
+    ratio,
+)
 
 
 @pytest.mark.parametrize("name", ["mlp", "transformer", "cnn"])
@@ -90,22 +95,6 @@ def test_fp16_of_a_large_model_is_converted_a_block_at_a_time(
     assert any("largest float16 activation" in note for note in result.notes)
     assert model_files(dst) == [dst, dst.with_name("streamed.onnx.data")]
     assert not list(large.parent.glob("bundler-*"))  # the probe's graph is gone
-    graph = onnx.load(dst, load_external_data=False)
-    assert all(t.data_location == TensorProto.EXTERNAL or len(t.raw_data) < INLINE_BELOW
-               for t in onnx.external_data_helper._get_initializer_tensors(graph))
-    made, wanted = read_model(dst), read_model(whole)
-    assert list(made.graph.node) == list(wanted.graph.node)
-    assert list(made.graph.value_info) == list(wanted.graph.value_info)
-    weights = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(made)}
-    references = {t.name: t for t in onnx.external_data_helper._get_initializer_tensors(wanted)}
-    assert weights.keys() == references.keys()
-    for weight_name, tensor in references.items():
-        assert weights[weight_name].data_type == tensor.data_type
-        np.testing.assert_array_equal(numpy_helper.to_array(weights[weight_name]),
-                                      numpy_helper.to_array(tensor))
+    weights = assert_same_variant(dst, whole, samples)
     assert sum(t.data_type == TensorProto.FLOAT16 and math.prod(t.dims) > 250
                for t in weights.values()) >= 2  # converted in several blocks
-    for feed in samples:
-        for got, want in zip(cpu_session(dst).run(None, feed), cpu_session(whole).run(None, feed),
-                             strict=True):
-            np.testing.assert_array_equal(got, want)
