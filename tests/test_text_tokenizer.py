@@ -156,6 +156,36 @@ def test_bert_words_split_as_the_python_librarys_on_every_code_point(site: Path)
                            f" javascript {javascript.get(point, 1)}" for point in differing[:40]]
 
 
+def test_unigram_near_ties_are_broken_as_the_python_librarys(site: Path,
+                                                              families: dict[str, Path]) -> None:
+    """TIED_PIECES (tests/text_tokenizers.py) really hold a near-tie that @huggingface/tokenizers'
+    own lattice breaks otherwise than the Python library ("▁ab c" for "▁a b c": the two paths
+    are one ulp apart, and adding "c" rounds them to one sum) and an exact tie both break alike;
+    web/text/tokenizer.mjs (bestPieces) gives the Python library's pieces. The parity tests run
+    the whole corpus on this vocabulary; this one keeps the vocabulary a real near-tie."""
+    from tokenizers import Tokenizer
+
+    text = "abc xyz Zabc"
+    python = Tokenizer.from_file(str(families["ties"] / "tokenizer.json")).encode(
+        text, add_special_tokens=False).tokens
+    assert python == ["▁a", "b", "c", "▁xy", "z", "▁", "Z", "a", "b", "c"]
+    script = f"""
+      import {{ readFileSync }} from 'node:fs';
+      import {{ Tokenizer }} from '{(site / "text" / "tokenizers.mjs").as_uri()}';
+      import {{ loadTokenizer }} from '{(site / "text" / "tokenizer.mjs").as_uri()}';
+      const json = JSON.parse(readFileSync({json.dumps(str(families["ties"] / "tokenizer.json"))}));
+      const own = new Tokenizer(json, {{}});
+      own.pre_tokenizer.pre_tokenize_text = (word) => word.split(' ').map((w) => `▁${{w}}`);
+      process.stdout.write(JSON.stringify([own.tokenize({text!r}),
+        loadTokenizer(json).library.tokenize({text!r})]));"""
+    result = subprocess.run([str(node_executable()), "--input-type=module", "-e", script],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    library, ours = json.loads(result.stdout)
+    assert ours == python
+    assert library[:2] == ["▁ab", "c"] and library[2:] == python[3:]
+
+
 def test_the_corpus_keeps_its_unnormalised_texts() -> None:
     # An editor that saves text as NFC would quietly turn the NFD half of the pairs into the other.
     texts = [text for case in CORPUS["cases"] for text in case["texts"]]

@@ -1,14 +1,16 @@
 """Small tokenizers of the three families, trained here on a few lines of text (no hub downloads):
 byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) and Unigram
 (SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
-with its Precompiled normalizer). Each is saved as an export folder has it: tokenizer.json,
-tokenizer_config.json and special_tokens_map.json.
+with its Precompiled normalizer; and one written here with near-tied and tied segmentations). Each
+is saved as an export folder has it: tokenizer.json, tokenizer_config.json and
+special_tokens_map.json.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -159,9 +161,36 @@ def sentencepiece_xlmr(folder: Path) -> Path:
     return folder
 
 
+# A Unigram vocabulary written here, not trained (training is not deterministic, so a trained one
+# holds near-ties only by chance): "▁ab" (-7) against "▁a" + "b", one ulp (8.9e-16) more, where
+# adding "c"'s -20 rounds both paths to one sum (-27; the library's own lattice compares those
+# sums and kept the first); "▁xy" against "▁x" + "y", exactly equal (the first is kept). Other
+# lowercase letters score -12; the rest of the text is unknown (unk -30, fused).
+NEAR_TIE = math.nextafter(-7.0, 0.0) - -3.0
+TIED_PIECES = {**{letter: -12.0 for letter in "▁abcdefghijklmnopqrstuvwxyz"},
+               "▁ab": -7.0, "▁a": -3.0, "b": NEAR_TIE, "c": -20.0,
+               "▁xy": -7.0, "▁x": -3.0, "y": -4.0}
+
+
+def tied_unigram(folder: Path) -> Path:
+    """Unigram from TIED_PIECES, unknown characters as <unk>, Metaspace, <s> A </s>."""
+    specials = ["<unk>", "<s>", "</s>"]
+    vocab = [(token, 0.0) for token in specials] + list(TIED_PIECES.items())
+    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=0))
+    tokenizer.add_special_tokens(specials)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> $B </s>",
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in ("<s>", "</s>")])
+    config = {"model_max_length": 48, "bos_token": "<s>", "eos_token": "</s>",
+              "unk_token": "<unk>", "pad_token": "</s>"}
+    return _save(tokenizer, folder, config, {"eos_token": "</s>"})
+
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
-    "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr}
+    "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram}
 
 
 def all_families(root: Path) -> dict[str, Path]:
