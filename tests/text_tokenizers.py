@@ -1,9 +1,9 @@
 """Small tokenizers of the three families, trained here on a few lines of text (no hub downloads):
 byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) and Unigram
 (SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
-with its Precompiled normalizer; and one written here with near-tied and tied segmentations). Each
-is saved as an export folder has it: tokenizer.json, tokenizer_config.json and
-special_tokens_map.json.
+with its Precompiled normalizer); Llama's SentencePiece-style BPE with byte fallback, and Unigram
+vocabularies written here with near-tied and tied segmentations. Each is saved as an export folder
+has it: tokenizer.json, tokenizer_config.json and special_tokens_map.json.
 """
 
 from __future__ import annotations
@@ -170,16 +170,21 @@ NEAR_TIE = math.nextafter(-7.0, 0.0) - -3.0
 TIED_PIECES = {**{letter: -12.0 for letter in "▁abcdefghijklmnopqrstuvwxyz"},
                "▁ab": -7.0, "▁a": -3.0, "b": NEAR_TIE, "c": -20.0,
                "▁xy": -7.0, "▁x": -3.0, "y": -4.0}
+BYTE_PIECES = [f"<0x{byte:02X}>" for byte in range(256)]
+SENTENCEPIECE_DECODER = decoders.Sequence([  # Llama/Mistral's: bytes joined, the first space cut
+    decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+    decoders.Strip(" ", 1, 0)])
 
 
-def tied_unigram(folder: Path) -> Path:
-    """Unigram from TIED_PIECES, unknown characters as <unk>, Metaspace, <s> A </s>."""
+def _tied_unigram(folder: Path, byte_fallback: bool) -> Path:
     specials = ["<unk>", "<s>", "</s>"]
     vocab = [(token, 0.0) for token in specials] + list(TIED_PIECES.items())
-    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=0))
+    if byte_fallback:  # sentencepiece's byte pieces score 0
+        vocab += [(piece, 0.0) for piece in BYTE_PIECES]
+    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=byte_fallback))
     tokenizer.add_special_tokens(specials)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Metaspace()
+    tokenizer.decoder = SENTENCEPIECE_DECODER if byte_fallback else decoders.Metaspace()
     tokenizer.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> $B </s>",
         special_tokens=[(token, tokenizer.token_to_id(token)) for token in ("<s>", "</s>")])
@@ -188,9 +193,62 @@ def tied_unigram(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"eos_token": "</s>"})
 
 
+def tied_unigram(folder: Path) -> Path:
+    """Unigram from TIED_PIECES, unknown characters as <unk>, Metaspace, <s> A </s>."""
+    return _tied_unigram(folder, byte_fallback=False)
+
+
+def tied_unigram_bytes(folder: Path) -> Path:
+    """tied_unigram with byte fallback: unknown characters as their UTF-8 byte pieces."""
+    return _tied_unigram(folder, byte_fallback=True)
+
+
+def _llama_model() -> models.BPE:
+    """BPE trained here on Llama's normalized text ("▁" for spaces, no pre-tokenizer), laid out as
+    Llama's: <unk> <s> </s>, the 256 byte pieces, then the pieces; byte fallback, unknowns fused."""
+    trained = Tokenizer(models.BPE())
+    trained.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+    trained.train_from_iterator(LINES, trainers.BpeTrainer(vocab_size=400, show_progress=False))
+    model = json.loads(trained.to_str())["model"]
+    pieces = ["<unk>", "<s>", "</s>", *BYTE_PIECES, *sorted(model["vocab"], key=model["vocab"].get)]
+    return models.BPE({piece: i for i, piece in enumerate(pieces)},
+                      [tuple(merge) for merge in model["merges"]], unk_token="<unk>",
+                      byte_fallback=True, fuse_unk=True)
+
+
+def _llama(folder: Path, metaspace: bool) -> Path:
+    tokenizer = Tokenizer(_llama_model())
+    tokenizer.add_special_tokens(["<unk>", "<s>", "</s>"])
+    if metaspace:  # as transformers converts Llama since 4.38: the prefix on the first piece only
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
+    else:
+        tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                                     normalizers.Replace(" ", "▁")])
+    tokenizer.decoder = SENTENCEPIECE_DECODER
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s>:1 $B:1", special_tokens=[("<s>", 1)])
+    config = {"model_max_length": 2048, "bos_token": "<s>", "eos_token": "</s>",
+              "unk_token": "<unk>", "padding_side": "left", "legacy": True}
+    return _save(tokenizer, folder, config, {"bos_token": "<s>", "eos_token": "</s>",
+                                             "unk_token": "<unk>"})
+
+
+def llama(folder: Path) -> Path:
+    """Llama/Mistral (sentencepiece BPE converted): Prepend and Replace normalizers, no
+    pre-tokenizer, byte fallback, ByteFallback + Fuse + Strip decoder, <s> A; no pad token."""
+    return _llama(folder, metaspace=False)
+
+
+def llama_metaspace(folder: Path) -> Path:
+    """llama as converted since transformers 4.38: Metaspace (prepend "first", no split)."""
+    return _llama(folder, metaspace=True)
+
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
-    "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram}
+    "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram,
+    "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace}
 
 
 def all_families(root: Path) -> dict[str, Path]:

@@ -38,6 +38,9 @@
 // - BertPreTokenizer splits at the browser's \p{P} and \s; the Python library's punctuation
 //   tables are older (Unicode 8) and its whitespace is Unicode's White_Space. The wrapper splits
 //   by the Python library's sets (bertPieces).
+// - Unigram: the library's lattice breaks near-ties otherwise and has no byte fallback; the
+//   wrapper finds a word's pieces as Rust does (bestPieces). The ByteFallback decoder reads
+//   bytes as Rust's does.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -232,9 +235,12 @@ export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
 // starting there (by a strict >, the first found kept), an unknown character scored as the
 // library does. The library's lattice compares each path plus the next piece's score instead,
 // and that sum can round two paths apart by 1e-15 to a tie, which it breaks otherwise.
+// Then, as Rust's Unigram::tokenize: unknown characters in a row are one piece (fuse_unk), and
+// with byte_fallback an unknown piece is its UTF-8 byte pieces (<0xE2>...) when the vocabulary
+// has them all (the library has no byte fallback for Unigram and gave <unk>).
 function bestPieces(model, text) {
   const chars = Array.from(text);
-  const best = [{ score: 0, start: -1 }];
+  const best = [{ score: 0, start: -1, unknown: false }];
   for (let start = 0; start < chars.length; start += 1) {
     if (!best[start]) continue;
     const here = best[start].score;
@@ -243,19 +249,42 @@ function bestPieces(model, text) {
       const length = Array.from(piece).length;
       const score = model.scores[model.tokens_to_ids.get(piece)] + here;
       if (!best[start + length] || score > best[start + length].score) {
-        best[start + length] = { score, start };
+        best[start + length] = { score, start, unknown: false };
       }
       single ||= length === 1;
     }
     if (!single && (!best[start + 1] || model.unk_score + here > best[start + 1].score)) {
-      best[start + 1] = { score: model.unk_score + here, start };
+      best[start + 1] = { score: model.unk_score + here, start, unknown: true };
     }
   }
-  const pieces = [];
+  const path = [];
   for (let end = chars.length; end > 0; end = best[end].start) {
-    pieces.push(chars.slice(best[end].start, end).join(''));
+    path.push({ piece: chars.slice(best[end].start, end).join(''), unknown: best[end].unknown });
   }
-  return pieces.reverse();
+  const pieces = [];
+  let unknown = '';
+  for (const step of path.reverse()) {
+    if (step.unknown) {
+      unknown += step.piece;
+      continue;
+    }
+    if (unknown) pieces.push(...unknownPieces(model, unknown));
+    unknown = '';
+    pieces.push(step.piece);
+  }
+  if (unknown) pieces.push(...unknownPieces(model, unknown));
+  return pieces;
+}
+
+const UTF8 = new TextEncoder();
+
+// An unknown piece's byte pieces where the model falls back to bytes and has them all; else the
+// piece (which the library's lookup makes <unk>).
+function unknownPieces(model, piece) {
+  if (!model.config.byte_fallback) return [piece];
+  const bytes = Array.from(UTF8.encode(piece),
+    (byte) => `<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`);
+  return bytes.every((name) => model.tokens_to_ids.has(name)) ? bytes : [piece];
 }
 
 // `text` cut before each `mark` after its start (Rust's MergedWithNext: "ab▁c▁▁d" -> "ab",
@@ -287,6 +316,43 @@ function exactPreTokenizers(preTokenizer, config) {
   }
   (preTokenizer.tokenizers ?? []).forEach((step, index) => exactPreTokenizers(step,
     config?.pretokenizers?.[index]));
+}
+
+// Rust's ByteFallback decoder: a run of byte pieces (<0xE5>...) is its text when it is valid UTF-8
+// and one U+FFFD per byte when it is not, where the library's TextDecoder replaced only the
+// invalid parts (and dropped a leading byte order mark). The steps of a Sequence too.
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const BYTE_PIECE = /^<0x([0-9A-Fa-f]{2})>$/;
+
+function byteFallbackChain(tokens) {
+  const output = [];
+  let bytes = [];
+  const flush = () => {
+    if (bytes.length === 0) return;
+    try {
+      output.push(STRICT_UTF8.decode(Uint8Array.from(bytes)));
+    } catch {
+      output.push(...bytes.map(() => '\uFFFD'));
+    }
+    bytes = [];
+  };
+  for (const token of tokens) {
+    const byte = BYTE_PIECE.exec(token);
+    if (byte) {
+      bytes.push(parseInt(byte[1], 16));
+    } else {
+      flush();
+      output.push(token);
+    }
+  }
+  flush();
+  return output;
+}
+
+function exactDecoders(decoder, config) {
+  if (!decoder) return;
+  if (config?.type === 'ByteFallback') decoder.decode_chain = byteFallbackChain;
+  (decoder.decoders ?? []).forEach((step, index) => exactDecoders(step, config?.decoders?.[index]));
 }
 
 // The steps the Python library has and @huggingface/tokenizers 0.2.0 lacks ("Unknown Normalizer
@@ -328,6 +394,7 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
     { ...tokenizerJson, normalizer: libraryNormalizer(tokenizerJson.normalizer) }, libraryConfig);
   exactNormalizers(library.normalizer);
   exactPreTokenizers(library.pre_tokenizer, tokenizerJson.pre_tokenizer);
+  exactDecoders(library.decoder, tokenizerJson.decoder);
   if (tokenizerJson.model?.type === 'Unigram') {
     library.model.tokenize = (word) => bestPieces(library.model, word);
   }
