@@ -1,9 +1,11 @@
 """Small tokenizers of the three families, trained here on a few lines of text (no hub downloads):
 byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) and Unigram
 (SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
-with its Precompiled normalizer); Llama's SentencePiece-style BPE with byte fallback, and Unigram
-vocabularies written here with near-tied and tied segmentations. Each is saved as an export folder
-has it: tokenizer.json, tokenizer_config.json and special_tokens_map.json.
+with its Precompiled normalizer); and the configurations real models ship besides (Llama's
+SentencePiece-style BPE with byte fallback, Llama-3 / Qwen2 / GPT-4o split regexes, cased BERT,
+added tokens with their flags), and Unigram vocabularies written here with near-tied and tied
+segmentations. Each is saved as an export folder has it: tokenizer.json, tokenizer_config.json
+and special_tokens_map.json.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokenizers import (
+    AddedToken,
     Regex,
     Tokenizer,
     decoders,
@@ -245,10 +248,109 @@ def llama_metaspace(folder: Path) -> Path:
     return _llama(folder, metaspace=True)
 
 
+# The split regexes of tiktoken-style tokenizers: Llama-3's (GPT-4's cl100k), Qwen2's (digits one
+# by one) and GPT-4o's o200k (case classes, contractions after words).
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+O200K_SPLIT = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}", r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+"])
+
+
+def _split_byte_level(folder: Path, pattern: str, specials: list[str],
+                      normalizer: normalizers.Normalizer | None = None) -> Path:
+    """Byte-level BPE whose words come from `pattern` (Split, isolated; ByteLevel without its own
+    regex), as tiktoken-converted tokenizers are; the first special token starts each text."""
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(LINES, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    bos = specials[0]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos}:1 $B:1",
+        special_tokens=[(bos, tokenizer.token_to_id(bos))])
+    config = {"model_max_length": 4096, "bos_token": bos, "eos_token": specials[1],
+              "pad_token": specials[1], "clean_up_tokenization_spaces": True}
+    return _save(tokenizer, folder, config, {"bos_token": bos, "eos_token": specials[1]})
+
+
+def llama3(folder: Path) -> Path:
+    """Llama-3: the cl100k split regex, <|begin_of_text|> A; clean-up of decoded spaces on."""
+    return _split_byte_level(folder, LLAMA3_SPLIT, ["<|begin_of_text|>", "<|end_of_text|>"])
+
+
+def qwen2(folder: Path) -> Path:
+    """Qwen2: NFC, its split regex (each digit alone)."""
+    return _split_byte_level(folder, QWEN2_SPLIT, ["<|im_start|>", "<|endoftext|>"],
+                             normalizers.NFC())
+
+
+def o200k(folder: Path) -> Path:
+    """GPT-4o's o200k split regex (upper/lower case classes, case-insensitive contractions)."""
+    return _split_byte_level(folder, O200K_SPLIT, ["<|startoftext|>", "<|endoftext|>"])
+
+
+def cased_wordpiece(folder: Path) -> Path:
+    """Cased BERT with other BertNormalizer options (no lowercase, accents stripped, CJK not
+    split) and words cut by WhitespaceSplit, Punctuation and Digits(individual_digits)."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=True, lowercase=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(),
+        pre_tokenizers.Digits(individual_digits=True)])
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.train_from_iterator(LINES, trainers.WordPieceTrainer(
+        vocab_size=400, special_tokens=specials, show_progress=False))
+    tokenizer.post_processor = processors.BertProcessing(
+        ("[SEP]", tokenizer.token_to_id("[SEP]")), ("[CLS]", tokenizer.token_to_id("[CLS]")))
+    config = {"model_max_length": 32, "do_lower_case": False, "pad_token": "[PAD]",
+              "unk_token": "[UNK]", "clean_up_tokenization_spaces": True}
+    return _save(tokenizer, folder, config, {"pad_token": "[PAD]", "unk_token": "[UNK]"})
+
+
+# Added tokens with each flag (ADDED_TEXTS in the corpus use them): stripping the spaces beside
+# them, matched in the normalized text, a whole word only, and special ones inside text.
+ADDED_TOKENS = [AddedToken("<ent>", lstrip=True, rstrip=True), AddedToken("[nl]", rstrip=True),
+                AddedToken("Zürich", normalized=True), AddedToken("ok", single_word=True),
+                AddedToken("hello world", normalized=False)]
+ADDED_SPECIAL = [AddedToken("<sep2>", lstrip=True, special=True),
+                 AddedToken("<|tool|>", special=True, normalized=False)]
+
+
+def prefix_space_bpe(folder: Path) -> Path:
+    """Byte-level BPE with add_prefix_space (each text starts as a word after a space), NFKC and
+    lowercase, and ADDED_TOKENS / ADDED_SPECIAL."""
+    tokenizer = _byte_level(["<s>", "<pad>", "</s>", "<unk>"])
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.post_processor = processors.RobertaProcessing(
+        ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")),
+        add_prefix_space=True)
+    tokenizer.add_tokens(ADDED_TOKENS)
+    tokenizer.add_special_tokens(ADDED_SPECIAL)
+    config = {"model_max_length": 48, "bos_token": "<s>", "eos_token": "</s>",
+              "pad_token": "<pad>", "add_prefix_space": True}
+    return _save(tokenizer, folder, config, {"pad_token": "<pad>"})
+
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
     "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram,
-    "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace}
+    "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace,
+    "llama3": llama3, "qwen2": qwen2, "o200k": o200k, "cased_wordpiece": cased_wordpiece,
+    "prefix_space_bpe": prefix_space_bpe}
 
 
 def all_families(root: Path) -> dict[str, Path]:

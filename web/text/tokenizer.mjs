@@ -39,8 +39,10 @@
 //   tables are older (Unicode 8) and its whitespace is Unicode's White_Space. The wrapper splits
 //   by the Python library's sets (bertPieces).
 // - Unigram: the library's lattice breaks near-ties otherwise and has no byte fallback; the
-//   wrapper finds a word's pieces as Rust does (bestPieces). The ByteFallback decoder reads
-//   bytes as Rust's does.
+//   wrapper finds a word's pieces as Rust does (bestPieces).
+// - Punctuation, Digits and WhitespaceSplit split by Rust's character classes and behaviors
+//   (characterSplit); added tokens are found as Rust finds them (single_word, lstrip and rstrip:
+//   addedTokenSplit); the ByteFallback and ByteLevel decoders read bytes as Rust's do.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -230,6 +232,31 @@ const BERT_PIECES = new RegExp(`(?:(?![${PUNCTUATION}])[^\\p{White_Space}]|[${NE
 /** The pieces BertPreTokenizer splits `text` into, as the Python library does. */
 export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
 
+// One character of a class, as a regular expression's source: the Python library's punctuation
+// (Rust's is_punctuation, as BertPreTokenizer's above), its digits (char::is_numeric: any N
+// category) and its whitespace (char::is_whitespace: White_Space).
+const PUNCTUATION_CHAR = `(?:(?![${NEWER}])[${PUNCTUATION}])`;
+const NUMERIC_CHAR = '\\p{N}';
+const WHITESPACE_CHAR = '\\p{White_Space}';
+
+// The pieces of a text split at each character of a class (`char`, a regex source) as Rust's
+// NormalizedString::split does by each SplitDelimiterBehavior: removed, isolated (each character
+// alone), contiguous (a run as one piece), merged with the previous or the next piece.
+function characterSplit(char, behavior) {
+  const other = `(?:(?!${char})[\\s\\S])`;
+  const sources = {
+    removed: `${other}+`,
+    isolated: `${char}|${other}+`,
+    contiguous: `(?:${char})+|${other}+`,
+    mergedwithprevious: `${other}*${char}|${other}+`,
+    mergedwithnext: `${char}(?!${char})${other}*|${char}|${other}+`,
+  };
+  const source = sources[String(behavior).toLowerCase()];
+  if (source === undefined) throw new Error(`tokenizer.json: unknown split behavior '${behavior}'`);
+  const pattern = new RegExp(source, 'gu');
+  return (text) => text.match(pattern) ?? [];
+}
+
 // A Unigram model's best segmentation of one word as the Python library finds it (Rust's
 // encode_optimized): the best score ending at each position, extended by each vocabulary piece
 // starting there (by a strict >, the first found kept), an unknown character scored as the
@@ -308,6 +335,17 @@ function cutBefore(text, mark) {
 function exactPreTokenizers(preTokenizer, config) {
   if (!preTokenizer) return;
   if (preTokenizer instanceof BertPreTokenizer) preTokenizer.pre_tokenize_text = bertPieces;
+  // Rust's own splits where the library differs: Punctuation by its behavior (the library keeps
+  // runs together whatever it says; Rust's default is each mark alone), Digits by any numeric
+  // character (the library's \d is ASCII's), WhitespaceSplit at Unicode's White_Space (\S
+  // differs at U+0085 and U+FEFF).
+  const split = {
+    Punctuation: () => characterSplit(PUNCTUATION_CHAR, config.behavior ?? 'Isolated'),
+    Digits: () => characterSplit(NUMERIC_CHAR, config.individual_digits ? 'Isolated'
+      : 'Contiguous'),
+    WhitespaceSplit: () => characterSplit(WHITESPACE_CHAR, 'Removed'),
+  }[config?.type];
+  if (split) preTokenizer.pre_tokenize_text = split();
   if (config?.type === 'Metaspace' && config.split !== false) {
     const whole = preTokenizer.pre_tokenize_text.bind(preTokenizer);
     const mark = config.replacement ?? '\u2581';
@@ -349,10 +387,72 @@ function byteFallbackChain(tokens) {
   return output;
 }
 
+// Rust's ByteLevel decoder: each token's characters read back as the bytes they stand for, or a
+// token with a character outside that alphabet (an added token such as "<|tool|>" or "hello
+// world") as its UTF-8; all the bytes decoded as one text. The library passes added tokens
+// through as they are, so one made of the alphabet's characters ("Zürich") kept its text where
+// Rust reads ü as the byte 0xFC (and gives U+FFFD).
+const LOSSY_UTF8 = new TextDecoder('utf-8', { ignoreBOM: true });
+
+function byteLevelChain(decoder) {
+  return (tokens) => {
+    const bytes = [];
+    for (const token of tokens) {
+      const mapped = Array.from(token, (character) => decoder.byte_decoder[character]);
+      if (mapped.every((byte) => byte !== undefined)) bytes.push(...mapped.map(Number));
+      else bytes.push(...UTF8.encode(token));
+    }
+    return [LOSSY_UTF8.decode(Uint8Array.from(bytes))];
+  };
+}
+
 function exactDecoders(decoder, config) {
   if (!decoder) return;
   if (config?.type === 'ByteFallback') decoder.decode_chain = byteFallbackChain;
+  if (config?.type === 'ByteLevel') decoder.decode_chain = byteLevelChain(decoder);
   (decoder.decoders ?? []).forEach((step, index) => exactDecoders(step, config?.decoders?.[index]));
+}
+
+// Added tokens found in a text as Rust's AddedVocabulary::find_matches finds them:
+// leftmost-longest; one marked single_word only where no word character (Rust's Unicode \w)
+// touches it (a discarded match is passed over whole, as Rust's find_iter moves past it); lstrip
+// and rstrip take the White_Space beside the token into it (Rust's \s). The library ignores
+// single_word and trims its neighbours with String.trimEnd/trimStart (U+FEFF but not U+0085).
+const WORD_BEFORE = /[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]$/u;
+const WORD_AFTER = /^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]/u;
+const WHITE = /^\p{White_Space}$/u;  // every White_Space character is one UTF-16 unit
+
+function addedTokenSplit(splitter, addedTokens) {
+  return (text) => {
+    const pieces = [];
+    let start = 0;
+    let at = 0;
+    while (at < text.length) {
+      let node = splitter.trie;
+      let match = null;
+      for (let j = at; j < text.length && (node = node[text[j]]); j += 1) {
+        if (node.end) match = node.end;
+      }
+      if (match === null) {
+        at += 1;
+        continue;
+      }
+      const token = addedTokens.get(match);
+      let [from, to] = [at, at + match.length];
+      if (token.single_word
+          && (WORD_BEFORE.test(text.slice(0, from)) || WORD_AFTER.test(text.slice(to)))) {
+        at = to;
+        continue;
+      }
+      if (token.lstrip) while (from > start && WHITE.test(text[from - 1])) from -= 1;
+      if (token.rstrip) while (to < text.length && WHITE.test(text[to])) to += 1;
+      if (from > start) pieces.push(text.slice(start, from));
+      pieces.push(match);
+      start = at = to;
+    }
+    if (start < text.length) pieces.push(text.slice(start));
+    return pieces;
+  };
 }
 
 // The steps the Python library has and @huggingface/tokenizers 0.2.0 lacks ("Unknown Normalizer
@@ -395,6 +495,16 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
   exactNormalizers(library.normalizer);
   exactPreTokenizers(library.pre_tokenizer, tokenizerJson.pre_tokenizer);
   exactDecoders(library.decoder, tokenizerJson.decoder);
+  if (library.added_tokens.some((token) => token.single_word || token.lstrip || token.rstrip)) {
+    // Each token's flags as read (by its text and its normalized text), before the library's
+    // own trimming of the neighbours is turned off: the split has taken the spaces.
+    const flags = new Map(Array.from(library.added_tokens_map, ([text, token]) => [text,
+      { ...token }]));
+    for (const splitter of [library.splitter_unnormalized, library.splitter_normalized]) {
+      splitter.split = addedTokenSplit(splitter, flags);
+    }
+    for (const token of library.added_tokens) token.lstrip = token.rstrip = false;
+  }
   if (tokenizerJson.model?.type === 'Unigram') {
     library.model.tokenize = (word) => bestPieces(library.model, word);
   }
