@@ -3,9 +3,9 @@ byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) an
 (SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
 with its Precompiled normalizer); and the configurations real models ship besides (Llama's
 SentencePiece-style BPE with byte fallback, Llama-3 / Qwen2 / GPT-4o split regexes, cased BERT,
-added tokens with their flags), and Unigram vocabularies written here with near-tied and tied
-segmentations. Each is saved as an export folder has it: tokenizer.json, tokenizer_config.json
-and special_tokens_map.json.
+added tokens with their flags, the Whitespace pre-tokenizer, WordLevel), and Unigram vocabularies
+written here with near-tied and tied segmentations. Each is saved as an export folder has it:
+tokenizer.json, tokenizer_config.json and special_tokens_map.json.
 """
 
 from __future__ import annotations
@@ -345,12 +345,34 @@ def prefix_space_bpe(folder: Path) -> Path:
     return _save(tokenizer, folder, config, {"pad_token": "<pad>"})
 
 
+
+def whitespace_bpe(folder: Path) -> Path:
+    """BPE as the tokenizers quicktour trains one: the Whitespace pre-tokenizer (\\w+|[^\\w\\s]+
+    with Unicode's classes), [UNK] for what it has not seen, BPEDecoder; no post-processor."""
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.decoder = decoders.BPEDecoder()
+    tokenizer.train_from_iterator(LINES, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False))
+    return _save(tokenizer, folder, {"pad_token": "[PAD]"}, {})
+
+
+def word_level(folder: Path) -> Path:
+    """A WordLevel model (one id per word, the unknown token named in tokenizer.json only) over
+    the Whitespace pre-tokenizer."""
+    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(LINES, trainers.WordLevelTrainer(
+        vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False))
+    return _save(tokenizer, folder, {"pad_token": "[PAD]"}, {})
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
     "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram,
     "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace,
     "llama3": llama3, "qwen2": qwen2, "o200k": o200k, "cased_wordpiece": cased_wordpiece,
-    "prefix_space_bpe": prefix_space_bpe}
+    "prefix_space_bpe": prefix_space_bpe, "whitespace_bpe": whitespace_bpe,
+    "word_level": word_level}
 
 
 def all_families(root: Path) -> dict[str, Path]:

@@ -234,10 +234,14 @@ export const bertPieces = (text) => text.match(BERT_PIECES) ?? [];
 
 // One character of a class, as a regular expression's source: the Python library's punctuation
 // (Rust's is_punctuation, as BertPreTokenizer's above), its digits (char::is_numeric: any N
-// category) and its whitespace (char::is_whitespace: White_Space).
+// category), its whitespace (char::is_whitespace: White_Space) and its word characters (the
+// Rust regex crate's Unicode \w; JavaScript's \w is ASCII's).
 const PUNCTUATION_CHAR = `(?:(?![${NEWER}])[${PUNCTUATION}])`;
 const NUMERIC_CHAR = '\\p{N}';
 const WHITESPACE_CHAR = '\\p{White_Space}';
+const WORD_CHARS = '\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}';
+// Rust's Whitespace pre-tokenizer: its regex \w+|[^\w\s]+, with Unicode's classes.
+const WHITESPACE_WORDS = new RegExp(`[${WORD_CHARS}]+|[^${WORD_CHARS}\\p{White_Space}]+`, 'gu');
 
 // The pieces of a text split at each character of a class (`char`, a regex source) as Rust's
 // NormalizedString::split does by each SplitDelimiterBehavior: removed, isolated (each character
@@ -338,12 +342,13 @@ function exactPreTokenizers(preTokenizer, config) {
   // Rust's own splits where the library differs: Punctuation by its behavior (the library keeps
   // runs together whatever it says; Rust's default is each mark alone), Digits by any numeric
   // character (the library's \d is ASCII's), WhitespaceSplit at Unicode's White_Space (\S
-  // differs at U+0085 and U+FEFF).
+  // differs at U+0085 and U+FEFF), Whitespace by Unicode's word characters (its \w is ASCII's).
   const split = {
     Punctuation: () => characterSplit(PUNCTUATION_CHAR, config.behavior ?? 'Isolated'),
     Digits: () => characterSplit(NUMERIC_CHAR, config.individual_digits ? 'Isolated'
       : 'Contiguous'),
     WhitespaceSplit: () => characterSplit(WHITESPACE_CHAR, 'Removed'),
+    Whitespace: () => (text) => text.match(WHITESPACE_WORDS) ?? [],
   }[config?.type];
   if (split) preTokenizer.pre_tokenize_text = split();
   if (config?.type === 'Metaspace' && config.split !== false) {
@@ -418,8 +423,8 @@ function exactDecoders(decoder, config) {
 // touches it (a discarded match is passed over whole, as Rust's find_iter moves past it); lstrip
 // and rstrip take the White_Space beside the token into it (Rust's \s). The library ignores
 // single_word and trims its neighbours with String.trimEnd/trimStart (U+FEFF but not U+0085).
-const WORD_BEFORE = /[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]$/u;
-const WORD_AFTER = /^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]/u;
+const WORD_BEFORE = new RegExp(`[${WORD_CHARS}]$`, 'u');
+const WORD_AFTER = new RegExp(`^[${WORD_CHARS}]`, 'u');
 const WHITE = /^\p{White_Space}$/u;  // every White_Space character is one UTF-16 unit
 
 function addedTokenSplit(splitter, addedTokens) {
@@ -510,7 +515,9 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
   }
   const padId = (settings.pad_token !== null ? library.token_to_id(settings.pad_token) : undefined)
     ?? tokenizerJson.padding?.pad_id ?? 0;
-  const unkId = library.model.unk_token_id;
+  // A WordLevel model (which the library loads as its "Legacy" model) names its unknown token in
+  // tokenizer.json, where the library looks for it in tokenizer_config.json.
+  const unkId = library.model.unk_token_id ?? library.token_to_id(tokenizerJson.model?.unk_token);
   const processor = tokenizerJson.post_processor ?? {};
   const oneTokenType = [processor, ...(processor.processors ?? [])]
     .some((step) => step?.type === 'RobertaProcessing');
