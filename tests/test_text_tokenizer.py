@@ -85,18 +85,29 @@ def site(families: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
     return root
 
 
-def assert_parity(families: dict[str, Path], js: dict[str, dict[str, Any]]) -> None:
+@pytest.fixture(scope="module")
+def python_side(families: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Each family's results on the Python side (once for the Node and the Chromium test):
+    {"vocabulary": each id decoded alone, "cases": python_results}."""
+    sides = {}
+    for family, folder in families.items():
+        tokenizer = TextTokenizer.from_folder(folder)
+        sides[family] = {"vocabulary": [tokenizer.decode([i]) for i in
+                                        range(tokenizer.tokenizer.get_vocab_size())],
+                         "cases": python_results(tokenizer)}
+    return sides
+
+
+def assert_parity(python: dict[str, dict[str, Any]], js: dict[str, dict[str, Any]]) -> None:
     """Every case equal on both sides, but the known differences, which must still differ; and
     each id of the vocabulary decoded alone alike."""
     mismatched, still_known = [], set()
-    for family, folder in families.items():
-        tokenizer = TextTokenizer.from_folder(folder)
-        vocabulary = [tokenizer.decode([i]) for i in range(tokenizer.tokenizer.get_vocab_size())]
+    for family, expected in python.items():
         mismatched += [f"{family}/vocabulary: id {i} decodes to {want!r} in Python, {got!r} in JS"
-                       for i, (want, got) in enumerate(zip(vocabulary, js[family]["vocabulary"],
-                                                           strict=True)) if want != got]
-        expected = python_results(tokenizer)
-        for case, want, got in zip(CASES, expected, js[family]["cases"], strict=True):
+                       for i, (want, got) in enumerate(zip(expected["vocabulary"],
+                                                           js[family]["vocabulary"], strict=True))
+                       if want != got]
+        for case, want, got in zip(CASES, expected["cases"], js[family]["cases"], strict=True):
             key = f"{family}/{case['name']}"
             if want != got:
                 if key in KNOWN:
@@ -111,26 +122,30 @@ def assert_parity(families: dict[str, Path], js: dict[str, dict[str, Any]]) -> N
     assert still_known == set(KNOWN), f"known differences that are gone: {set(KNOWN) - still_known}"
 
 
-def test_node_encodes_and_decodes_as_python(site: Path, families: dict[str, Path]) -> None:
+def test_node_encodes_and_decodes_as_python(site: Path,
+                                            python_side: dict[str, dict[str, Any]]) -> None:
     result = subprocess.run(
         [str(node_executable()), str(site / PARITY_MODULE.name), str(site / "input.json"),
          (site / "text" / "tokenizer.mjs").as_uri()],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert_parity(families, json.loads(result.stdout))
+    assert_parity(python_side, json.loads(result.stdout))
 
 
 @pytest.mark.browser
-def test_chromium_encodes_and_decodes_as_python(site: Path, families: dict[str, Path],
+def test_chromium_encodes_and_decodes_as_python(site: Path,
+                                                 python_side: dict[str, dict[str, Any]],
                                                  plain_browser: Any, open_bundle: Any) -> None:
     with open_bundle(plain_browser, site, "index.html") as page:
+        # as one JSON string: Playwright's transfer of the result as an object took longer than
+        # the tokenizing itself
         js = page.evaluate("""async () => {
           const input = await (await fetch('input.json')).json();
           const { runCorpus } = await import('./text_parity.mjs');
-          return runCorpus(await import('./text/tokenizer.mjs'), input);
+          return JSON.stringify(runCorpus(await import('./text/tokenizer.mjs'), input));
         }""")
         assert all(url.startswith(page.base_url) for url in page.requests), page.requests
-    assert_parity(families, js)
+    assert_parity(python_side, json.loads(js))
 
 
 def test_bert_words_split_as_the_python_librarys_on_every_code_point(site: Path) -> None:
