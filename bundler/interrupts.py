@@ -51,6 +51,7 @@ def signals_interrupt() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _received.clear()
 
 
 @contextlib.contextmanager

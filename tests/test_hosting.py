@@ -157,3 +157,30 @@ def test_a_build_splits_and_compresses_each_file_once(build_bundle, monkeypatch)
     assert any(entry.get("parts") for entry in manifest["files"])  # the runtime .wasm is split
     assert {"index.html", "bundle.mjs", "bundle.d.ts"} <= set(described)
     assert len(configs) == 1 and (directory / "_headers").is_file()
+
+
+def test_the_compression_cache_keeps_the_most_recently_used_within_its_bound(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "onnx-bundler" / "compressed"
+    prepare(_folder(tmp_path / "a"), HostingOptions())
+    everything = {path.name: path.stat().st_size for path in cache.iterdir()}
+    assert len(everything) >= 4  # a .br and a .gz of the page, the model, the module
+    # a second folder of other content, built later: its siblings are the recent ones
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / "index.html").write_text("<!doctype html>" + "<p>other</p>" * 300)
+    bound = sum(everything.values())
+    monkeypatch.setenv(publish_module.CACHE_ENV, str(bound))
+    prepare(other, HostingOptions())
+    kept = {path.name: path.stat().st_size for path in cache.iterdir()}
+    assert sum(kept.values()) <= bound
+    newest = set(kept) - set(everything)
+    assert len(newest) == 2  # the new page's .br and .gz stay; the oldest went
+    assert set(everything) - set(kept)
+    monkeypatch.setenv(publish_module.CACHE_ENV, "0")
+    prepare(other, HostingOptions())
+    assert list(cache.iterdir()) == []
+    monkeypatch.setenv(publish_module.CACHE_ENV, "lots")
+    with pytest.raises(ConfigError, match="BUNDLER_COMPRESSED_CACHE_BYTES is 'lots'"):
+        prepare(other, HostingOptions())

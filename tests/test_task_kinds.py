@@ -18,7 +18,7 @@ from bundler.bundle.options import OPTIONS, load_options
 from bundler.cli import build
 from bundler.resources import resource
 from bundler.site.npmtools import node_executable
-from bundler.tasks.check import TaskComparison
+from bundler.tasks.check import TaskComparison, columns
 from bundler.tasks.kinds.registry import GENERIC, KINDS, TASK_KINDS, kind_of
 from bundler.tasks.spec import TaskSpec, parse_task
 from tests.conftest import run_cli
@@ -46,6 +46,7 @@ def test_generic_is_the_default_and_has_no_task_parts():
 def test_every_task_kind_has_every_part(name: str):
     kind = KINDS[name]
     assert kind.media in ("image", "audio", "text") and kind.answers and kind.heading
+    assert kind.compared
     assert kind.method and re.search(rf"export (async )?function {kind.method}\(",
                                      (WEB_TASKS / "index.mjs").read_text(encoding="utf-8"))
     assert kind.web_module in TASK_MODULES and (WEB_TASKS / kind.web_module).is_file()
@@ -136,7 +137,7 @@ def test_a_speech_window_parting_at_a_near_tie_is_a_tie_not_a_failure():
         "transcript 0 window 0: a near-tie at step 1: native's scores of its 7 and the browser's"
         " 8 differ by 0.0001 of the logit range (tolerance 0.001); the rest of the window is"
         " not compared"]
-    assert "near-tie at step 1" in tie.row()[-1]
+    assert "near-tie at step 1" in tie.row("automatic-speech-recognition")[-1]
     for window, tolerance in (([5, 8], 1e-5), ([6, 7], 1e-3), ([5, 3], 1e-3), ([5], 1e-3)):
         parted = compared(window, tolerance)
         assert not parted.passed and not parted.ties and "part from native's" in str(
@@ -170,7 +171,7 @@ def test_a_speech_windows_teacher_forced_logits_are_compared_with_natives():
     spread = [window, {**window, "spread": 0.013}]  # measured on the second transcript
     within = compared(spread, near)
     assert within.passed and within.worst_score_difference == pytest.approx(0.015)
-    assert within.row()[5] == "0.015"
+    assert within.row("automatic-speech-recognition")[5] == "0.015"
     beyond = compared(spread, far)
     assert beyond.error == ("transcript 0 window 0: the teacher-forced logits differ at step 1"
                             " by 0.03 of the logit range (tolerance 0.01 + native's own spread"
@@ -183,3 +184,16 @@ def test_a_speech_windows_teacher_forced_logits_are_compared_with_natives():
     assert missing.error == "transcript 0: teacher-forced logits of 0 windows for native's 1"
     short = compared([window], [raw[:1]])
     assert "gave teacher-forced logits of shape (1, 2) for native's (2, 2)" in str(short.error)
+
+
+@pytest.mark.parametrize(("kind", "counted", "difference"), [
+    ("feature-extraction", "texts (native, browser)", "worst 1 - cosine"),
+    ("text-generation", "prompts (native, browser)", "worst logit difference / range"),
+    ("object-detection", "detections (native, browser)", "worst score difference"),
+])
+def test_the_task_check_table_names_what_each_kind_compares(kind, counted, difference):
+    headings = columns(kind)
+    assert headings[4:6] == [counted, difference]
+    assert ("lowest IoU" in headings) == (kind == "object-detection")
+    row = TaskComparison("wasm", "fp32", "check-texts.json", 3, 3, 0.5, 0.97).row(kind)
+    assert len(row) == len(headings) and row[-1] == "pass"

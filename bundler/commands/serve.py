@@ -35,7 +35,7 @@ from bundler.bundle.options import CONFIG_FILE_NAME, BuildOptions, load_options
 from bundler.commands.build import build, rerender, summary
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.interrupts import signals_interrupt
+from bundler.interrupts import interrupted, signals_interrupt
 from bundler.resources import example_model
 from bundler.server.bundle_server import BundleServer, LiveReload, bind, running
 
@@ -77,6 +77,8 @@ def wait_for_change(watched: Callable[[], list[Path]], seen: Snapshot) -> tuple[
     """Block until the watched files differ from `seen` and then hold still for one poll."""
     while True:
         time.sleep(POLL_SECONDS)
+        if interrupted():  # a signal whose KeyboardInterrupt a library caught: stop all the same
+            raise KeyboardInterrupt
         current = snapshot(watched())
         if current == seen:
             continue

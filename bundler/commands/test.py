@@ -17,8 +17,7 @@ from bundler.bundle.manifest import Manifest
 from bundler.bundle.options import EXECUTION_PROVIDERS
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ConfigError
-from bundler.tasks.check import COLUMNS as TASK_COLUMNS
-from bundler.tasks.check import TaskComparison, TaskInput, check_task
+from bundler.tasks.check import TaskComparison, TaskInput, check_task, columns
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.variants.holdout import COLUMNS as HELD_OUT_COLUMNS
@@ -74,8 +73,10 @@ def check(
             + "\n", encoding="utf-8")
     reporter.table(f"{directory}: browser vs native onnxruntime", REPORT_COLUMNS, result.rows())
     if task:
-        reporter.table(f"{directory}: task answers, browser vs Python reference", TASK_COLUMNS,
-                       [entry.row() for entry in task])
+        assert manifest.task is not None  # task answers: a task bundle
+        kind = manifest.task.kind
+        reporter.table(f"{directory}: task answers, browser vs Python reference", columns(kind),
+                       [entry.row(kind) for entry in task])
     if held_out:
         reporter.table(f"{directory}: the shipped variant against fp32 on --validation (native)",
                        HELD_OUT_COLUMNS, [entry.row() for entry in held_out])

@@ -61,6 +61,10 @@ _PROBE_BYTES = 2**20
 _PAYS = 0.02
 _GZIP_LEVEL = 9
 _THREADS_BYTES = 2**30  # the pieces held whole at once, at most (_describe)
+# The compressed siblings kept in the user cache: the least recently used go past this size
+# (a day of builds left 5.9 GB there before it had a bound).
+CACHE_ENV = "BUNDLER_COMPRESSED_CACHE_BYTES"
+_CACHE_BYTES = 2 * 2**30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +101,11 @@ def _brotli_quality(relative: str, size: int) -> int:
 def _compressed(data: bytes, digest: str, encoding: str, quality: int) -> bytes:
     """compress(), remembered in the user cache by content (runtime files repeat in every build;
     brotli at quality 11 is slow)."""
-    cached = cache_root() / "compressed" / f"{digest}.{encoding}{quality}-{_GZIP_LEVEL}"
-    if cached.is_file():
-        return cached.read_bytes()
+    cached = _cache_folder() / f"{digest}.{encoding}{quality}-{_GZIP_LEVEL}"
+    with contextlib.suppress(FileNotFoundError):  # absent, or pruned by another build meanwhile
+        encoded = cached.read_bytes()
+        os.utime(cached)  # used: the last to be pruned
+        return encoded
     encoded = compress(data, encoding, quality)
     cached.parent.mkdir(parents=True, exist_ok=True)
     # per process and thread: two pieces of the same bytes may be compressed at once
@@ -107,6 +113,37 @@ def _compressed(data: bytes, digest: str, encoding: str, quality: int) -> bytes:
     temporary.write_bytes(encoded)
     temporary.replace(cached)
     return encoded
+
+
+def _cache_folder() -> Path:
+    return cache_root() / "compressed"
+
+
+def _cache_limit() -> int:
+    given = os.environ.get(CACHE_ENV, "")
+    try:
+        limit = int(given) if given else _CACHE_BYTES
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ConfigError(f"${CACHE_ENV} is {given!r}; give a number of bytes (0 keeps nothing)")
+    return limit
+
+
+def prune_cache() -> None:
+    """The compressed siblings in the user cache, least recently used first, removed until they
+    fit $BUNDLER_COMPRESSED_CACHE_BYTES (2 GiB by default)."""
+    limit = _cache_limit()
+    kept = []
+    for path in _cache_folder().glob("[!.]*"):  # a dot-file is another build's, being written
+        with contextlib.suppress(FileNotFoundError):
+            kept.append((path.stat(), path))
+    total = sum(stat.st_size for stat, _ in kept)
+    for stat, path in sorted(kept, key=lambda item: (item[0].st_mtime_ns, item[1].name)):
+        if total <= limit:
+            break
+        path.unlink(missing_ok=True)
+        total -= stat.st_size
 
 
 def _pays(sample: bytes) -> bool:
@@ -320,4 +357,5 @@ def prepare(directory: Path, options: HostingOptions, reuse: Iterable[FileEntry]
     entries = reused + _describe(directory, _served_files(directory, skip), options)
     entries.sort(key=lambda entry: entry.path)
     write_host_configs(directory, to_json(entries), options.hosts)
+    prune_cache()
     return entries

@@ -29,6 +29,7 @@ from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
 from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
+from bundler.tasks.kinds.object_detection import NAME as OBJECT_DETECTION
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
@@ -47,8 +48,12 @@ from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
 from bundler.verify.tolerance import tolerance_for
 
-COLUMNS = ("task check", "variant", "ran on", "file", "count (native, browser)",
-           "worst score difference", "lowest IoU", "result")
+
+def columns(kind: str) -> list[str]:
+    """The task-check table's columns for a bundle of `kind` (TaskComparison.row's)."""
+    counted, difference = kind_of(kind).compared or ("answers", "worst difference")
+    return ["task check", "variant", "ran on", "file", f"{counted} (native, browser)",
+            difference, *(["lowest IoU"] if kind == OBJECT_DETECTION else []), "result"]
 
 
 @dataclasses.dataclass
@@ -69,11 +74,12 @@ class TaskComparison:
     def passed(self) -> bool:
         return self.error is None
 
-    def row(self) -> list[str]:
-        iou_text = "-" if self.lowest_iou is None else f"{self.lowest_iou:.4f}"
+    def row(self, kind: str) -> list[str]:
+        """A row of the table with columns(kind)."""
+        iou = "-" if self.lowest_iou is None else f"{self.lowest_iou:.4f}"
         return ["task", self.variant, self.ep, self.file,
                 f"{self.native_count}, {self.browser_count}",
-                f"{self.worst_score_difference:.3g}", iou_text,
+                f"{self.worst_score_difference:.3g}", *([iou] if kind == OBJECT_DETECTION else []),
                 ("pass" if self.passed else f"FAIL: {self.error}")
                 + "".join(f"; {tie}" for tie in self.ties)]
 

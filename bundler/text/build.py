@@ -97,7 +97,7 @@ def text_answer_problems(staging: Path, manifest: Manifest, execution_providers:
     task = manifest.task
     if task is None or (kind_of(task.kind).media != "text" and task.kind != SPEECH_RECOGNITION):
         return {}
-    from bundler.tasks.check import COLUMNS, TaskInput, check_task
+    from bundler.tasks.check import TaskInput, check_task, columns
     from bundler.verify.browser import load_settings
 
     with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
@@ -107,7 +107,7 @@ def text_answer_problems(staging: Path, manifest: Manifest, execution_providers:
         comparisons = check_task(staging, manifest, [TaskInput.made(task)], execution_providers,
                                  load_settings(), reporter, Path(scratch),
                                  every_variant=task.kind != SPEECH_RECOGNITION)
-    reporter.table(f"{task.kind}: browser vs Python reference", list(COLUMNS),
-                   [comparison.row() for comparison in comparisons])
+    reporter.table(f"{task.kind}: browser vs Python reference", columns(task.kind),
+                   [comparison.row(task.kind) for comparison in comparisons])
     return {(c.variant, c.ep): f"{task.kind} answers differ from the Python reference ({c.error})"
             for c in comparisons if not c.passed}

@@ -103,4 +103,5 @@ KIND = TaskKind(
     resolve=_resolve,
     compare=_compare,
     report=_report,
+    compared=("chunks", "worst score difference"),
 )

@@ -149,4 +149,5 @@ KIND = TaskKind(
     resolve=_resolve,
     compare=compare_transcripts,
     report=report_transcripts,
+    compared=("transcripts", "worst logit difference / range"),
 )

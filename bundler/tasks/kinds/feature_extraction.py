@@ -37,4 +37,5 @@ KIND = TaskKind(
     resolve=_resolve,
     compare=compare_embeddings,
     report=report_texts,
+    compared=("texts", "worst 1 - cosine"),
 )

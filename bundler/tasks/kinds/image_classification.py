@@ -79,4 +79,5 @@ KIND = image_kind(
     postprocess=_postprocess,
     compare=compare_classes,
     report=_report,
+    compared=("labels", "worst score difference"),
 )

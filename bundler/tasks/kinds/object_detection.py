@@ -94,8 +94,10 @@ def _report(reporter: Reporter, source: Path, task: Task, result: dict[str, Any]
                     for d in result["detections"]])
 
 
+NAME = "object-detection"
+
 KIND = image_kind(
-    name="object-detection",
+    name=NAME,
     settings=("score_threshold", "iou_threshold", "max_detections", "output_layout", "nms"),
     method="detect",
     answers="detections",
@@ -107,4 +109,5 @@ KIND = image_kind(
     postprocess=_postprocess,
     compare=_compare,
     report=_report,
+    compared=("detections", "worst score difference"),
 )

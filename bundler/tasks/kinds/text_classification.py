@@ -56,4 +56,5 @@ KIND = TaskKind(
     class_count=_class_count,
     compare=_compare,
     report=report_texts,
+    compared=("texts", "worst score difference"),
 )

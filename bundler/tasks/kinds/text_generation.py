@@ -96,4 +96,5 @@ KIND = TaskKind(
     resolve=_resolve,
     compare=compare_generations,
     report=report_generations,
+    compared=("prompts", "worst logit difference / range"),
 )

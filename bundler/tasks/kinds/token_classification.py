@@ -70,4 +70,5 @@ KIND = TaskKind(
     class_count=_class_count,
     compare=_compare,
     report=_report,
+    compared=("texts", "worst score difference"),
 )
