@@ -3,7 +3,7 @@ byte-level BPE (GPT-2/RoBERTa), WordPiece (BERT: lowercase, accents stripped) an
 (SentencePiece/T5: Metaspace; and a sentencepiece model converted by transformers as XLM-RoBERTa's,
 with its Precompiled normalizer); and the configurations real models ship besides (Llama's
 SentencePiece-style BPE with byte fallback, Llama-3 / Qwen2 / GPT-4o split regexes, cased BERT,
-added tokens with their flags, the Whitespace pre-tokenizer, WordLevel), and Unigram vocabularies
+added tokens, the Whitespace pre-tokenizer, Split's behaviors, WordLevel), and Unigram vocabularies
 written here with near-tied and tied segmentations. Each is saved as an export folder has it:
 tokenizer.json, tokenizer_config.json and special_tokens_map.json.
 """
@@ -366,13 +366,29 @@ def word_level(folder: Path) -> Path:
         vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False))
     return _save(tokenizer, folder, {"pad_token": "[PAD]"}, {})
 
+
+def split_behaviors(folder: Path) -> Path:
+    """BPE whose words come from Split steps with each behavior: inverted (the words kept, the
+    spaces removed), merged with the previous piece (","), with the next ("." "!" "?") and
+    contiguous (digits)."""
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\S+"), behavior="removed", invert=True),
+        pre_tokenizers.Split(",", behavior="merged_with_previous"),
+        pre_tokenizers.Split(Regex(r"[.!?]"), behavior="merged_with_next"),
+        pre_tokenizers.Split(Regex(r"\d"), behavior="contiguous")])
+    tokenizer.decoder = decoders.BPEDecoder()
+    tokenizer.train_from_iterator(LINES, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False))
+    return _save(tokenizer, folder, {"pad_token": "[PAD]"}, {})
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
     "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram,
     "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace,
     "llama3": llama3, "qwen2": qwen2, "o200k": o200k, "cased_wordpiece": cased_wordpiece,
     "prefix_space_bpe": prefix_space_bpe, "whitespace_bpe": whitespace_bpe,
-    "word_level": word_level}
+    "word_level": word_level, "split_behaviors": split_behaviors}
 
 
 def all_families(root: Path) -> dict[str, Path]:

@@ -40,9 +40,10 @@
 //   by the Python library's sets (bertPieces).
 // - Unigram: the library's lattice breaks near-ties otherwise and has no byte fallback; the
 //   wrapper finds a word's pieces as Rust does (bestPieces).
-// - Punctuation, Digits and WhitespaceSplit split by Rust's character classes and behaviors
-//   (characterSplit); added tokens are found as Rust finds them (single_word, lstrip and rstrip:
-//   addedTokenSplit); the ByteFallback and ByteLevel decoders read bytes as Rust's do.
+// - Punctuation, Digits and WhitespaceSplit split by Rust's character classes and behaviors,
+//   and Split by every behavior (splitBy); added tokens are found as Rust finds them
+//   (single_word, lstrip and rstrip: addedTokenSplit); the ByteFallback and ByteLevel decoders
+//   read bytes as Rust's do.
 // The library also reads a few tokenizer_config.json keys that the Python tokenizers library
 // ignores (remove_space, do_lowercase_and_remove_accent, additional_special_tokens,
 // clean_up_tokenization_spaces with a default of true): it is given only the token names, so both
@@ -243,22 +244,41 @@ const WORD_CHARS = '\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}';
 // Rust's Whitespace pre-tokenizer: its regex \w+|[^\w\s]+, with Unicode's classes.
 const WHITESPACE_WORDS = new RegExp(`[${WORD_CHARS}]+|[^${WORD_CHARS}\\p{White_Space}]+`, 'gu');
 
-// The pieces of a text split at each character of a class (`char`, a regex source) as Rust's
-// NormalizedString::split does by each SplitDelimiterBehavior: removed, isolated (each character
-// alone), contiguous (a run as one piece), merged with the previous or the next piece.
-function characterSplit(char, behavior) {
-  const other = `(?:(?!${char})[\\s\\S])`;
-  const sources = {
-    removed: `${other}+`,
-    isolated: `${char}|${other}+`,
-    contiguous: `(?:${char})+|${other}+`,
-    mergedwithprevious: `${other}*${char}|${other}+`,
-    mergedwithnext: `${char}(?!${char})${other}*|${char}|${other}+`,
+// Rust's NormalizedString::split: `text` cut at each match of `pattern` (a global regex: one
+// character of a class splits as Rust's char predicates do, each character a match), the
+// matches (with `invert`, the rest) placed by the SplitDelimiterBehavior: removed, isolated,
+// contiguous (matches in a row as one piece), merged with the previous or the next piece.
+const BEHAVIORS = ['removed', 'isolated', 'contiguous', 'mergedwithprevious', 'mergedwithnext'];
+
+function splitBy(pattern, behavior, invert = false) {
+  const mode = String(behavior).toLowerCase();
+  if (!BEHAVIORS.includes(mode)) {
+    throw new Error(`tokenizer.json: unknown split behavior '${behavior}'`);
+  }
+  return (text) => {
+    const parts = [];  // [piece, is a delimiter]
+    let last = 0;
+    for (const match of text.matchAll(pattern)) {
+      if (match[0].length === 0) continue;
+      if (match.index > last) parts.push([text.slice(last, match.index), invert]);
+      parts.push([match[0], !invert]);
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) parts.push([text.slice(last), invert]);
+    if (mode === 'removed') return parts.filter(([, delimiter]) => !delimiter).map(([p]) => p);
+    if (mode === 'isolated') return parts.map(([piece]) => piece);
+    const next = mode === 'mergedwithnext';
+    const pieces = [];
+    let previous = false;
+    for (const [piece, delimiter] of next ? parts.reverse() : parts) {
+      const joins = pieces.length > 0 && (mode === 'contiguous' ? delimiter === previous
+        : delimiter && !previous);
+      if (joins) pieces[pieces.length - 1] = next ? piece + pieces.at(-1) : pieces.at(-1) + piece;
+      else pieces.push(piece);
+      previous = delimiter;
+    }
+    return next ? pieces.reverse() : pieces;
   };
-  const source = sources[String(behavior).toLowerCase()];
-  if (source === undefined) throw new Error(`tokenizer.json: unknown split behavior '${behavior}'`);
-  const pattern = new RegExp(source, 'gu');
-  return (text) => text.match(pattern) ?? [];
 }
 
 // A Unigram model's best segmentation of one word as the Python library finds it (Rust's
@@ -343,12 +363,16 @@ function exactPreTokenizers(preTokenizer, config) {
   // runs together whatever it says; Rust's default is each mark alone), Digits by any numeric
   // character (the library's \d is ASCII's), WhitespaceSplit at Unicode's White_Space (\S
   // differs at U+0085 and U+FEFF), Whitespace by Unicode's word characters (its \w is ASCII's).
+  // Split: the library places matches only as isolated or removed (and keeps only the matches
+  // when inverted), whatever its behavior says.
+  const characters = (source) => new RegExp(source, 'gu');
   const split = {
-    Punctuation: () => characterSplit(PUNCTUATION_CHAR, config.behavior ?? 'Isolated'),
-    Digits: () => characterSplit(NUMERIC_CHAR, config.individual_digits ? 'Isolated'
+    Punctuation: () => splitBy(characters(PUNCTUATION_CHAR), config.behavior ?? 'Isolated'),
+    Digits: () => splitBy(characters(NUMERIC_CHAR), config.individual_digits ? 'Isolated'
       : 'Contiguous'),
-    WhitespaceSplit: () => characterSplit(WHITESPACE_CHAR, 'Removed'),
+    WhitespaceSplit: () => splitBy(characters(WHITESPACE_CHAR), 'Removed'),
     Whitespace: () => (text) => text.match(WHITESPACE_WORDS) ?? [],
+    Split: () => splitBy(preTokenizer.pattern, config.behavior, config.invert === true),
   }[config?.type];
   if (split) preTokenizer.pre_tokenize_text = split();
   if (config?.type === 'Metaspace' && config.split !== false) {
