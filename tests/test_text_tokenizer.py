@@ -171,6 +171,29 @@ def test_bert_words_split_as_the_python_librarys_on_every_code_point(site: Path)
                            f" javascript {javascript.get(point, 1)}" for point in differing[:40]]
 
 
+def test_accents_are_stripped_as_the_python_librarys_on_every_code_point(site: Path) -> None:
+    """StripAccents and BertNormalizer's strip_accents in JavaScript (web/text/tokenizer.mjs's
+    stripAccents and bertStripAccents, the browser's mark classes corrected by tables) remove the
+    code points the Python library removes."""
+    from tokenizers.normalizers import BertNormalizer, StripAccents
+
+    result = subprocess.run(
+        [str(node_executable()), str(site / PARITY_MODULE.name), "accent-marks",
+         (site / "text" / "tokenizer.mjs").as_uri()], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    javascript = [set(points) for points in json.loads(result.stdout)]
+    bert = BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True,
+                          lowercase=False)
+    python: list[set[int]] = [set(), set()]
+    for point in range(0x110000):
+        if not 0xD800 <= point < 0xE000:
+            for removed, normalizer in zip(python, (StripAccents(), bert), strict=True):
+                if normalizer.normalize_str(chr(point)) == "":
+                    removed.add(point)
+    for name, js, py in zip(("StripAccents", "BertNormalizer"), javascript, python, strict=True):
+        assert js == py, (name, [f"U+{point:04X}" for point in sorted(js ^ py)[:40]])
+
+
 def test_unigram_near_ties_are_broken_as_the_python_librarys(site: Path,
                                                               families: dict[str, Path]) -> None:
     """TIED_PIECES (tests/text_tokenizers.py) really hold a near-tie that @huggingface/tokenizers'

@@ -370,8 +370,10 @@ def word_level(folder: Path) -> Path:
 def split_behaviors(folder: Path) -> Path:
     """BPE whose words come from Split steps with each behavior: inverted (the words kept, the
     spaces removed), merged with the previous piece (","), with the next ("." "!" "?") and
-    contiguous (digits)."""
+    contiguous (digits); the NFD + StripAccents + Lowercase + Strip normalizers."""
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(),
+                                                 normalizers.Lowercase(), normalizers.Strip()])
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(r"\S+"), behavior="removed", invert=True),
         pre_tokenizers.Split(",", behavior="merged_with_previous"),
