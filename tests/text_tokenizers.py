@@ -384,13 +384,28 @@ def split_behaviors(folder: Path) -> Path:
         vocab_size=300, special_tokens=["[UNK]", "[PAD]"], show_progress=False))
     return _save(tokenizer, folder, {"pad_token": "[PAD]"}, {})
 
+
+def metaspace_first(folder: Path) -> Path:
+    """Unigram with Metaspace's prepend_scheme "first" (T5 and Llama as transformers converts
+    them with legacy=False) and added tokens matched in the normalized text, inside which the
+    mark goes to the text's first piece only."""
+    tokenizer = _metaspace_unigram(["<pad>", "</s>", "<unk>"], normalizers.Lowercase())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tokenizer.decoder = decoders.Metaspace(prepend_scheme="first")
+    tokenizer.add_tokens(ADDED_TOKENS)
+    tokenizer.add_special_tokens(ADDED_SPECIAL)
+    config = {"model_max_length": 40, "eos_token": "</s>", "pad_token": "<pad>",
+              "unk_token": "<unk>"}
+    return _save(tokenizer, folder, config, {"eos_token": "</s>"})
+
 FAMILIES: dict[str, Callable[[Path], Path]] = {
     "bpe": byte_level_bpe, "gpt2": gpt2, "wordpiece": wordpiece, "unigram": unigram,
     "nmt": nmt_unigram, "sentencepiece": sentencepiece_xlmr, "ties": tied_unigram,
     "ties_bytes": tied_unigram_bytes, "llama": llama, "llama_metaspace": llama_metaspace,
     "llama3": llama3, "qwen2": qwen2, "o200k": o200k, "cased_wordpiece": cased_wordpiece,
     "prefix_space_bpe": prefix_space_bpe, "whitespace_bpe": whitespace_bpe,
-    "word_level": word_level, "split_behaviors": split_behaviors}
+    "word_level": word_level, "split_behaviors": split_behaviors,
+    "metaspace_first": metaspace_first}
 
 
 def all_families(root: Path) -> dict[str, Path]:

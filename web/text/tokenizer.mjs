@@ -556,6 +556,38 @@ function addedTokenSplit(splitter, addedTokens) {
   };
 }
 
+// Metaspace's prepend_scheme "first" prepends the mark only to the piece that starts the text
+// (Rust: the piece's original offset is 0). The library prepends to each piece of the first
+// section between special tokens, so also to the pieces after a normalized added token inside
+// it. Here the normalized split marks whether its first piece is text, and only the
+// pre-tokenizer's first call after it (that piece's) keeps the library's section_index.
+function prependAtTextStartOnly(library, preTokenizer, config) {
+  const steps = [];
+  const find = (step, json) => {
+    if (!step) return;
+    if (json?.type === 'Metaspace' && json.prepend_scheme === 'first') steps.push(step);
+    (step.tokenizers ?? []).forEach((inner, index) => find(inner, json?.pretokenizers?.[index]));
+  };
+  find(preTokenizer, config);
+  if (steps.length === 0) return;
+  let atStart = false;
+  const splitter = library.splitter_normalized;
+  const split = splitter.split.bind(splitter);
+  splitter.split = (text) => {
+    const pieces = split(text);
+    atStart = pieces.length > 0 && pieces[0] !== '' && !library.added_tokens_map.has(pieces[0]);
+    return pieces;
+  };
+  for (const step of steps) {
+    const own = step.pre_tokenize_text.bind(step);
+    step.pre_tokenize_text = (text, options) => {
+      const first = atStart;
+      atStart = false;
+      return own(text, first ? options : { ...options, section_index: -1 });
+    };
+  }
+}
+
 // The steps the Python library has and @huggingface/tokenizers 0.2.0 lacks ("Unknown Normalizer
 // type"), written as steps it has that do the same: sentencepiece's Nmt normalizer (tokenizers'
 // SentencePieceUnigramTokenizer writes it) drops ASCII control characters and maps other
@@ -606,6 +638,7 @@ export function loadTokenizer(tokenizerJson, tokenizerConfig = {}, specialTokens
     }
     for (const token of library.added_tokens) token.lstrip = token.rstrip = false;
   }
+  prependAtTextStartOnly(library, library.pre_tokenizer, tokenizerJson.pre_tokenizer);
   if (tokenizerJson.model?.type === 'Unigram') {
     library.model.tokenize = (word) => bestPieces(library.model, word);
   }
