@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,56 @@ def test_speech_recognition_needs_the_export_folder():
                 output="last_hidden_state")
     with pytest.raises(ConfigError, match="needs the export folder .*decoder_model_merged.onnx"):
         complete_text_task(task, None)
+
+
+@pytest.mark.parametrize("step", [("normalizer", {"type": "ByteLevel"}),
+                                  ("pre_tokenizer", {"type": "UnicodeScripts"}),
+                                  ("pre_tokenizer", {"type": "CharDelimiterSplit",
+                                                     "delimiter": "-"})])
+def test_a_tokenizer_with_a_step_the_browser_lacks_is_refused_in_one_line(text_folders, tmp_path,
+                                                                         step):
+    """The Python library takes the step (here inside a Sequence) and @huggingface/tokenizers
+    cannot load it: the build refuses the folder in one line rather than ship a page whose ids
+    would differ."""
+    from tokenizers import Tokenizer
+
+    from bundler.site.npmtools import node_executable
+    from bundler.text.tokenizer import SEQUENCE_KEYS
+    from bundler.text.web import tokenizers_library
+
+    part, added = step
+    folder = _copy(text_folders["feature-extraction"], tmp_path)
+    path = folder / "tokenizer.json"
+    tokenizer = json.loads(path.read_text())
+    tokenizer[part] = {"type": "Sequence",
+                       SEQUENCE_KEYS[part]: [added, *filter(None, [tokenizer[part]])]}
+    path.write_text(json.dumps(tokenizer))
+    Tokenizer.from_file(str(path))
+    script = (f"import {{ Tokenizer }} from '{tokenizers_library().as_uri()}';"
+              f" new Tokenizer({json.dumps(tokenizer)}, {{}});")
+    browser = subprocess.run([str(node_executable()), "--input-type=module", "-e", script],
+                             capture_output=True, text=True, timeout=60)
+    assert browser.returncode != 0 and f"type: {added['type']}" in browser.stderr
+    why = f"its {part} {added['type']} is one the browser's tokenizer"
+    with pytest.raises(ConfigError, match=why):
+        read_folder(folder)
+    result = run_cli("build", folder, "-o", tmp_path / "dist")
+    assert result.returncode != 0 and why in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bpe_with_dropout_is_refused(tmp_path):
+    """BPE dropout makes the Python library tokenize a text at random on each call, so no page
+    can give its ids."""
+    from tokenizers import Tokenizer
+
+    from bundler.text.tokenizer import browser_difference
+    from tests.text_tokenizers import whitespace_bpe
+
+    path = whitespace_bpe(tmp_path) / "tokenizer.json"
+    tokenizer = json.loads(path.read_text())
+    assert browser_difference(tokenizer) is None
+    tokenizer["model"]["dropout"] = 0.5
+    python = Tokenizer.from_str(json.dumps(tokenizer))
+    assert len({tuple(python.encode("Tokenizers split text").ids) for _ in range(20)}) > 1
+    assert "dropout 0.5" in browser_difference(tokenizer)

@@ -147,9 +147,15 @@ def read_folder(folder: Path) -> ExportFolder:
                               " them)")
     files = {name: folder / name for name in (*REQUIRED_FILES, *OPTIONAL_FILES)
              if (folder / name).is_file()}
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        if name in files:
-            _read_json(files[name])
+    if "tokenizer_config.json" in files:
+        _read_json(files["tokenizer_config.json"])
+    if "tokenizer.json" in files:
+        from bundler.text.tokenizer import browser_difference
+
+        why = browser_difference(_read_json(files["tokenizer.json"]))
+        if why is not None:
+            raise ConfigError(f"{files['tokenizer.json']}: {why}, so its bundle's page would give"
+                              " the model other ids than Python does; it is not built")
     return ExportFolder(folder, model, _read_json(folder / "config.json"), files, sessions)
 
 

@@ -63,6 +63,13 @@ SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 NO_CAP = 10**9  # model_max_length at or over this means "no cap"
 FEED_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 SIDES = ("right", "left")
+# tokenizer.json's steps (by part) that the browser's side cannot take: @huggingface/tokenizers
+# 0.2.0 has none of them ("Unknown Normalizer type") and web/text/tokenizer.mjs does not supply
+# them, so a bundle would give its model other ids in the page than in Python.
+BROWSER_LACKS = {"normalizer": ("ByteLevel",),
+                 "pre_tokenizer": ("CharDelimiterSplit", "UnicodeScripts")}
+# Where each part keeps the steps of a Sequence.
+SEQUENCE_KEYS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers"}
 # transformers' clean_up_tokenization, which @huggingface/tokenizers applies alike.
 CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
             (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
@@ -89,6 +96,28 @@ def _read_json(path: Path, required: bool) -> dict[str, Any]:
         raise ConfigError(f"{path}: holds {type(data).__name__}, not a JSON object; save the"
                           " tokenizer again with tokenizer.save_pretrained(folder)")
     return data
+
+
+def _steps(step: Any, key: str) -> list[dict[str, Any]]:
+    """A tokenizer.json part's steps, those inside a Sequence included."""
+    if not isinstance(step, dict):
+        return []
+    return [step] + [inner for nested in step.get(key) or [] for inner in _steps(nested, key)]
+
+
+def browser_difference(tokenizer_json: dict[str, Any]) -> str | None:
+    """Why the browser's tokenizer (web/text/tokenizer.mjs) cannot give the ids this
+    tokenizer.json gives in Python, or None: a step it lacks (BROWSER_LACKS), or a BPE model with
+    dropout, which tokenizes at random on each call in Python too."""
+    for part, lacking in BROWSER_LACKS.items():
+        for step in _steps(tokenizer_json.get(part), SEQUENCE_KEYS[part]):
+            if step.get("type") in lacking:
+                return (f"its {part} {step['type']} is one the browser's tokenizer"
+                        " (@huggingface/tokenizers) does not have")
+    dropout = (tokenizer_json.get("model") or {}).get("dropout")
+    if isinstance(dropout, (int, float)) and dropout > 0:
+        return f"its BPE model has dropout {dropout}, which tokenizes a text at random"
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 // The JavaScript side of tests/test_text_tokenizer.py: encodes and decodes the corpus with
 // web/text/tokenizer.mjs, in Node (`node text_parity.mjs INPUT.json TOKENIZER_MODULE_URL`, JSON on
-// stdout; `bert-splits` for INPUT.json: bertSplits) or in a page (`runCorpus(module, input)`). Input: {families: {name: {tokenizer, config,
+// stdout; `bert-splits` or `accent-marks` for INPUT.json: bertSplits, accentMarks) or in a page (`runCorpus(module, input)`). Input: {families: {name: {tokenizer, config,
 // special}}, cases: [...]}; output: {family: {cases: [one result per case], vocabulary: [each id
 // of the vocabulary decoded alone]}}.
 
@@ -52,10 +52,23 @@ export function bertSplits({ bertPieces }) {
   return splits;
 }
 
+/** [the code points stripAccents removes, those bertStripAccents removes] (each alone). */
+export function accentMarks({ stripAccents, bertStripAccents }) {
+  const removed = [[], []];
+  for (let point = 0; point < 0x110000; point += 1) {
+    if (point >= 0xd800 && point < 0xe000) continue;
+    const character = String.fromCodePoint(point);
+    if (stripAccents(character) === '') removed[0].push(point);
+    if (bertStripAccents(character) === '') removed[1].push(point);
+  }
+  return removed;
+}
+
 if (typeof process !== 'undefined' && import.meta.url === `file://${process.argv[1]}`) {
   const { readFileSync } = await import('node:fs');
   const module = await import(process.argv[3]);
-  const result = process.argv[2] === 'bert-splits' ? bertSplits(module)
-    : runCorpus(module, JSON.parse(readFileSync(process.argv[2], 'utf8')));
+  const modes = { 'bert-splits': bertSplits, 'accent-marks': accentMarks };
+  const result = modes[process.argv[2]]?.(module)
+    ?? runCorpus(module, JSON.parse(readFileSync(process.argv[2], 'utf8')));
   process.stdout.write(JSON.stringify(result));
 }
