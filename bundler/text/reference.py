@@ -57,17 +57,28 @@ def length_groups(lengths: Sequence[int]) -> list[list[int]]:
 def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize: bool | None
            ) -> list[Any]:
     """[batch, tokens, size] -> one row per text: the mean of the tokens the attention mask
-    keeps, the first kept token's vector (cls), or (none) every kept token's; rows scaled to
-    length 1 when `normalize`. Float64 arithmetic, float32 values, as the browser's twin does."""
+    keeps, the first kept token's vector (cls), the kept tokens' maximum per dimension (max),
+    the last kept token's vector (last), or (none) every kept token's; [batch, size] (model:
+    pooled in the graph) -> its rows. Rows scaled to length 1 when `normalize`. Float64
+    arithmetic, float32 values, as the browser's twin does."""
     hidden = np.asarray(hidden, np.float64)
-    keep = np.asarray(mask, np.float64)[:, :, None]
-    if pooling == "cls":  # the first token the mask keeps (a tokenizer may pad on the left)
-        rows = hidden[np.arange(hidden.shape[0]), np.argmax(keep[:, :, 0] > 0, axis=1)]
-    elif pooling == "none":
-        return [hidden[i, keep[i, :, 0] > 0].astype(np.float32).tolist()
-                for i in range(hidden.shape[0])]
+    if pooling == "model":
+        rows = hidden
     else:
-        rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)
+        keep = np.asarray(mask, np.float64)[:, :, None] > 0
+        # cls and last: the first and last tokens the mask keeps (a tokenizer may pad on the
+        # left, or on the right: sentence-transformers' lasttoken looks for the mask's last 1)
+        first = np.argmax(keep[:, :, 0], axis=1)
+        last = keep.shape[1] - 1 - np.argmax(keep[:, ::-1, 0], axis=1)
+        if pooling == "none":
+            return [hidden[i, keep[i, :, 0]].astype(np.float32).tolist()
+                    for i in range(hidden.shape[0])]
+        if pooling in ("cls", "last"):
+            rows = hidden[np.arange(hidden.shape[0]), first if pooling == "cls" else last]
+        elif pooling == "max":
+            rows = np.where(keep, hidden, -np.inf).max(axis=1)
+        else:
+            rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)
     if normalize:
         rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
     return rows.astype(np.float32).tolist()

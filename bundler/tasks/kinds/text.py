@@ -97,8 +97,8 @@ def report_texts(reporter: Reporter, source: Path, task: Task, result: dict[str,
         return
     rows = [[text, f"{len(row)}", ", ".join(f"{v:.4f}" for v in _flat(row)[:4]) + ", ..."]
             for text, row in zip(result["texts"], result["embeddings"], strict=True)]
-    reporter.table(f"{source}: embeddings ({task.pooling} pooling)", ["text", "size", "values"],
-                   rows)
+    pooling = "pooled in the model" if task.pooling == "model" else f"{task.pooling} pooling"
+    reporter.table(f"{source}: embeddings ({pooling})", ["text", "size", "values"], rows)
 
 
 def _flat(row: Any) -> list[float]:
