@@ -88,10 +88,12 @@ class ExportFolder:
 
     @property
     def activation(self) -> str:
-        """How class scores are made of the logits: sigmoid for multi-label classification
-        (transformers' problem_type), softmax otherwise."""
+        """How class scores are made of the logits, as transformers' text-classification
+        pipeline makes them: sigmoid for multi-label classification (problem_type) and for a
+        single label (a cross-encoder's relevance score: softmax of one logit is always 1),
+        softmax otherwise."""
         multi = self.config.get("problem_type") == "multi_label_classification"
-        return "sigmoid" if multi else "softmax"
+        return "sigmoid" if multi or len(self.labels or ()) == 1 else "softmax"
 
     def inferred_task(self, outputs: list[str]) -> tuple[str, str] | None:
         """(kind, why) from config.json's architectures and the model's output names; None when
