@@ -224,3 +224,22 @@ def _legacy(folder: Path) -> None:
     config = json.loads((folder / "tokenizer_config.json").read_text())
     config["model_max_length"] = SMALL["max_position_embeddings"]
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def cross_encoder_folders(directory: Path) -> tuple[Path, Path]:
+    """(the saved model, its optimum export) of a cross-encoder reranker: a
+    BertForSequenceClassification with one label (a pair's relevance logit), SMALL, seeded
+    random weights, the WordPiece tokenizer ([CLS] A [SEP] B [SEP], token types 0 and 1)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    tokens = directory / "bert-tokenizer"
+    vocabulary = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    # weights 10x the usual scale: the first token's vector depends on the pair's second text
+    # as a trained model's does (at 0.02 it is near the same for every passage)
+    model = BertForSequenceClassification(BertConfig(vocab_size=vocabulary, num_labels=1,
+                                                     initializer_range=0.2, **SMALL)).eval()
+    saved = Path(shutil.copytree(tokens, directory / "reranker-saved", dirs_exist_ok=True))
+    model.save_pretrained(saved)
+    return saved, _export(model, tokens, "text-classification", directory / "reranker")

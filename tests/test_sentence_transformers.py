@@ -214,3 +214,76 @@ def test_the_browser_twin_pools_as_the_python_reference(bundles, plain_browser, 
         np.testing.assert_allclose(got[pooling], pooled(hidden, mask, pooling, True), atol=1e-6)
     flat = hidden.reshape(3, -1)
     np.testing.assert_allclose(got["model"], pooled(flat, mask, "model", True), atol=1e-6)
+
+
+QUERIES = ["where does the cat sleep?", "what did stocks do?", "where does the cat sleep?"]
+PASSAGES = ["Le chat dort au soleil près de la fenêtre.", "Stocks fell sharply on Monday.",
+            "Stocks fell sharply on Monday."]
+
+
+@pytest.fixture(scope="module")
+def reranker(tmp_path_factory, runtime_dist) -> dict[str, object]:
+    """A cross-encoder built as users build it, and transformers' scores of the pairs (the
+    sigmoid of the logit, as its text-classification pipeline gives a one-label model's)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    root = tmp_path_factory.mktemp("reranker")
+    saved, folder = encoder_models.cross_encoder_folders(root)
+    result = run_cli("build", folder, "-o", root / "dist", "--runtime-dir", runtime_dist,
+                     "--variants", "fp32")
+    assert result.returncode == 0, result.stderr
+    tokenizer = AutoTokenizer.from_pretrained(saved)
+    model = AutoModelForSequenceClassification.from_pretrained(saved).eval()
+    with torch.no_grad():
+        logits = model(**tokenizer(QUERIES, PASSAGES, padding=True, return_tensors="pt")).logits
+    return {"bundle": root / "dist", "scores": torch.sigmoid(logits[:, 0]).double().numpy()}
+
+
+@pytest.mark.browser
+def test_a_cross_encoder_scores_pairs_as_transformers(reranker):
+    want = reranker["scores"]
+    # the pairs score apart, and one query's two passages too: a constant would not pass
+    assert np.ptp(want) > 1e-2 and abs(want[0] - want[2]) > 1e-3
+    bundle = json.loads((reranker["bundle"] / "bundle.json").read_text())
+    assert bundle["task"]["activation"] == "sigmoid" and bundle["task"]["labels"] == ["LABEL_0"]
+    pairs = [arg for query, passage in zip(QUERIES, PASSAGES, strict=True)
+             for arg in ("--text", query, "--pair", passage)]
+    result = run_cli("run", reranker["bundle"], "--ep", "cpu", *pairs, "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["pairs"] == PASSAGES
+    np.testing.assert_allclose([row[0]["score"] for row in printed["classes"]], want, atol=1e-5)
+    lone = run_cli("run", reranker["bundle"], "--ep", "cpu", "--text", QUERIES[0], "--pair", "a",
+                   "--pair", "b")
+    assert lone.returncode != 0 and "give one --pair per --text" in lone.stderr
+
+
+RERANK = """async ({ url, ep, queries, passages }) => {
+  const { load } = await import(url);
+  const model = await load({ executionProviders: [ep] });
+  const many = await model.classify(queries, { pairs: passages });
+  const one = await model.classify(queries[0], { pairs: passages[0] });
+  let refused = null;
+  try {
+    await model.classify(queries, { pairs: passages.slice(1) });
+  } catch (error) {
+    refused = error.message;
+  }
+  const opened = model.ep;
+  await model.release();
+  return { ep: opened, scores: many.map((classes) => classes[0].score), one: one[0].score,
+           refused };
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("ep", ["wasm", "webgpu"])
+def test_classify_takes_pairs_in_chromium(reranker, webgpu_browser, open_bundle, ep):
+    with open_bundle(webgpu_browser, reranker["bundle"]) as page:
+        got = page.evaluate(RERANK, {"url": page.base_url + "bundle.mjs", "ep": ep,
+                                     "queries": QUERIES, "passages": PASSAGES})
+    assert got["ep"] == ep
+    np.testing.assert_allclose(got["scores"], reranker["scores"], atol=1e-5)
+    np.testing.assert_allclose(got["one"], reranker["scores"][0], atol=1e-5)
+    assert "give one pair per text" in got["refused"]

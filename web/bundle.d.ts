@@ -375,9 +375,11 @@ export interface BundleModel<Inputs, Outputs> {
   release(): Promise<void>;
   /** image-classification bundles: the top classes, by score. */
   classify(source: ImageSource, options?: { topK?: number }): Promise<Classification[]>;
-  /** text-classification bundles: a text's top labels, or a list of them per text. */
-  classify(text: string, options?: { topK?: number }): Promise<Classification[]>;
-  classify(texts: string[], options?: { topK?: number }): Promise<Classification[][]>;
+  /** text-classification bundles: a text's top labels, or a list of them per text (`pairs`: a
+   * second text per text, encoded with it: a cross-encoder's query and passage). */
+  classify(text: string, options?: { topK?: number; pairs?: string }): Promise<Classification[]>;
+  classify(texts: string[], options?: { topK?: number; pairs?: string[] }
+  ): Promise<Classification[][]>;
   /** feature-extraction bundles: one vector per text (pooling 'none': one per token; a bundle
    * whose output is pooled in the model, task.pooling 'model', takes no other pooling). */
   embed(texts: string | string[],

@@ -85,18 +85,25 @@ def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize:
 
 
 def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequence[str],
-             texts: Sequence[str], *, top_k: int | None = None) -> dict[str, Any]:
+             texts: Sequence[str], *, top_k: int | None = None,
+             pairs: Sequence[str] | None = None) -> dict[str, Any]:
     """{"texts", "embeddings": a row per text} for feature-extraction, {"texts", "classes": the
     top classes per text} for text-classification, {"texts", "entities": per text, its
-    entities (bundler.text.entities)} for token-classification."""
+    entities (bundler.text.entities)} for token-classification. `pairs`: a second text per text,
+    encoded with it as one input (a cross-encoder's query and passage), text-classification's."""
     kind = kind_of(task.kind)
     if kind.media != "text" or kind.answers is None:
         raise ConfigError(f"--text: this bundle's task is {task.kind}, not a text task")
-    lengths = tokenizer.encode(list(texts), max_length=task.max_length).attention_mask.sum(axis=1)
+    if pairs is not None and kind.name != "text-classification":
+        raise ConfigError(f"--pair: text pairs are scored by a text-classification bundle (a"
+                          f" cross-encoder); this one is {task.kind}")
+    lengths = tokenizer.encode(list(texts), pairs, max_length=task.max_length
+                               ).attention_mask.sum(axis=1)
     model = Model.of(tokenizer)
     rows: list[Any] = [None] * len(texts)
     for group in length_groups(lengths.tolist()):
-        batch = tokenizer.encode([texts[i] for i in group], max_length=task.max_length)
+        batch = tokenizer.encode([texts[i] for i in group], None if pairs is None else
+                                 [pairs[i] for i in group], max_length=task.max_length)
         output = run(batch.to_feeds(list(input_names)))[task.output]
         if kind.name == "feature-extraction":
             answers = pooled(output, batch.attention_mask, task.pooling, task.normalize)
@@ -110,7 +117,8 @@ def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequen
             answers = [top_classes(row, task, top_k) for row in np.asarray(output)]
         for index, answer in zip(group, answers, strict=True):
             rows[index] = answer
-    return {"texts": list(texts), kind.answers: rows}
+    paired = {} if pairs is None else {"pairs": list(pairs)}
+    return {"texts": list(texts), **paired, kind.answers: rows}
 
 
 def _entities(tokenizer: TextTokenizer, text: str, ids: np.ndarray, logits: np.ndarray,

@@ -70,16 +70,18 @@ export function lengthGroups(lengths) {
   return groups;
 }
 
-// The texts through the model in length groups: per group, its indices into `texts`, the model's
-// output, the group's attention mask and token ids, and the tokenizer.
-async function* runTexts(model, task, texts) {
+// The texts (each with its pair, or pairs null) through the model in length groups: per group,
+// its indices into `texts`, the model's output, the group's attention mask and token ids, and the
+// tokenizer.
+async function* runTexts(model, task, texts, pairs = null) {
   const tokenizer = await tokenizerOf(model, task);
   const maxLength = task.max_length ?? null;
-  const all = tokenizer.encode(texts, { maxLength });
+  const all = tokenizer.encode(texts, { maxLength, pairs });
   const lengths = texts.map((_, row) => all.attention_mask
     .subarray(row * all.dims[1], (row + 1) * all.dims[1]).reduce((n, v) => n + Number(v), 0));
   for (const group of lengthGroups(lengths)) {
-    const batch = tokenizer.encode(group.map((i) => texts[i]), { maxLength });
+    const batch = tokenizer.encode(group.map((i) => texts[i]),
+      { maxLength, pairs: pairs && group.map((i) => pairs[i]) });
     const feeds = {};
     for (const spec of model.inputs) {
       if (!(spec.name in batch) || spec.name === 'dims') {
@@ -155,11 +157,16 @@ export async function embed(model, task, texts, { pooling, normalize } = {}) {
   return rows;
 }
 
-// One text: its top classes; an array of texts: a list of them per text.
-export async function classify(model, task, texts, { topK } = {}) {
+// One text: its top classes; an array of texts: a list of them per text. `pairs`: a second text
+// per text (one string for one text), encoded with it as one input: a cross-encoder's passages.
+export async function classify(model, task, texts, { topK, pairs } = {}) {
   const list = textsOf(texts);
+  const second = pairs === undefined || pairs === null ? null : textsOf(pairs);
+  if (second && (second.length !== list.length || typeof texts !== typeof pairs)) {
+    throw new TypeError('give one pair per text: a string with a text, an array with an array');
+  }
   const answers = new Array(list.length);
-  for await (const { group, output } of runTexts(model, task, list)) {
+  for await (const { group, output } of runTexts(model, task, list, second)) {
     const classes = output.dims[1];
     group.forEach((index, row) => {
       answers[index] = topClasses({
