@@ -297,6 +297,9 @@ def inspect_command(source, as_json, html, netron, session):
 @click.option("--text", "texts", multiple=True,
               help="Embed, classify or continue this text (a bundle built from a text export"
                    " folder; repeat for a batch).")
+@click.option("--pair", "pairs", multiple=True,
+              help="With --text: score each text with this second text as one input (a"
+                   " cross-encoder's query and passage; one --pair per --text).")
 @click.option("--top-k", type=click.IntRange(1), default=None,
               help="Classes to print with --image or --text (default: the task's top_k).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -304,7 +307,7 @@ def inspect_command(source, as_json, html, netron, session):
 @click.option("--session", "session_name", default=None, metavar="NAME",
               help="A bundle folder's session to run on its tensors (default: the primary one).")
 def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, image, audio,
-                texts, top_k, threshold, session_name):
+                texts, pairs, top_k, threshold, session_name):
     """Run DIR's model (or MODEL) with native onnxruntime on the first execution provider this
     machine really has, say why earlier ones were skipped, and compare with the reference
     outputs recorded at build time."""
@@ -314,7 +317,8 @@ def run_command(source, eps, inputs, dims, variant, whole_graph, save, as_json, 
     given = validate({"dims": dims} if dims else {}, Path.cwd(), spelling=flag_of)
     run(source, eps=eps, inputs=inputs, dims=given.get("dims"), variant=variant, as_json=as_json,
         save=save, whole_graph=whole_graph, image=image, audio=audio, top_k=top_k,
-        threshold=threshold, reporter=_reporter(), texts=texts, session_name=session_name)
+        threshold=threshold, reporter=_reporter(), texts=texts, session_name=session_name,
+        pairs=pairs)
 
 
 @main.command("export")

@@ -6,6 +6,7 @@ model: model.onnx, config.json, tokenizer.json, tokenizer_config.json, special_t
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -158,3 +159,87 @@ def _roberta_family(config_class, model_class, tokens: Path, max_length: int,
     if hasattr(model, "classifier"):  # tags apart, as in tagger_folder
         torch.nn.init.normal_(model.classifier.weight, std=2.0)
     return _export(model, tokens, task, target)
+
+
+SENTENCE_MAX_LENGTH = 24  # the models' max_seq_length, below the tokenizer's 128
+# sentence-transformers before 5.x wrote these, and most hub repositories have them still
+LEGACY_POOLING = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+                  "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+                  "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False}
+
+
+def sentence_transformers_folders(directory: Path) -> dict[str, Path]:
+    """A BERT (SMALL, seeded random weights, the WordPiece tokenizer) saved as
+    sentence-transformers models are, max_seq_length SENTENCE_MAX_LENGTH, each with its ONNX file
+    as their hub repositories ship it (onnx/model.onnx, optimum's transformers export:
+    last_hidden_state): {"cls": CLS pooling + Normalize, as sentence-transformers 5 saves it,
+    "mean": mean pooling without Normalize, in the files of sentence-transformers before 5
+    (pooling_mode_* keys, sentence_bert_config.json's max_seq_length over the tokenizer's 128),
+    "cls-export": optimum's sentence-transformers export of the cls model (`--library
+    sentence_transformers`: token_embeddings and sentence_embedding, no modules.json)}."""
+    import torch
+    from optimum.exporters.onnx import main_export
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models as modules
+    from transformers import BertConfig, BertModel
+
+    tokens = directory / "bert-tokenizer"
+    vocabulary = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    encoder = BertModel(BertConfig(vocab_size=vocabulary, **SMALL)).eval()
+    saved = Path(shutil.copytree(tokens, directory / "bert-saved", dirs_exist_ok=True))
+    encoder.save_pretrained(saved)
+    folders = {}
+    for pooling, normalize in (("cls", True), ("mean", False)):
+        transformer = modules.Transformer(str(saved), max_seq_length=SENTENCE_MAX_LENGTH)
+        pooled = modules.Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+        model = SentenceTransformer(modules=[transformer, pooled, *(
+            [modules.Normalize()] if normalize else [])], device="cpu")
+        target = folders[pooling] = directory / f"sbert-{pooling}"
+        model.save(str(target))
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            main_export(str(target), scratch, task="feature-extraction",
+                        library_name="transformers", opset=17, local_files_only=True,
+                        do_validation=False)
+            (target / "onnx").mkdir()
+            shutil.move(Path(scratch) / "model.onnx", target / "onnx" / "model.onnx")
+    _legacy(folders["mean"])
+    folders["cls-export"] = directory / "sbert-cls-export"
+    main_export(str(folders["cls"]), folders["cls-export"], task="feature-extraction",
+                library_name="sentence_transformers", opset=17, local_files_only=True,
+                do_validation=False)
+    return folders
+
+
+def _legacy(folder: Path) -> None:
+    """A mean-pooling model's files rewritten as sentence-transformers before 5 wrote them."""
+    listed = json.loads((folder / "modules.json").read_text())
+    for module in listed:
+        module["type"] = "sentence_transformers.models." + module["type"].rsplit(".", 1)[-1]
+    (folder / "modules.json").write_text(json.dumps(listed))
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": SMALL["hidden_size"], **LEGACY_POOLING}))
+    (folder / "sentence_bert_config.json").write_text(json.dumps(
+        {"max_seq_length": SENTENCE_MAX_LENGTH, "do_lower_case": False}))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["model_max_length"] = SMALL["max_position_embeddings"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def cross_encoder_folders(directory: Path) -> tuple[Path, Path]:
+    """(the saved model, its optimum export) of a cross-encoder reranker: a
+    BertForSequenceClassification with one label (a pair's relevance logit), SMALL, seeded
+    random weights, the WordPiece tokenizer ([CLS] A [SEP] B [SEP], token types 0 and 1)."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    tokens = directory / "bert-tokenizer"
+    vocabulary = len(_bert_tokenizer(tokens))
+    torch.manual_seed(SEED)
+    # weights 10x the usual scale: the first token's vector depends on the pair's second text
+    # as a trained model's does (at 0.02 it is near the same for every passage)
+    model = BertForSequenceClassification(BertConfig(vocab_size=vocabulary, num_labels=1,
+                                                     initializer_range=0.2, **SMALL)).eval()
+    saved = Path(shutil.copytree(tokens, directory / "reranker-saved", dirs_exist_ok=True))
+    model.save_pretrained(saved)
+    return saved, _export(model, tokens, "text-classification", directory / "reranker")

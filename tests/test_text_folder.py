@@ -91,6 +91,9 @@ def test_a_text_task_needs_the_folder_and_reads_its_limits(text_folders):
         complete_text_task(task, None)
     multi = dict(folder.config, problem_type="multi_label_classification")
     assert type(folder)(folder.folder, folder.model, multi, folder.files).activation == "sigmoid"
+    # one label (a cross-encoder's relevance logit): sigmoid, as transformers' pipeline scores it
+    single = dict(folder.config, id2label={"0": "LABEL_0"})
+    assert type(folder)(folder.folder, folder.model, single, folder.files).activation == "sigmoid"
     assert TaskSpec().pooling == "mean"
 
 

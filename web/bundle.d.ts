@@ -293,7 +293,7 @@ export interface Task {
   context_size?: number;
   state?: Record<string, string>;
   sample_rate_input?: string;
-  pooling?: 'mean' | 'cls' | 'none';
+  pooling?: 'mean' | 'cls' | 'max' | 'last' | 'model' | 'none';
   normalize?: boolean;
   max_length?: number;
   activation?: 'softmax' | 'sigmoid';
@@ -375,11 +375,15 @@ export interface BundleModel<Inputs, Outputs> {
   release(): Promise<void>;
   /** image-classification bundles: the top classes, by score. */
   classify(source: ImageSource, options?: { topK?: number }): Promise<Classification[]>;
-  /** text-classification bundles: a text's top labels, or a list of them per text. */
-  classify(text: string, options?: { topK?: number }): Promise<Classification[]>;
-  classify(texts: string[], options?: { topK?: number }): Promise<Classification[][]>;
-  /** feature-extraction bundles: one vector per text (pooling 'none': one per token). */
-  embed(texts: string | string[], options?: { pooling?: 'mean' | 'cls'; normalize?: boolean }
+  /** text-classification bundles: a text's top labels, or a list of them per text (`pairs`: a
+   * second text per text, encoded with it: a cross-encoder's query and passage). */
+  classify(text: string, options?: { topK?: number; pairs?: string }): Promise<Classification[]>;
+  classify(texts: string[], options?: { topK?: number; pairs?: string[] }
+  ): Promise<Classification[][]>;
+  /** feature-extraction bundles: one vector per text (pooling 'none': one per token; a bundle
+   * whose output is pooled in the model, task.pooling 'model', takes no other pooling). */
+  embed(texts: string | string[],
+    options?: { pooling?: 'mean' | 'cls' | 'max' | 'last' | 'model'; normalize?: boolean }
   ): Promise<Float32Array[]>;
   embed(texts: string | string[], options: { pooling: 'none' }): Promise<Float32Array[][]>;
   /** token-classification bundles: a text's entities, or a list of them per text. */

@@ -359,7 +359,8 @@ class Task:
     context_size: int | None = None  # samples of the previous chunk given before each chunk
     state: dict[str, str] | None = None  # state input -> the output fed back into it
     sample_rate_input: str | None = None  # an int64 input given the sample rate
-    pooling: Literal["mean", "cls", "none"] | None = None  # feature-extraction
+    # feature-extraction ("model": the output is one vector per text, pooled in the graph)
+    pooling: Literal["mean", "cls", "max", "last", "model", "none"] | None = None
     normalize: bool | None = None  # feature-extraction: rows of length 1
     max_length: int | None = None  # text: tokens kept per text
     activation: Literal["softmax", "sigmoid"] | None = None  # text-classification's scores

@@ -147,7 +147,8 @@ def _transcribe(session: Session, source: Path, samples: np.ndarray, rate: int
 
 def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
               audio: Path | None, top_k: int | None, threshold: float | None, as_json: bool,
-              reporter: Reporter, source: Path, texts: Sequence[str] = ()) -> dict[str, Any]:
+              reporter: Reporter, source: Path, texts: Sequence[str] = (),
+              pairs: Sequence[str] = ()) -> dict[str, Any]:
     """--image FILE / --audio FILE / --text TEXT: the task pipeline of bundler.tasks (or
     bundler.text.reference, with the bundle's own tokenizer files), printed."""
     from bundler.tasks.audio import read_wav
@@ -166,8 +167,11 @@ def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path
             raise ConfigError("--text needs the bundle folder (its tokenizer files), not a model")
         with tempfile.TemporaryDirectory(prefix="bundle-text-") as scratch:
             tokenizer = bundle_tokenizer(source, task, Path(scratch))
+        if pairs and len(pairs) != len(texts):
+            raise ConfigError(f"{len(texts)} --text but {len(pairs)} --pair: give one --pair per"
+                              " --text")
         result = run_text(session.run, task, tokenizer, [spec.name for spec in specs], texts,
-                          top_k=top_k)
+                          top_k=top_k, pairs=list(pairs) if pairs else None)
     elif image is not None:
         result = run_image(session.run, task, read_image(image), top_k=top_k, threshold=threshold)
     else:
@@ -190,14 +194,17 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
         save: Path | None = None, whole_graph: bool = False, image: Path | None = None,
         audio: Path | None = None, top_k: int | None = None, threshold: float | None = None,
         reporter: Reporter | None = None, texts: Sequence[str] = (),
-        session_name: str | None = None) -> dict[str, Any]:
-    """`session_name`: a bundle's session to run on its tensors (default: the primary one)."""
+        session_name: str | None = None, pairs: Sequence[str] = ()) -> dict[str, Any]:
+    """`session_name`: a bundle's session to run on its tensors (default: the primary one);
+    `pairs`: a second text per text (a text-classification bundle: a cross-encoder's pairs)."""
     reporter = reporter or Reporter()
     model, manifest, entry = model_or_bundle(source, variant, session_name)
     asked = [given for given in (image, audio, texts or None) if given is not None]
     if asked and session_name is not None:
         raise ConfigError("--session runs one session on its tensors (--input); --image, --audio"
                           " and --text run the whole pipeline: give one or the other")
+    if pairs and not texts:
+        raise ConfigError("--pair gives a second text to each --text: give the --text too")
     task = _task_of(source, manifest) if asked else None
     if len(asked) > 1:
         raise ConfigError("give one of --image, --audio or --text")
@@ -209,7 +216,7 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
-                         source, texts)
+                         source, texts, pairs)
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
     feeds = _feeds(model, specs, given, dims or {})

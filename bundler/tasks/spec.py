@@ -19,7 +19,9 @@ This module is the spec both pipelines follow (`bundler/tasks/*.py` and `web/tas
     state inputs of the next chunk.
   - text (bundler.text): the texts tokenized (truncated to `max_length`, padded to the longest);
     feature-extraction pools the token vectors (`pooling`: the attention-masked mean, the first
-    token's, or none: every token's) and scales each vector to length 1 (`normalize`);
+    kept token's, the masked maximum per dimension, the last kept token's, none: every token's,
+    or model: the output is one vector per text already, pooled in the graph as optimum's
+    sentence-transformers export does) and scales each vector to length 1 (`normalize`);
     text-classification takes softmax (sigmoid for a multi-label model) over the logits, top-k
     with config.json's id2label; token-classification takes softmax per token and groups the
     tokens into entities by their B-/I- tags (bundler.text.entities).
@@ -43,7 +45,7 @@ Placement = Literal["centre", "top-left"]
 Layout = Literal["NCHW", "NHWC"]
 ChannelOrder = Literal["RGB", "BGR"]
 OutputLayout = Literal["yolov8", "yolov5", "nms-inside"]
-Pooling = Literal["mean", "cls", "none"]
+Pooling = Literal["mean", "cls", "max", "last", "model", "none"]
 
 METADATA_LABELS = "metadata"  # labels = "metadata": from the model's metadata_props (names)
 

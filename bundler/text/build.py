@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bundler.bundle.manifest import Manifest
 from bundler.bundle.modelio import read_model
@@ -14,9 +15,11 @@ from bundler.bundle.options import BuildOptions
 from bundler.bundle.records import Task
 from bundler.console import Reporter
 from bundler.errors import ConfigError
+from bundler.tasks.kinds.feature_extraction import SENTENCE_EMBEDDING
 from bundler.tasks.kinds.registry import GENERIC, kind_of
 from bundler.tasks.spec import TaskSpec
 from bundler.text.folder import (
+    FEATURE_EXTRACTION,
     MODEL_FILES,
     REQUIRED_FILES,
     SPEECH_RECOGNITION,
@@ -24,8 +27,10 @@ from bundler.text.folder import (
     TEXT_GENERATION,
     TOKEN_CLASSIFICATION,
     ExportFolder,
+    SentenceModules,
     max_length,
     read_folder,
+    sentence_modules,
     ship_text_files,
 )
 from bundler.text.web import ship_generation_modules, ship_speech_modules
@@ -39,9 +44,8 @@ def text_source(path: Path, options: BuildOptions
         return path, options, None
     folder = read_folder(path)
     spec = options.task
+    outputs = [value.name for value in read_model(folder.model, load_weights=False).graph.output]
     if "kind" not in spec.given:
-        outputs = [value.name for value in read_model(folder.model,
-                                                       load_weights=False).graph.output]
         inferred = folder.inferred_task(outputs)
         if inferred is None:
             architectures = ", ".join(folder.config.get("architectures") or []) or "none"
@@ -51,11 +55,29 @@ def text_source(path: Path, options: BuildOptions
                               " token-classification, text-generation or"
                               " automatic-speech-recognition")
         spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
+    if spec.kind == FEATURE_EXTRACTION and (modules := sentence_modules(path)) is not None:
+        spec = _sentence_defaults(modules, spec, outputs)
     labelled = spec.kind in (TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION)
     if labelled and "labels" not in spec.given and folder.labels:
         spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))
     return folder.model, dataclasses.replace(options, task=spec,
                                              name=options.name or path.name), folder
+
+
+def _sentence_defaults(modules: SentenceModules, spec: TaskSpec, outputs: list[str]) -> TaskSpec:
+    """`spec` with feature-extraction's settings as SentenceTransformer.encode() has them, from
+    the folder's modules.json, where not given: normalize, and the pooling where the build pools
+    the token vectors (a model with the sentence_embedding output pools in its graph)."""
+    settings: dict[str, Any] = {"normalize": modules.normalize}
+    if "pooling" not in spec.given and SENTENCE_EMBEDDING not in outputs:
+        if modules.unapplied:
+            raise ConfigError(f"{modules.path}: {', '.join(modules.unapplied)} comes after the"
+                              " pooling, which the token vectors of this model cannot give:"
+                              " export it with `optimum-cli export onnx --library"
+                              f" sentence_transformers` (its {SENTENCE_EMBEDDING} output applies"
+                              " every module), or give --task pooling=... to pool without it")
+        settings["pooling"] = modules.pooling
+    return TaskSpec(**settings, given=tuple(settings)).merged(spec)
 
 
 def complete_text_task(task: Task | None, folder: ExportFolder | None) -> Task | None:

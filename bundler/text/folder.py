@@ -17,6 +17,9 @@ model's outputs where `--task` does not say it, and the text files shipped besid
                                       automatic-speech-recognition-with-past): two sessions,
                                       `encoder` (the primary one) and `decoder`
     preprocessor_config.json          the log-mel front end's settings (optional)
+    modules.json, 1_Pooling/config.json, sentence_bert_config.json   a sentence-transformers
+                                      model's modules (optional): its pooling, whether it
+                                      normalizes, max_seq_length (feature-extraction's defaults)
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from bundler.bundle.layout import TEXT_DIR  # the text files, content-hashed, beside the modules
 from bundler.errors import ConfigError
+from bundler.tasks.kinds.feature_extraction import SENTENCE_EMBEDDING
 from bundler.text.merge import decoder_pair, merged_decoder
 
 # The model file, in the order looked for: optimum writes model.onnx, transformers.js repos keep
@@ -84,10 +88,12 @@ class ExportFolder:
 
     @property
     def activation(self) -> str:
-        """How class scores are made of the logits: sigmoid for multi-label classification
-        (transformers' problem_type), softmax otherwise."""
+        """How class scores are made of the logits, as transformers' text-classification
+        pipeline makes them: sigmoid for multi-label classification (problem_type) and for a
+        single label (a cross-encoder's relevance score: softmax of one logit is always 1),
+        softmax otherwise."""
         multi = self.config.get("problem_type") == "multi_label_classification"
-        return "sigmoid" if multi else "softmax"
+        return "sigmoid" if multi or len(self.labels or ()) == 1 else "softmax"
 
     def inferred_task(self, outputs: list[str]) -> tuple[str, str] | None:
         """(kind, why) from config.json's architectures and the model's output names; None when
@@ -106,9 +112,11 @@ class ExportFolder:
         causal = any(name.endswith(CAUSAL_LM) for name in architectures)
         if causal and "logits" in outputs and any(o.startswith("present.") for o in outputs):
             return TEXT_GENERATION, f"{architectures[0]} with past key/values, output logits"
-        if "last_hidden_state" in outputs and not (classifier or tagger):
+        vectors = next((name for name in ("last_hidden_state", SENTENCE_EMBEDDING)
+                        if name in outputs), None)
+        if vectors is not None and not (classifier or tagger):
             named = architectures[0] if architectures else config_type(self.config)
-            return FEATURE_EXTRACTION, f"{named}, output last_hidden_state"
+            return FEATURE_EXTRACTION, f"{named}, output {vectors}"
         return None
 
 
@@ -181,11 +189,18 @@ def ship_text_files(folder: ExportFolder, staging: Path) -> dict[str, str]:
 # max_position_embeddings counts pad_token_id + 1 positions no token takes.
 OFFSET_POSITIONS = {"roberta", "xlm-roberta", "camembert", "longformer", "bart", "mpnet"}
 _NO_LIMIT = 1_000_000  # transformers' model_max_length of "no limit" is 1e30
+SENTENCE_SETTINGS = "sentence_bert_config.json"  # a sentence-transformers model's max_seq_length
 
 
 def max_length(folder: ExportFolder) -> int | None:
-    """Tokens a text is cut to: tokenizer_config.json's model_max_length when it is a real
-    limit, else the positions config.json's model has; None when neither says."""
+    """Tokens a text is cut to: a sentence-transformers model's max_seq_length
+    (sentence_bert_config.json, what encode() cuts to), else tokenizer_config.json's
+    model_max_length when it is a real limit, else the positions config.json's model has; None
+    when none says."""
+    settings = folder.folder / SENTENCE_SETTINGS
+    limit = _read_json(settings).get("max_seq_length") if settings.is_file() else None
+    if isinstance(limit, int) and limit > 0:
+        return limit
     if "tokenizer_config.json" in folder.files:
         limit = _read_json(folder.files["tokenizer_config.json"]).get("model_max_length")
         if isinstance(limit, int | float) and 0 < limit < _NO_LIMIT:
@@ -196,3 +211,76 @@ def max_length(folder: ExportFolder) -> int | None:
     if folder.config.get("model_type") in OFFSET_POSITIONS:
         positions -= int(folder.config.get("pad_token_id") or 0) + 1
     return positions
+
+
+# 1_Pooling/config.json's pooling_mode (a name, or a list of them concatenated) -> the pooling
+# setting that does the same (the others: none); sentence-transformers before 5.x wrote a
+# pooling_mode_* key for each mode, true where it is on, as most hub repositories still have it
+_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "lasttoken": "last",
+                  "mean_sqrt_len_tokens": None, "weightedmean": None}
+_LEGACY_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                        "pooling_mode_max_tokens": "max", "pooling_mode_lasttoken": "lasttoken",
+                        "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                        "pooling_mode_weightedmean_tokens": "weightedmean"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceModules:
+    """A sentence-transformers model's modules.json and its modules' configs: what
+    SentenceTransformer.encode() does past the encoder, as feature-extraction's defaults."""
+
+    path: Path  # modules.json
+    pooling_modes: tuple[str, ...]  # the Pooling module's modes (cls, mean...), concatenated
+    normalize: bool  # a Normalize module follows the pooling
+    # modules past the pooling that only the model's own pooled output applies (Dense...)
+    unapplied: tuple[str, ...]
+
+    @property
+    def pooling(self) -> str:
+        """The pooling setting that pools as the model's Pooling module does; ConfigError where
+        none does."""
+        settings = [_POOLING_MODES.get(mode) for mode in self.pooling_modes]
+        if len(settings) == 1 and settings[0] is not None:
+            return settings[0]
+        modes = " + ".join(self.pooling_modes)
+        raise ConfigError(f"{self.path}: the model's pooling ({modes or 'none'}) is not one"
+                          " bundle build does (cls, mean, max or lasttoken, one at a time): give"
+                          " --task pooling=mean, cls, max or last, or export it with"
+                          " `optimum-cli export onnx --library sentence_transformers` (its"
+                          f" {SENTENCE_EMBEDDING} output pools in the model)")
+
+
+def sentence_modules(folder: Path) -> SentenceModules | None:
+    """The folder's modules.json and its modules' configs, read; None when it has none."""
+    listed = folder / "modules.json"
+    if not listed.is_file():
+        return None
+    modes: tuple[str, ...] = ()
+    normalize, unapplied = False, []
+    for module in _read_modules(listed):
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]  # sentence_transformers...X
+        if kind == "Pooling":
+            modes = _pooling_modes(_read_json(folder / str(module.get("path", ""))
+                                              / "config.json"))
+        elif kind == "Normalize":
+            normalize = True
+        elif kind != "Transformer":
+            unapplied.append(f"{module.get('path') or module.get('name')} ({kind})")
+    return SentenceModules(listed, modes, normalize, tuple(unapplied))
+
+
+def _pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:
+    mode = config.get("pooling_mode")
+    if mode is None:
+        return tuple(name for key, name in _LEGACY_POOLING_KEYS.items() if config.get(key) is True)
+    return (str(mode),) if isinstance(mode, str) else tuple(str(name) for name in mode)
+
+
+def _read_modules(path: Path) -> list[dict[str, Any]]:
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ConfigError(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ConfigError(f"{path}: expected a JSON list of modules")
+    return modules

@@ -57,35 +57,53 @@ def length_groups(lengths: Sequence[int]) -> list[list[int]]:
 def pooled(hidden: np.ndarray, mask: np.ndarray, pooling: str | None, normalize: bool | None
            ) -> list[Any]:
     """[batch, tokens, size] -> one row per text: the mean of the tokens the attention mask
-    keeps, the first kept token's vector (cls), or (none) every kept token's; rows scaled to
-    length 1 when `normalize`. Float64 arithmetic, float32 values, as the browser's twin does."""
+    keeps, the first kept token's vector (cls), the kept tokens' maximum per dimension (max),
+    the last kept token's vector (last), or (none) every kept token's; [batch, size] (model:
+    pooled in the graph) -> its rows. Rows scaled to length 1 when `normalize`. Float64
+    arithmetic, float32 values, as the browser's twin does."""
     hidden = np.asarray(hidden, np.float64)
-    keep = np.asarray(mask, np.float64)[:, :, None]
-    if pooling == "cls":  # the first token the mask keeps (a tokenizer may pad on the left)
-        rows = hidden[np.arange(hidden.shape[0]), np.argmax(keep[:, :, 0] > 0, axis=1)]
-    elif pooling == "none":
-        return [hidden[i, keep[i, :, 0] > 0].astype(np.float32).tolist()
-                for i in range(hidden.shape[0])]
+    if pooling == "model":
+        rows = hidden
     else:
-        rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)
+        keep = np.asarray(mask, np.float64)[:, :, None] > 0
+        # cls and last: the first and last tokens the mask keeps (a tokenizer may pad on the
+        # left, or on the right: sentence-transformers' lasttoken looks for the mask's last 1)
+        first = np.argmax(keep[:, :, 0], axis=1)
+        last = keep.shape[1] - 1 - np.argmax(keep[:, ::-1, 0], axis=1)
+        if pooling == "none":
+            return [hidden[i, keep[i, :, 0]].astype(np.float32).tolist()
+                    for i in range(hidden.shape[0])]
+        if pooling in ("cls", "last"):
+            rows = hidden[np.arange(hidden.shape[0]), first if pooling == "cls" else last]
+        elif pooling == "max":
+            rows = np.where(keep, hidden, -np.inf).max(axis=1)
+        else:
+            rows = (hidden * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1e-9)
     if normalize:
         rows = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
     return rows.astype(np.float32).tolist()
 
 
 def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequence[str],
-             texts: Sequence[str], *, top_k: int | None = None) -> dict[str, Any]:
+             texts: Sequence[str], *, top_k: int | None = None,
+             pairs: Sequence[str] | None = None) -> dict[str, Any]:
     """{"texts", "embeddings": a row per text} for feature-extraction, {"texts", "classes": the
     top classes per text} for text-classification, {"texts", "entities": per text, its
-    entities (bundler.text.entities)} for token-classification."""
+    entities (bundler.text.entities)} for token-classification. `pairs`: a second text per text,
+    encoded with it as one input (a cross-encoder's query and passage), text-classification's."""
     kind = kind_of(task.kind)
     if kind.media != "text" or kind.answers is None:
         raise ConfigError(f"--text: this bundle's task is {task.kind}, not a text task")
-    lengths = tokenizer.encode(list(texts), max_length=task.max_length).attention_mask.sum(axis=1)
+    if pairs is not None and kind.name != "text-classification":
+        raise ConfigError(f"--pair: text pairs are scored by a text-classification bundle (a"
+                          f" cross-encoder); this one is {task.kind}")
+    lengths = tokenizer.encode(list(texts), pairs, max_length=task.max_length
+                               ).attention_mask.sum(axis=1)
     model = Model.of(tokenizer)
     rows: list[Any] = [None] * len(texts)
     for group in length_groups(lengths.tolist()):
-        batch = tokenizer.encode([texts[i] for i in group], max_length=task.max_length)
+        batch = tokenizer.encode([texts[i] for i in group], None if pairs is None else
+                                 [pairs[i] for i in group], max_length=task.max_length)
         output = run(batch.to_feeds(list(input_names)))[task.output]
         if kind.name == "feature-extraction":
             answers = pooled(output, batch.attention_mask, task.pooling, task.normalize)
@@ -99,7 +117,8 @@ def run_text(run: Run, task: Task, tokenizer: TextTokenizer, input_names: Sequen
             answers = [top_classes(row, task, top_k) for row in np.asarray(output)]
         for index, answer in zip(group, answers, strict=True):
             rows[index] = answer
-    return {"texts": list(texts), kind.answers: rows}
+    paired = {} if pairs is None else {"pairs": list(pairs)}
+    return {"texts": list(texts), **paired, kind.answers: rows}
 
 
 def _entities(tokenizer: TextTokenizer, text: str, ids: np.ndarray, logits: np.ndarray,

@@ -33,8 +33,10 @@ async function onImage(model, source, task) {
 }
 
 // An image, or (a text-classification bundle) a text or texts.
-export async function classify(model, task, source, { topK } = {}) {
-  if (task.kind === 'text-classification') return text.classify(model, task, source, { topK });
+export async function classify(model, task, source, { topK, pairs } = {}) {
+  if (task.kind === 'text-classification') {
+    return text.classify(model, task, source, { topK, pairs });
+  }
   const { output } = await onImage(model, source, task);
   return topClasses(output, task, topK);
 }

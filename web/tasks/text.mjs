@@ -4,8 +4,9 @@
 // bundler/text/reference.py: the texts are tokenized (truncated to task.max_length) by the
 // bundle's own tokenizer files (task.files, shipped in text/) and run in length groups
 // (lengthGroups), each padded to its longest text; the token vectors are pooled (masked mean, the
-// first token's, or none) and scaled to length 1, or the logits scored (softmax, or sigmoid for
-// a multi-label model) and ranked with the labels; the rows come back in the caller's order.
+// first or last kept token's, the masked maximum, none, or in the model) and scaled to length 1,
+// or the logits scored (softmax, or sigmoid for a multi-label model) and ranked with the labels;
+// the rows come back in the caller's order.
 import { topClasses } from './classify.mjs';
 import { entities, modelOf, tokenSpans } from './entities.mjs';
 
@@ -69,16 +70,18 @@ export function lengthGroups(lengths) {
   return groups;
 }
 
-// The texts through the model in length groups: per group, its indices into `texts`, the model's
-// output, the group's attention mask and token ids, and the tokenizer.
-async function* runTexts(model, task, texts) {
+// The texts (each with its pair, or pairs null) through the model in length groups: per group,
+// its indices into `texts`, the model's output, the group's attention mask and token ids, and the
+// tokenizer.
+async function* runTexts(model, task, texts, pairs = null) {
   const tokenizer = await tokenizerOf(model, task);
   const maxLength = task.max_length ?? null;
-  const all = tokenizer.encode(texts, { maxLength });
+  const all = tokenizer.encode(texts, { maxLength, pairs });
   const lengths = texts.map((_, row) => all.attention_mask
     .subarray(row * all.dims[1], (row + 1) * all.dims[1]).reduce((n, v) => n + Number(v), 0));
   for (const group of lengthGroups(lengths)) {
-    const batch = tokenizer.encode(group.map((i) => texts[i]), { maxLength });
+    const batch = tokenizer.encode(group.map((i) => texts[i]),
+      { maxLength, pairs: pairs && group.map((i) => pairs[i]) });
     const feeds = {};
     for (const spec of model.inputs) {
       if (!(spec.name in batch) || spec.name === 'dims') {
@@ -94,32 +97,45 @@ async function* runTexts(model, task, texts) {
 }
 
 // [batch, tokens, size] -> a Float32Array per text (pooling 'none': an array of them, one per
-// kept token); float64 sums, as the Python reference.
+// kept token); [batch, size] (pooling 'model': pooled in the graph) -> its rows; float64 sums,
+// as the Python reference.
 export function pooled(output, mask, pooling, normalize) {
-  const [batch, tokens, size] = output.dims;
+  const pooledInModel = pooling === 'model';
+  const [batch, tokens, size] = pooledInModel ? [output.dims[0], 1, output.dims[1]] : output.dims;
   const data = output.data;
   const rows = [];
   for (let b = 0; b < batch; b += 1) {
     const kept = [];
-    for (let t = 0; t < tokens; t += 1) if (mask[b * tokens + t] !== 0n) kept.push(t);
+    if (pooledInModel) kept.push(0); // the one row: its mean is itself
+    else for (let t = 0; t < tokens; t += 1) if (mask[b * tokens + t] !== 0n) kept.push(t);
     const vector = (t) => data.subarray((b * tokens + t) * size, (b * tokens + t + 1) * size);
     if (pooling === 'none') {
       rows.push(kept.map((t) => Float32Array.from(vector(t))));
       continue;
     }
-    const sum = new Float64Array(size);
-    const used = pooling === 'cls' ? kept.slice(0, 1) : kept; // left padding: not token 0
-    for (const t of used) {
-      const values = vector(t);
-      for (let i = 0; i < size; i += 1) sum[i] += values[i];
+    let row;
+    if (pooling === 'max') {
+      row = new Float64Array(size).fill(-Infinity);
+      for (const t of kept) {
+        const values = vector(t);
+        for (let i = 0; i < size; i += 1) row[i] = Math.max(row[i], values[i]);
+      }
+    } else {
+      // cls and last: the first and last kept tokens (left padding: not token 0)
+      const used = { cls: kept.slice(0, 1), last: kept.slice(-1) }[pooling] ?? kept;
+      row = new Float64Array(size);
+      for (const t of used) {
+        const values = vector(t);
+        for (let i = 0; i < size; i += 1) row[i] += values[i];
+      }
+      const count = Math.max(used.length, 1e-9);
+      for (let i = 0; i < size; i += 1) row[i] /= count;
     }
-    const count = Math.max(used.length, 1e-9);
-    for (let i = 0; i < size; i += 1) sum[i] /= count;
     if (normalize) {
-      const length = Math.max(Math.sqrt(sum.reduce((total, v) => total + v * v, 0)), 1e-12);
-      for (let i = 0; i < size; i += 1) sum[i] /= length;
+      const length = Math.max(Math.sqrt(row.reduce((total, v) => total + v * v, 0)), 1e-12);
+      for (let i = 0; i < size; i += 1) row[i] /= length;
     }
-    rows.push(Float32Array.from(sum));
+    rows.push(Float32Array.from(row));
   }
   return rows;
 }
@@ -127,6 +143,12 @@ export function pooled(output, mask, pooling, normalize) {
 export async function embed(model, task, texts, { pooling, normalize } = {}) {
   const list = textsOf(texts);
   const pool = pooling ?? task.pooling ?? 'mean';
+  if ((pool === 'model') !== (task.pooling === 'model')) {
+    throw new TypeError(task.pooling === 'model'
+      ? `this bundle's output ${task.output} is pooled in the model: no pooling '${pool}'`
+      : `this bundle's output ${task.output} is one vector per token: pooling 'model' needs a`
+        + ' model that pools');
+  }
   const scaled = pool !== 'none' && (normalize ?? task.normalize ?? true);
   const rows = new Array(list.length);
   for await (const { group, output, mask } of runTexts(model, task, list)) {
@@ -135,11 +157,16 @@ export async function embed(model, task, texts, { pooling, normalize } = {}) {
   return rows;
 }
 
-// One text: its top classes; an array of texts: a list of them per text.
-export async function classify(model, task, texts, { topK } = {}) {
+// One text: its top classes; an array of texts: a list of them per text. `pairs`: a second text
+// per text (one string for one text), encoded with it as one input: a cross-encoder's passages.
+export async function classify(model, task, texts, { topK, pairs } = {}) {
   const list = textsOf(texts);
+  const second = pairs === undefined || pairs === null ? null : textsOf(pairs);
+  if (second && (second.length !== list.length || typeof texts !== typeof pairs)) {
+    throw new TypeError('give one pair per text: a string with a text, an array with an array');
+  }
   const answers = new Array(list.length);
-  for await (const { group, output } of runTexts(model, task, list)) {
+  for await (const { group, output } of runTexts(model, task, list, second)) {
     const classes = output.dims[1];
     group.forEach((index, row) => {
       answers[index] = topClasses({

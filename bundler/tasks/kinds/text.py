@@ -91,14 +91,17 @@ def compare_embeddings(native: list[Any], browser: list[Any], result: TaskCompar
 def report_texts(reporter: Reporter, source: Path, task: Task, result: dict[str, Any]) -> None:
     """`bundle run --text`: a row per text."""
     if "classes" in result:
+        texts = [f"{text} | {pair}" for text, pair in zip(result["texts"], result["pairs"],
+                                                          strict=True)] \
+            if "pairs" in result else result["texts"]
         rows = [[text, ", ".join(f"{c['label']} {c['score']:.4f}" for c in classes)]
-                for text, classes in zip(result["texts"], result["classes"], strict=True)]
+                for text, classes in zip(texts, result["classes"], strict=True)]
         reporter.table(f"{source}: labels", ["text", "top labels"], rows)
         return
     rows = [[text, f"{len(row)}", ", ".join(f"{v:.4f}" for v in _flat(row)[:4]) + ", ..."]
             for text, row in zip(result["texts"], result["embeddings"], strict=True)]
-    reporter.table(f"{source}: embeddings ({task.pooling} pooling)", ["text", "size", "values"],
-                   rows)
+    pooling = "pooled in the model" if task.pooling == "model" else f"{task.pooling} pooling"
+    reporter.table(f"{source}: embeddings ({pooling})", ["text", "size", "values"], rows)
 
 
 def _flat(row: Any) -> list[float]:
