@@ -84,6 +84,7 @@ SETUP = """async ({ base, variant, prompt, newTokens, options, prototype }) => {
       }
     },
   };
+  let protoGenerate = null;
   if (prototype) {
     // the decoder that also outputs each step's new key/value slice (present_new.N.*): fetched
     // instead of the presents, and appended to the past in two arrays reused in turn
@@ -93,6 +94,60 @@ SETUP = """async ({ base, variant, prompt, newTokens, options, prototype }) => {
     const slices = names.map((name) => name.replace('past_key_values.', 'present_new.'));
     const buffers = Object.fromEntries(names.map((name) => [name, [0, 1].map(() =>
       new Float32Array(heads * 1024 * size))]));
+    const presents = names.map((name) => name.replace('past_key_values.', 'present.'));
+    const promptIds = (await models.default.generate(prompt, { maxNewTokens: 1 })).promptIds;
+    // a greedy generate() on the prototype: `fetched` 'presents' (today's loop) or 'slices'
+    protoGenerate = async (fetched) => {
+      let past = Object.fromEntries(names.map((name) => [name,
+        new ort.Tensor('float32', new Float32Array(0), [1, heads, 0, size])]));
+      let length = 0;
+      let pending = promptIds;
+      const tokens = [];
+      while (tokens.length < newTokens) {
+        const count = pending.length;
+        const outputs = await proto.run({
+          input_ids: new ort.Tensor('int64', BigInt64Array.from(pending, BigInt), [1, count]),
+          attention_mask: new ort.Tensor('int64', new BigInt64Array(length + count).fill(1n),
+            [1, length + count]),
+          position_ids: new ort.Tensor('int64', BigInt64Array.from(pending, (_, i) =>
+            BigInt(length + i)), [1, count]),
+          use_cache_branch: new ort.Tensor('bool', [length > 0], [1]),
+          ...past,
+        }, ['logits', ...(fetched === 'presents' ? presents : slices)]);
+        const next = {};
+        names.forEach((name, i) => {
+          if (fetched === 'presents') {
+            next[name] = outputs[presents[i]];
+            return;
+          }
+          const from = past[name].data;
+          const slice = outputs[slices[i]].data;
+          const into = buffers[name][tokens.length % 2];
+          const total = length + count;
+          for (let head = 0; head < heads; head += 1) {
+            into.set(from.subarray(head * length * size, (head + 1) * length * size),
+              head * total * size);
+            into.set(slice.subarray(head * count * size, (head + 1) * count * size),
+              (head * total + length) * size);
+          }
+          next[name] = new ort.Tensor('float32', into.subarray(0, heads * total * size),
+            [1, heads, total, size]);
+        });
+        past = next;
+        const logits = outputs.logits.data;
+        const vocab = logits.length / count;
+        let best = 0;
+        for (let id = 1; id < vocab; id += 1) {
+          if (logits[(count - 1) * vocab + id] > logits[(count - 1) * vocab + best]) best = id;
+        }
+        tokens.push(best);
+        pending = [best];
+        length += count;
+      }
+      return tokens;
+    };
+    await protoGenerate('presents');
+    await protoGenerate('slices');
     modes.protoAll = (past) => proto.run(feeds[past]);
     modes.protoNew = async (past) => {
       const outputs = await proto.run(feeds[past], ['logits', ...slices]);
@@ -111,6 +166,7 @@ SETUP = """async ({ base, variant, prompt, newTokens, options, prototype }) => {
   }
   const run = session.run.bind(session);
   globalThis.decodeStep = {
+    protoGenerate: (fetched) => protoGenerate(fetched),
     // generate() on one model: its timings, tokens, and per decode step the time inside
     // onnxruntime-web's session.run (default model) and around it
     async generate(name) {
@@ -162,6 +218,36 @@ SETUP = """async ({ base, variant, prompt, newTokens, options, prototype }) => {
 
 
 MODES = ("all", "logits", "copy", "protoAll", "protoNew")
+
+
+def prototype(bundle: Path, manifest: dict, variant: str, path: Path) -> None:
+    """The bundle's `variant` of a merged decoder (one If on use_cache_branch) at `path`, with
+    outputs present_new.N.key/value: the key/value of the tokens fed this step (the cached
+    branch's Concat's second input; the first step's present itself)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    entry = next(v for v in manifest["sessions"][0]["variants"] if v["name"] == variant)
+    stored = next(f for f in manifest["files"] if f["path"] == entry["file"])
+    pieces = [part["path"] for part in stored.get("parts", [stored])]
+    model = onnx.load_from_string(b"".join((bundle / piece).read_bytes() for piece in pieces))
+    (node,) = model.graph.node
+    branches = {attribute.name: attribute.g for attribute in node.attribute}
+    cached, first = branches["then_branch"], branches["else_branch"]
+    producers = {output: n for n in cached.node for output in n.output}
+    presents = [output for output in model.graph.output if output.name.startswith("present.")]
+    for present in presents:
+        concat = producers[present.name]
+        assert concat.op_type == "Concat", concat.op_type
+        cached.output.append(helper.make_tensor_value_info(concat.input[1], TensorProto.FLOAT,
+                                                           None))
+        alias = f"{present.name}/new"  # a branch cannot name one value as two outputs
+        first.node.append(helper.make_node("Identity", [present.name], [alias]))
+        first.output.append(helper.make_tensor_value_info(alias, TensorProto.FLOAT, None))
+        name = present.name.replace("present.", "present_new.")
+        node.output.append(name)
+        model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    onnx.save(model, path)
 
 
 def _descendants(root: int) -> set[int]:
@@ -217,8 +303,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--options", action="append", default=[], metavar="NAME=JSON",
                         help="a further model whose session takes these InferenceSession options")
-    parser.add_argument("--prototype", type=Path, help="the bundle's model with present_new.N.*"
-                        " outputs (each step's new key/value slice) beside present.N.*")
+    parser.add_argument("--prototype", action="store_true",
+                        help="also time a prototype of the variant's model that outputs each"
+                        " step's new key/value slice (present_new.N.*) beside present.N.*")
     args = parser.parse_args()
     options = {name: json.loads(value) for name, value in
                (item.split("=", 1) for item in args.options)}
@@ -234,7 +321,8 @@ def main() -> None:
         root = Path(scratch)
         shutil.copytree(args.bundle, root / "bundle", copy_function=os.link)  # links: no copies
         if args.prototype:
-            os.link(args.prototype, root / "prototype.onnx")
+            with reporter.step("Writing the prototype (present_new.N.* outputs)"):
+                prototype(args.bundle, manifest, args.variant, root / "prototype.onnx")
         with serve_directory(root) as base, playwright_session() as playwright, \
                 launch(playwright, load_settings(), webgpu=False) as browser, \
                 reporter.step("Decoding in Chromium (WASM, 1 thread)"):
@@ -244,11 +332,17 @@ def main() -> None:
             page.evaluate(SETUP, {"base": base + "bundle/", "variant": args.variant,
                                   "prompt": prompt, "newTokens": args.new_tokens,
                                   "options": options,
-                                  "prototype": args.prototype and base + "prototype.onnx"})
+                                  "prototype": base + "prototype.onnx" if args.prototype
+                                  else None})
             for call in range(args.calls):
                 for name in names if call % 2 == 0 else names[::-1]:  # the first alternating
                     answer, cpu = measured(page, "([name]) => decodeStep.generate(name)", name)
                     calls[name].append({**answer, "cpu": cpu})
+            proto: dict[str, list[tuple[list[int], float]]] = {"presents": [], "slices": []}
+            for call in range(args.calls if args.prototype else 0):
+                for fetched in ("presents", "slices")[::1 if call % 2 == 0 else -1]:
+                    proto[fetched].append(measured(page, "([fetched]) =>"
+                                                   " decodeStep.protoGenerate(fetched)", fetched))
             for _ in range(args.reps):
                 for past in pasts:
                     for mode in MODES[:5 if args.prototype else 3]:
@@ -259,6 +353,21 @@ def main() -> None:
                      for past in pasts}
             pre = page.evaluate("(past) => decodeStep.preallocated(past)", pasts[-1])
     _report(reporter, args, calls, steps, cache, pre)
+    if args.prototype:
+        paired = [new[1] / old[1] for new, old in zip(proto["slices"], proto["presents"],
+                                                      strict=True)]
+        same = all(tokens == calls["default"][0]["tokenIds"]
+                   for tokens, _ in proto["presents"] + proto["slices"])
+        reporter.table(f"A greedy loop on the prototype, {args.calls} rounds: CPU ms per call",
+                       ("fetched", "CPU ms (median)", "vs presents in the same round",
+                        "tokens = generate()'s"),
+                       [["logits + present.* (as today)",
+                         f"{statistics.median(c for _, c in proto['presents']):,.0f}", "1.00x",
+                         str(same)],
+                        ["logits + present_new.*, appended in JS",
+                         f"{statistics.median(c for _, c in proto['slices']):,.0f}",
+                         f"{statistics.median(paired):.3f}x ({min(paired):.2f}-{max(paired):.2f})",
+                         str(same)]])
 
 
 def _report(reporter: TerminalReporter, args: argparse.Namespace, calls: dict[str, list[dict]],
