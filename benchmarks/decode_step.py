@@ -1,29 +1,37 @@
 """Where a decode step's time goes on 1 WASM thread: the run, the cache's copies, the loop.
 
-    python benchmarks/decode_step.py BUNDLE [--variant int8] [--prompt-tokens 16]
-        [--new-tokens 64] [--calls 4] [--pasts 16,80] [--reps 20]
+    PYTHONPATH=. python benchmarks/decode_step.py BUNDLE [--variant int8] [--prompt-tokens 16]
+        [--new-tokens 64] [--calls 8] [--pasts 16,80] [--reps 20] [--prototype]
         [--options NAME=JSON ...]
 
-BUNDLE: a text-generation bundle folder (text_vs_transformersjs.py's `site/ours/decoder`). In one
-headless Chromium page it loads the bundle on WASM (1 thread, `--variant`) and measures:
+BUNDLE: a merged-decoder text-generation bundle folder (text_vs_transformersjs.py's
+`site/ours/decoder`). In one headless Chromium page it loads the bundle on WASM (1 thread,
+`--variant`), calls generate() once on each model, then measures, all in the renderers' CPU time
+(the scheduler's schedstat: other jobs taking the cores stretch wall times, which swung 2x
+between identical calls on the shared 2-core machine, not CPU time), wall time beside it:
 
-1. model.generate() of `--new-tokens` after a `--prompt-tokens` prompt, `--calls` later calls
-   (after a first one): per decode step, the time inside onnxruntime-web's `session.run` (the
-   kernels and the copies of the inputs into its memory and of the outputs out of it) and the
-   time around it (generate.mjs's loop: feeds, sampling, the text, the kept cache's handles).
-2. One decode step (1 new token) on a past of each of `--pasts` tokens, run `--reps` times in
-   turn (medians): fetching every output as generate() does, and fetching the logits alone (the
-   presents are computed but not copied out: the difference is the copy of the cache out of the
-   runtime's memory), beside a plain JavaScript copy of the cache's bytes (24 new arrays, each
-   filled from another: what a copy costs on this machine without the runtime around it).
-3. `--options`: generate() on further loads of the bundle whose sessions were created with more
+1. generate() of `--new-tokens` after a `--prompt-tokens` prompt, `--calls` calls: per decode
+   step, the wall time inside onnxruntime-web's `session.run` (the kernels and the copies of the
+   inputs into its memory and of the outputs out of it) and around it (generate.mjs's loop:
+   feeds, sampling, the text, the kept cache's handles).
+2. One decode step (1 new token) on a past of each of `--pasts` tokens, `--reps` x 4 in turn
+   (medians): fetching every output as generate() does, and fetching the logits alone (the
+   presents are computed but not copied out: the difference is their copy out of the runtime's
+   memory), beside a plain JavaScript copy of the cache's bytes into 24 new arrays.
+3. `--options`: generate() on further loads of the bundle whose sessions take more
    InferenceSession options (`load()`'s internal `__sessionOptions`), e.g.
-   `--options nomempattern='{"enableMemPattern": false}'`, in turn with a fresh default one
-   (decode tokens/s, `--calls` each, the first alternating: every step has a new past length,
-   which a fixed-shape step hides).
+   `--options nomempattern='{"enableMemPattern": false}'`, in rounds with the default (each
+   model once a round, the order alternating): CPU per call against the default's in the same
+   round (each step has a new past length, which a fixed-shape step would hide).
 4. A pre-allocated logits output (run's fetches): whether onnxruntime-web fills it on WASM.
+5. `--prototype`: the variant's model with outputs `present_new.N.key/value` (each step's new
+   key/value slice) beside `present.N.*`, written here (prototype()); one step on it both ways,
+   and a greedy loop on it in rounds, fetching `present.*` as today or the logits and the slices
+   appended in JavaScript to two arrays per tensor reused in turn: CPU per call, and whether
+   both loops give generate()'s tokens.
 
-Not a test: run by hand on a quiet machine (about a minute with the defaults).
+Not a test: run by hand (2-3 minutes). Results: docs/benchmarks.md, "Where a decode step's time
+goes on WASM".
 """
 
 from __future__ import annotations
