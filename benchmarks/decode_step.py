@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python benchmarks/decode_step.py BUNDLE [--variant int8] [--prompt-tokens 16]
         [--new-tokens 64] [--calls 8] [--pasts 16,80] [--reps 20] [--prototype]
-        [--options NAME=JSON ...]
+        [--options NAME=JSON ...] [--baseline OTHER_BUNDLE]
 
 BUNDLE: a merged-decoder text-generation bundle folder (text_vs_transformersjs.py's
 `site/ours/decoder`). In one headless Chromium page it loads the bundle on WASM (1 thread,
@@ -23,6 +23,7 @@ between identical calls on the shared 2-core machine, not CPU time), wall time b
    `--options nomempattern='{"enableMemPattern": false}'`, in rounds with the default (each
    model once a round, the order alternating): CPU per call against the default's in the same
    round (each step has a new past length, which a fixed-shape step would hide).
+   `--baseline`: another bundle of the same model (built by another version) in the same rounds.
 4. A pre-allocated logits output (run's fetches): whether onnxruntime-web fills it on WASM.
 5. `--prototype`: the variant's model with outputs `present_new.N.key/value` (each step's new
    key/value slice) beside `present.N.*`, written here (prototype()); one step on it both ways,
@@ -51,13 +52,18 @@ from bundler.console import TerminalReporter
 from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.verify.browser import launch, load_settings, playwright_session
 
-SETUP = """async ({ base, variant, prompt, newTokens, options, prototype }) => {
+SETUP = """async ({ base, variant, prompt, newTokens, options, prototype, baseline }) => {
   const { load } = await import(base + 'bundle.mjs');
   const models = {};
   for (const [name, sessionOptions] of Object.entries({ default: undefined, ...options })) {
     models[name] = await load({ executionProviders: ['wasm'], numThreads: 1, variant,
                                 __sessionOptions: sessionOptions });
     await models[name].generate(prompt, { maxNewTokens: newTokens }); // the first call
+  }
+  if (baseline) { // another build of the same model (another version of the bundle's modules)
+    const other = await import(baseline + 'bundle.mjs');
+    models.baseline = await other.load({ executionProviders: ['wasm'], numThreads: 1, variant });
+    await models.baseline.generate(prompt, { maxNewTokens: newTokens });
   }
   const { _ort: ort, _session: session } = models.default._session;
   const names = session.inputNames.filter((name) => name.startsWith('past_key_values.'));
@@ -311,6 +317,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--options", action="append", default=[], metavar="NAME=JSON",
                         help="a further model whose session takes these InferenceSession options")
+    parser.add_argument("--baseline", type=Path, help="another bundle of the same model, its"
+                        " generate() timed in the rounds beside the default's")
     parser.add_argument("--prototype", action="store_true",
                         help="also time a prototype of the variant's model that outputs each"
                         " step's new key/value slice (present_new.N.*) beside present.N.*")
@@ -322,12 +330,14 @@ def main() -> None:
     manifest = json.loads((args.bundle / "bundle.json").read_text(encoding="utf-8"))
     tokenizer = args.bundle / manifest["task"]["files"]["tokenizer.json"]
     prompt = text_exports.prompt_of(tokenizer, args.prompt_tokens, text_exports.corpus(400_000))
-    names = ["default", *options]
+    names = ["default", *options, *(["baseline"] if args.baseline else [])]
     calls: dict[str, list[dict]] = {name: [] for name in names}
     steps: dict[tuple[int, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="decode-step-") as scratch:
         root = Path(scratch)
         shutil.copytree(args.bundle, root / "bundle", copy_function=os.link)  # links: no copies
+        if args.baseline:
+            shutil.copytree(args.baseline, root / "baseline", copy_function=os.link)
         if args.prototype:
             with reporter.step("Writing the prototype (present_new.N.* outputs)"):
                 prototype(args.bundle, manifest, args.variant, root / "prototype.onnx")
@@ -341,7 +351,8 @@ def main() -> None:
                                   "prompt": prompt, "newTokens": args.new_tokens,
                                   "options": options,
                                   "prototype": base + "prototype.onnx" if args.prototype
-                                  else None})
+                                  else None,
+                                  "baseline": base + "baseline/" if args.baseline else None})
             for call in range(args.calls):
                 for name in names if call % 2 == 0 else names[::-1]:  # the first alternating
                     answer, cpu = measured(page, "([name]) => decodeStep.generate(name)", name)
