@@ -144,6 +144,12 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     # tokens below are those of the folded decoder
     steps = {step["name"]: step for step in bundle["optimization"]["steps"]}
     assert steps["shape-plumbing"]["status"] == "ok", steps["shape-plumbing"]
+    # each present's new key/value slice is an output too (bundler/text/slices.py): the WASM
+    # loop below fetches those instead of the whole presents
+    outputs = [output["name"] for output in bundle["sessions"][0]["outputs"]]
+    presents = [output for output in outputs if output.startswith("present.")]
+    assert presents and [output for output in outputs if output.startswith("present_new.")] == [
+        output.replace("present.", "present_new.") for output in presents]
     configs = {variant["name"]: variant.get("session_config")
                for variant in bundle["sessions"][0]["variants"]}
     formats = {variant["name"]: variant["settings"].get("format")

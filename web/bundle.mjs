@@ -141,8 +141,9 @@ class Model {
 
   // Internal, for text generation (web/text/generate.mjs): run() where `feeds` may hold handles
   // of kept outputs ({ kept }) and the outputs named in `keep` stay with the session (on WebGPU,
-  // on the GPU) as such handles, until _drop() disposes them. Not part of the API.
-  async _step(feeds, keep) {
+  // on the GPU) as such handles, until _drop() disposes them; only the outputs in `fetch` are
+  // answered (null: all). Not part of the API.
+  async _step(feeds, keep, fetch = null) {
     if (!this._session) {
       throw new BundleError('released', 'this model was released; load() it again');
     }
@@ -151,7 +152,7 @@ class Model {
     const tensors = makeFeeds(PlainTensor, this.inputs.filter((s) => !kept.includes(s.name)),
       plain);
     for (const name of kept) tensors[name] = feeds[name];
-    return this._session.run(tensors, { keep });
+    return this._session.run(tensors, { keep, fetch });
   }
 
   async _drop(ids) {

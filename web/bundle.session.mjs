@@ -85,6 +85,8 @@ export async function fetchJson(url) {
 // for each; a later run takes such a handle as a feed, so the tensor goes back in where it lies,
 // never through JavaScript arrays (nor through the worker's messages). drop(ids) disposes them:
 // a GPU buffer is given back to onnxruntime's pool then, not when the garbage collector runs.
+// `fetch`: the outputs to answer (null: all); on WASM each one fetched is copied out of the
+// runtime's memory into a new array, which text generation's cache avoids (text/generate.mjs).
 class Session {
   constructor(ort, session, profiling) {
     this._ort = ort;
@@ -96,7 +98,7 @@ class Session {
                     crossOriginIsolated: globalThis.crossOriginIsolated === true };
   }
 
-  run(feeds, { keep = [] } = {}) {
+  run(feeds, { keep = [], fetch = null } = {}) {
     const { Tensor } = this._ort;
     const tensors = {};
     for (const [name, value] of Object.entries(feeds)) {
@@ -111,7 +113,7 @@ class Session {
     }
     const session = this._session;
     return serialised(this._ort, async () => {
-      const outputs = await session.run(tensors);
+      const outputs = await (fetch ? session.run(tensors, fetch) : session.run(tensors));
       const plain = {};
       for (const [name, tensor] of Object.entries(outputs)) {
         if (keep.includes(name)) {

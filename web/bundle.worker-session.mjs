@@ -82,14 +82,14 @@ export class WorkerSession {
 
   // Input buffers are transferred to the worker (detached here afterwards) and outputs come back
   // the same way: nothing is copied.
-  run(tensors, { keep = [] } = {}) {
+  run(tensors, { keep = [], fetch = null } = {}) {
     const plain = {};
     for (const [name, tensor] of Object.entries(tensors)) {
       plain[name] = tensor.kept === undefined
         ? { type: tensor.type, dims: [...tensor.dims], data: tensor.data }
         : tensor; // a handle of an output the worker kept
     }
-    return this._call('run', { feeds: plain, keep }, { transfer: transferables(plain) });
+    return this._call('run', { feeds: plain, keep, fetch }, { transfer: transferables(plain) });
   }
 
   drop(ids) {

@@ -1,8 +1,8 @@
 // bundle.worker.mjs: the dedicated module worker behind load({ worker: true }). It holds one
 // session (on WebGPU too: a worker has navigator.gpu) and answers bundle.mjs's messages:
 //   { id, type: 'open', options }  -> { id, result: null } (progress as { id, progress })
-//   { id, type: 'run', feeds, keep } -> { id, result: outputs } (output buffers transferred;
-//                                     the outputs named in keep stay here, as handles)
+//   { id, type: 'run', feeds, keep, fetch } -> { id, result: outputs } (output buffers
+//     transferred; the outputs named in keep stay here, as handles; fetch: only these outputs)
 //   { id, type: 'drop', ids }      -> { id, result: null } (kept outputs disposed)
 //   { id, type: 'image', source, task } -> { id, result: { output, place, width, height } }
 //                                     (a task's image read, fitted and run here; tasks/image.mjs)
@@ -33,9 +33,9 @@ const handlers = {
     models.clear(); // the session holds the model now
     return session.opened;
   },
-  async run(id, { feeds, keep }) {
+  async run(id, { feeds, keep, fetch }) {
     if (!session) throw new BundleError('released', 'this model was released; load() it again');
-    return session.run(feeds, { keep });
+    return session.run(feeds, { keep, fetch });
   },
   async drop(id, { ids }) {
     session?.drop(ids);

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 
 from bundler.bundle.manifest import Task
-from bundler.bundle.modelio import TensorSpec, read_model, save_model
+from bundler.bundle.modelio import TensorSpec, is_large, read_model, save_model
 from bundler.tasks.kinds.registry import GENERIC, kind_of
 from bundler.tasks.resolve import likely_task
 from bundler.tasks.spec import TaskSpec
@@ -43,11 +43,13 @@ def shipped_inputs(inputs: tuple[TensorSpec, ...], task: Task | None) -> tuple[T
 
 
 def with_task_graph(source: Path, task: Task | None, work: Path) -> Path:
-    """The model to prepare: `source`, or for a task with a preprocessing graph (an image task)
-    a copy with it."""
-    preprocess = kind_of(task.kind).preprocess if task is not None else None
-    if task is None or preprocess is None:
+    """The model to prepare: `source`, or for a task with a graph of its own (an image task's
+    preprocessing, text-generation's new key/value slices) a copy with it."""
+    kind = kind_of(task.kind) if task is not None else None
+    if task is None or kind is None or kind.preprocess is None \
+            or (kind.preprocess_optional and is_large(source)):
         return source
+    preprocess = kind.preprocess
     work.mkdir(parents=True, exist_ok=True)
     model = preprocess(read_model(source), task)
     target = work / TASK_MODEL

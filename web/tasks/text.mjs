@@ -207,8 +207,10 @@ async function decoderOf(model, task) {
       (name) => readJson(model, task, name)),
   ]);
   const decoder = {
-    step: (feeds, keep) => model._step(feeds, keep), drop: (ids) => model._drop(ids),
-    inputs: model.inputs, files: { config, generationConfig, tokenizerConfig },
+    step: (feeds, keep, fetch) => model._step(feeds, keep, fetch),
+    drop: (ids) => model._drop(ids),
+    inputs: model.inputs, outputs: model.outputs, ep: model.ep, worker: model.worker,
+    files: { config, generationConfig, tokenizerConfig },
   };
   return { module, decoder };
 }

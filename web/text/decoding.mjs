@@ -5,10 +5,11 @@
 // The cache stays with the session (run's `keep`, see bundle.session.mjs): on WebGPU each
 // present.* stays in its GPU buffer and goes back in as the next step's past, and the past it
 // replaces is disposed at once (its buffer returns to onnxruntime's pool), so the live GPU buffers
-// stay flat however long the decoding. On WASM the outputs are copied out of the runtime's
-// memory and the inputs into it at each step whatever is done here (onnxruntime-web has no
+// stay flat however long the decoding. On WASM every output fetched is copied out of the
+// runtime's memory into a new array and every input into it at each step (onnxruntime-web has no
 // output binding on WASM); what keeping saves there is the cache's trip through plain arrays and,
-// in worker mode, through messages.
+// in worker mode, through messages. (Text generation on WASM fetches each step's new key/value
+// slices instead where the model has them: generate.mjs's AppendedCache.)
 
 /**
  * The past of one decoding: run() feeds it after the caller's feeds, keeps the `presents` named

@@ -4,7 +4,9 @@
 // step 0, then each step's `present.*` fed back as the next `past_key_values.*`; position_ids
 // from the attention mask; tokens chosen by the sampling spec (sampling.mjs); EOS ids from
 // generation_config.json, else config.json. Messages go through the chat template (chat.mjs).
-// The KV cache stays with the session (decoding.mjs's KeptCache: on WebGPU on the GPU).
+// The KV cache stays with the session (decoding.mjs's KeptCache: on WebGPU on the GPU), except on
+// WASM for a model that also outputs each step's new key/value slice (present_new.*, added at
+// build time by bundler/text/slices.py): there the cache is kept here (AppendedCache).
 import { chatTemplate, renderChat, specialTokens } from './chat.mjs';
 import {
   checkSignal, KeptCache, teacherForced as forced, textStream,
@@ -18,8 +20,9 @@ const ZEROS = {
 
 // The cache layout from the model's inputs (bundle.json's) and, for the dims the export left
 // symbolic, config.json (grouped-query attention: num_key_value_heads), as generate.py's
-// cache_layout.
-export function cacheLayout(inputs, config = {}) {
+// cache_layout; `slices`: the present_new.* outputs, one per present, when the model has them
+// (its `outputs`), else null.
+export function cacheLayout(inputs, config = {}, outputs = []) {
   const byName = new Map(inputs.map((spec) => [spec.name, spec]));
   const past = inputs.map((spec) => PAST.exec(spec.name)).filter(Boolean);
   const layers = new Set(past.map((match) => Number(match[1]))).size;
@@ -46,8 +49,11 @@ export function cacheLayout(inputs, config = {}) {
   for (let layer = 0; layer < layers; layer += 1) {
     presents.push(`present.${layer}.key`, `present.${layer}.value`);
   }
+  const named = new Set(outputs.map((spec) => spec.name));
+  const slices = presents.map((name) => name.replace('present.', 'present_new.'));
   return {
     layers, kvHeads: dims[0], headSize: dims[1], type: first.type, presents,
+    slices: slices.every((name) => named.has(name)) ? slices : null,
     positionIds: byName.has('position_ids'), cacheBranch: byName.has('use_cache_branch'),
   };
 }
@@ -64,41 +70,110 @@ function emptyPast(layout) {
   return past;
 }
 
-// The KV cache of one generation (decoding.mjs's KeptCache): run() feeds the new ids after the
-// past and keeps the presents as the next past. The first step's zero-length past is plain.
+// The feeds of a step: `pending`, the last of the `length` tokens so far (all attended to).
+function stepFeeds(layout, pending, length, steps) {
+  const feeds = {
+    input_ids: { data: BigInt64Array.from(pending, BigInt), dims: [1, pending.length] },
+    attention_mask: { data: new BigInt64Array(length).fill(1n), dims: [1, length] },
+  };
+  if (layout.positionIds) { // the mask is all ones: positions are the running count
+    const positions = new BigInt64Array(pending.length);
+    for (let i = 0; i < pending.length; i += 1) positions[i] = BigInt(length - pending.length + i);
+    feeds.position_ids = { data: positions, dims: [1, pending.length] };
+  }
+  if (layout.cacheBranch) feeds.use_cache_branch = { data: [steps > 0], dims: [1] };
+  return feeds;
+}
+
+// The KV cache of one generation kept by the session (decoding.mjs's KeptCache): run() feeds the
+// new ids after the past and keeps the presents as the next past. The first step's zero-length
+// past is plain. A model with present_new.* outputs answers only the logits and the presents
+// (on WebGPU the slices would be read back from the GPU for nothing).
 class Cache extends KeptCache {
   constructor(step, drop, layout) {
-    super(step, drop, emptyPast(layout));
+    const fetch = layout.slices ? ['logits', ...layout.presents] : null;
+    super((feeds, keep) => step(feeds, keep, fetch), drop, emptyPast(layout));
     this._layout = layout;
     this._steps = 0;
   }
 
-  // The logits of `pending`, the last of the `length` tokens so far (all attended to).
+  // The logits of `pending`, the last of the `length` tokens so far.
   async run(pending, length) {
-    const feeds = {
-      input_ids: { data: BigInt64Array.from(pending, BigInt), dims: [1, pending.length] },
-      attention_mask: { data: new BigInt64Array(length).fill(1n), dims: [1, length] },
-    };
-    if (this._layout.positionIds) { // the mask is all ones: positions are the running count
-      const positions = new BigInt64Array(pending.length);
-      for (let i = 0; i < pending.length; i += 1) positions[i] = BigInt(length - pending.length + i);
-      feeds.position_ids = { data: positions, dims: [1, pending.length] };
-    }
-    if (this._layout.cacheBranch) {
-      feeds.use_cache_branch = { data: [this._steps > 0], dims: [1] };
-    }
+    const feeds = stepFeeds(this._layout, pending, length, this._steps);
     const outputs = await super.run(feeds, this._layout.presents);
     this._steps += 1;
     return outputs.logits;
   }
 }
 
+// The KV cache of one generation kept here, on WASM for a model with present_new.* outputs: each
+// step fetches the logits and the new key/value slices only (onnxruntime-web copies every output
+// fetched into a new array, the presents as large as the whole cache), and appends the slices to
+// the past in two arrays per tensor used in turn, allocated once (again when they fill up): the
+// next step's past is a view of the filled part. Not in worker mode, whose feeds are transferred.
+class AppendedCache {
+  constructor(step, layout) {
+    this._step = step;
+    this._layout = layout;
+    this._length = 0; // the tokens in the cache
+    this._arrays = new Map(); // past name -> [array, array], the next past written into the other
+    this._past = emptyPast(layout);
+    this._fetch = ['logits', ...layout.slices];
+  }
+
+  async run(pending, length) {
+    const layout = this._layout;
+    const feeds = stepFeeds(layout, pending, length, this._length);
+    const outputs = await this._step({ ...feeds, ...this._past }, [], this._fetch);
+    const [heads, size] = [layout.kvHeads, layout.headSize];
+    const [before, added] = [this._length, pending.length];
+    const total = before + added;
+    layout.slices.forEach((sliceName, index) => {
+      const name = layout.presents[index].replace('present', 'past_key_values');
+      const slice = outputs[sliceName].data;
+      const old = this._past[name].data;
+      let arrays = this._arrays.get(name);
+      if (!arrays || arrays[0].length < heads * total * size) { // room for this and more steps
+        const room = heads * Math.max(2 * total, 64) * size;
+        arrays = [new slice.constructor(room), new slice.constructor(room)];
+        this._arrays.set(name, arrays);
+      }
+      const into = old.buffer === arrays[0].buffer ? arrays[1] : arrays[0];
+      for (let head = 0; head < heads; head += 1) { // [1, heads, tokens, size]: per head
+        into.set(old.subarray(head * before * size, (head + 1) * before * size),
+          head * total * size);
+        into.set(slice.subarray(head * added * size, (head + 1) * added * size),
+          (head * total + before) * size);
+      }
+      this._past[name] = { data: into.subarray(0, heads * total * size),
+                           dims: [1, heads, total, size] };
+    });
+    this._length = total;
+    return outputs.logits;
+  }
+
+  async release() {
+    this._arrays.clear();
+  }
+}
+
+function layoutOf({ inputs, outputs, files }) {
+  return cacheLayout(inputs, files.config, outputs);
+}
+
+// The cache a decoding runs with (see Cache and AppendedCache).
+function openCache({ step, drop, ep, worker }, layout) {
+  return layout.slices && ep === 'wasm' && !worker
+    ? new AppendedCache(step, layout)
+    : new Cache(step, drop, layout);
+}
+
 /**
  * A first run at load (load's warmUp): a one-token prefill and one step with its past, so that
  * both the shaders (WebGPU) and the kernels of both branches are ready before the first call.
  */
-export async function warmUp({ step, drop, inputs, files }) {
-  const cache = new Cache(step, drop, cacheLayout(inputs, files.config));
+export async function warmUp(decoder) {
+  const cache = openCache(decoder, layoutOf(decoder));
   try {
     await cache.run([0], 1);
     await cache.run([0], 2);
@@ -112,8 +187,8 @@ export async function warmUp({ step, drop, inputs, files }) {
  * step), each step's at the ids `at[step]`: the teacher-forced logits the build's check compares
  * with native's (bundler/text/agreement.py; decoding.mjs's teacherForced).
  */
-export async function teacherForced({ step, drop, inputs, files }, ids, promptLength, at) {
-  const cache = new Cache(step, drop, cacheLayout(inputs, files.config));
+export async function teacherForced(decoder, ids, promptLength, at) {
+  const cache = openCache(decoder, layoutOf(decoder));
   try {
     return await forced(async (pending, length) => {
       const logits = await cache.run(pending, length);
@@ -169,15 +244,16 @@ function promptText(input, tokenizerConfig) {
 }
 
 /**
- * Generates after `input` (a prompt, or chat messages) with `step(feeds, keep) -> outputs` (a
- * loaded model's run, the outputs named in `keep` answered as handles it keeps) and
- * `drop(handles' ids)`. `files`: { config, generationConfig, tokenizerConfig } (parsed JSON);
- * a prompt longer than the model's positions less maxNewTokens loses its first tokens
- * (fitPrompt; `truncatedTokens` says how many).
- * `inputs`: the model's input specs. Returns { text, tokenIds, promptIds, truncatedTokens,
- * timings }.
+ * Generates after `input` (a prompt, or chat messages) with the decoder's `step(feeds, keep,
+ * fetch) -> outputs` (a loaded model's run, the outputs named in `keep` answered as handles it
+ * keeps, only those in `fetch` answered, all when null) and `drop(handles' ids)`. `files`:
+ * { config, generationConfig, tokenizerConfig } (parsed JSON); a prompt longer than the model's
+ * positions less maxNewTokens loses its first tokens (fitPrompt; `truncatedTokens` says how
+ * many). `inputs`, `outputs`: the model's specs; `ep`, `worker`: where it runs. Returns
+ * { text, tokenIds, promptIds, truncatedTokens, timings }.
  */
-export async function generate({ step, drop, inputs, tokenizer, files }, input, options = {}) {
+export async function generate(decoder, input, options = {}) {
+  const { tokenizer, files } = decoder;
   const {
     maxNewTokens = 32, stop = [], signal = null, onToken = null, ...sampling
   } = options;
@@ -186,7 +262,7 @@ export async function generate({ step, drop, inputs, tokenizer, files }, input, 
   }
   const stops = (typeof stop === 'string' ? [stop] : Array.from(stop)).filter(Boolean);
   const sampler = createSampler({ doSample: sampling.temperature > 0, ...sampling });
-  const layout = cacheLayout(inputs, files.config);
+  const layout = layoutOf(decoder);
   const eos = new Set(eosIds(files.config, files.generationConfig));
   const { text: prompt, special } = promptText(input, files.tokenizerConfig ?? {});
   const encoded = tokenizer.encode([prompt], special === null ? {} : { addSpecialTokens: special });
@@ -197,7 +273,7 @@ export async function generate({ step, drop, inputs, tokenizer, files }, input, 
   const seen = [...promptIds];
   const tokenIds = [];
   const stream = textStream(stops, onToken);
-  const cache = new Cache(step, drop, layout);
+  const cache = openCache(decoder, layout);
   let pending = promptIds;
   let text = '';
   const started = performance.now();

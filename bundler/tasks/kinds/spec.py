@@ -64,6 +64,9 @@ class TaskKind:
     class_count: Callable[[Task, Sequence[Any]], int | None] | None = None
     # the model with the task's preprocessing prepended (the shipped graph); None: as it is
     preprocess: Callable[[onnx.ModelProto, Task], onnx.ModelProto] | None = None
+    # the graph is a speed-up its loop detects (text-generation's new key/value slices): a large
+    # model (is_large) keeps its own graph rather than have its weights read into one protobuf
+    preprocess_optional: bool = False
     postprocess: Postprocess | None = None  # an image kind's answer from the model's output
     compare: Compare | None = None  # `bundle test`: the browser's answer against the native one
     # `bundle run --image/--audio`: the answer, printed (reporter, file, task, result)

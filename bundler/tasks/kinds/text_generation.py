@@ -19,6 +19,7 @@ from bundler.tasks.kinds.spec import (
     same_tokens,
 )
 from bundler.tasks.kinds.text import LOGITS, TOKEN_IDS
+from bundler.text.slices import with_new_slices
 
 if TYPE_CHECKING:
     from bundler.bundle.modelio import TensorSpec
@@ -94,6 +95,8 @@ KIND = TaskKind(
     web_module="text.mjs",
     looks_like=_looks_like,
     resolve=_resolve,
+    preprocess=with_new_slices,
+    preprocess_optional=True,
     compare=compare_generations,
     report=report_generations,
     compared=("prompts", "worst logit difference / range"),
