@@ -169,13 +169,14 @@ def test(directory: Path, execution_providers: tuple[str, ...], dims: tuple[str,
 @click.option("--profile", is_flag=True,
               help="Also time each operator, in the browser and natively (top 10).")
 @click.option("--prompt-tokens", default=16, show_default=True, type=click.IntRange(1, 100_000),
-              help="Text generation: the prompt's length in the bundle's tokens.")
+              help="Text generation: the prompt's length; a text encoder: each text's, in the"
+                   " bundle's tokens.")
 @click.option("--new-tokens", default=64, show_default=True, type=click.IntRange(1, 100_000),
               help="Text generation: the tokens each generate() call makes (fewer if it ends).")
 @click.option("--calls", default=3, show_default=True, type=click.IntRange(1, 1000),
-              help="Text generation and speech recognition: generate() or transcribe() calls"
-                   " per EP and variant; the first is reported apart from the mean of the later"
-                   " ones.")
+              help="Text generation, speech recognition and text encoders: generate(),"
+                   " transcribe() calls per EP and variant, or the task's calls per batch; the"
+                   " first is reported apart from the mean of the later ones.")
 @click.option("--audio", type=click.Path(path_type=Path), default=None,
               help="Speech recognition: transcribe this .wav (default: the build's check"
                    " audio).")
@@ -187,7 +188,9 @@ def bench(directory: Path, execution_providers: tuple[str, ...], variants: tuple
     warm-up, steady state, bytes, memory) beside native onnxruntime on the same inputs; a
     text-generation bundle by its generate() calls (load, time to first token, prefill and
     decode tokens/s, bytes on the wire); a speech-recognition bundle by its transcribe() calls
-    (real-time factor, encoder ms, decoder steps/s, first text, bytes on the wire)."""
+    (real-time factor, encoder ms, decoder steps/s, first text, bytes on the wire); a text
+    encoder by embed(), classify() or tokens() on batches of 1 and 8 texts (load, texts/s,
+    bytes on the wire; with --dim, --profile or --plot, its model's single runs instead)."""
     from bundler.bundle.options import flag_of, validate
     from bundler.commands.bench import GenerationLengths
     from bundler.commands.bench import bench as run_bench

@@ -44,8 +44,11 @@ from bundler.perf.profile import Profile, native_profile, profile_rows
 from bundler.perf.speech import COLUMNS as SPEECH_COLUMNS
 from bundler.perf.speech import SpeechResult, bench_speech
 from bundler.perf.stats import SETTLE_RUNS, WARMUP_RUNS, Latency, ratio, total_runs
+from bundler.perf.texts import COLUMNS as TEXTS_COLUMNS
+from bundler.perf.texts import TextsResult, bench_texts
 from bundler.server.bundle_server import serve_directory
 from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
+from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.verify.browser import (
     BrowserSettings,
@@ -199,12 +202,14 @@ def bench(
     settings: BrowserSettings | None = None,
     generation: GenerationLengths | None = None,
     audio: Path | None = None,
-) -> BenchReport | list[GenerationResult] | list[SpeechResult]:
+) -> BenchReport | list[GenerationResult] | list[SpeechResult] | list[TextsResult]:
     """Measure the bundle in `directory` (on `execution_providers`, default: every EP it ships;
     `variants`, default: all); write the JSON and the plot where asked. A text-generation
     bundle is measured by its generate() calls instead (bundler.perf.generation), at
     `generation`'s lengths (calls: its `calls`); a speech-recognition bundle by its
-    transcribe() calls of `audio` (a .wav; default: the build's check audio)."""
+    transcribe() calls of `audio` (a .wav; default: the build's check audio); a text encoder
+    by its task method's calls on texts of `generation`'s prompt length (bundler.perf.texts),
+    unless `profile`, `plot_path` or `dims` ask for its session's single runs."""
     if runs < 1:
         raise ConfigError(f"--runs: expected at least 1, got {runs}")
     if threads is not None and threads < 1:
@@ -233,6 +238,12 @@ def bench(
                            reporter, json_path)
     if audio is not None:
         raise ConfigError("--audio is for a speech-recognition bundle")
+    if (kind not in (None, TEXT_GENERATION) and kind_of(kind).media == "text"
+            and not (profile or plot_path is not None or dims)):
+        settings, reporter = settings or load_settings(), reporter or Reporter()
+        chromium_executable(settings)
+        return _texts(directory, manifest, eps, names, generation or GenerationLengths(),
+                      threads, settings, reporter, json_path)
     check_dims(manifest.session().inputs, dims or {})
     known = bundle_known(manifest, dims)
     reporter = reporter or Reporter()
@@ -291,6 +302,21 @@ def _generation(directory: Path, manifest: Manifest, eps: list[str], names: list
     return results
 
 
+def _texts(directory: Path, manifest: Manifest, eps: list[str], names: list[str],
+           lengths: GenerationLengths, threads: int | None, settings: BrowserSettings,
+           reporter: Reporter, json_path: Path | None) -> list[TextsResult]:
+    results, version = bench_texts(directory, manifest, eps, names,
+                                   tokens=lengths.prompt_tokens, calls=lengths.calls,
+                                   threads=threads, settings=settings, reporter=reporter)
+    reporter.table(f"{directory}: {manifest.name} on texts of {lengths.prompt_tokens} tokens in"
+                   f" Chromium {version} ({lengths.calls} calls per batch; bytes on the wire: as"
+                   " fetched, gzip)", TEXTS_COLUMNS,
+                   [result.row(lengths.prompt_tokens) for result in results])
+    _finish_calls(directory, manifest, version, results, "ran texts", reporter, json_path, {
+        "tokens_per_text": lengths.prompt_tokens, "calls": lengths.calls, "threads": threads})
+    return results
+
+
 def _speech(directory: Path, manifest: Manifest, eps: list[str], names: list[str],
             audio: Path | None, calls: int, threads: int | None, settings: BrowserSettings,
             reporter: Reporter, json_path: Path | None) -> list[SpeechResult]:
@@ -313,7 +339,7 @@ def _speech(directory: Path, manifest: Manifest, eps: list[str], names: list[str
 
 
 def _finish_calls(directory: Path, manifest: Manifest, version: str,
-                  results: Sequence[GenerationResult | SpeechResult], done: str,
+                  results: Sequence[GenerationResult | SpeechResult | TextsResult], done: str,
                   reporter: Reporter, json_path: Path | None, measured: dict[str, Any]) -> None:
     """The JSON of a bench by calls, and its failures: an error when no page ran."""
     if json_path is not None:

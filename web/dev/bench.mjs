@@ -175,3 +175,18 @@ export function transcriptionRuns({ url, options, samples, rate, calls }) {
   return callRuns(url, options, calls, async (model) => (await model.transcribe(audio,
     { sampleRate: rate })).timings, (model) => ({ decoderVariant: model._decoder?.variant }));
 }
+
+// `bundle bench` on a text-encoder bundle (bundler/perf/texts.py): the task's `method` (embed,
+// classify, tokens) on `calls` batches of each size in `batches`, every text `text`; each call's
+// batch and ms.
+export function textRuns({ url, options, method, text, batches, calls }) {
+  const sizes = batches.flatMap((batch) => Array(calls).fill(batch));
+  let next = 0;
+  return callRuns(url, options, sizes.length, async (model) => {
+    const batch = sizes[next];
+    next += 1;
+    const started = performance.now();
+    await model[method](Array(batch).fill(text));
+    return { batch, ms: performance.now() - started };
+  });
+}
