@@ -173,3 +173,15 @@ def test_a_build_interrupted_where_a_library_caught_it_replaces_nothing(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == ["dist"]
     with signals_interrupt():  # the next command starts afresh
         assert not interrupted()
+
+
+def test_the_command_line_imports_no_heavy_library_before_its_signal_handlers():
+    # Until bundler.cli is imported and a command runs, Ctrl-C ends `bundle` with Python's own
+    # traceback: that window stays short. onnx (most of a second, through ml_dtypes),
+    # onnxruntime, numpy-heavy stacks and torch are imported by the commands, never by the CLI.
+    code = ("import sys, json; import bundler.cli;"
+            " print(json.dumps(sorted(m for m in ('onnx', 'onnxruntime', 'torch', 'transformers',"
+            " 'playwright') if m in sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert result.stdout.strip() == "[]"

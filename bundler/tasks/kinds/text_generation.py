@@ -19,9 +19,10 @@ from bundler.tasks.kinds.spec import (
     same_tokens,
 )
 from bundler.tasks.kinds.text import LOGITS, TOKEN_IDS
-from bundler.text.slices import with_new_slices
 
 if TYPE_CHECKING:
+    import onnx
+
     from bundler.bundle.modelio import TensorSpec
     from bundler.bundle.records import Task
     from bundler.console import Reporter
@@ -85,6 +86,14 @@ def report_generations(reporter: Reporter, source: Path, task: Task,
     reporter.table(f"{source}: generations", ["prompt", "token ids", "text"], rows)
 
 
+def _with_new_slices(model: onnx.ModelProto, task: Task) -> onnx.ModelProto:
+    # imported here: onnx takes most of a second to import, and every command imports the kinds
+    # before it installs its signal handlers (bundler.interrupts)
+    from bundler.text.slices import with_new_slices
+
+    return with_new_slices(model, task)
+
+
 KIND = TaskKind(
     name=NAME,
     settings=("max_length",),
@@ -95,7 +104,7 @@ KIND = TaskKind(
     web_module="text.mjs",
     looks_like=_looks_like,
     resolve=_resolve,
-    preprocess=with_new_slices,
+    preprocess=_with_new_slices,
     preprocess_optional=True,
     compare=compare_generations,
     report=report_generations,
