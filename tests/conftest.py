@@ -4,6 +4,7 @@ a missing Chromium or runtime fails the tests that need them (it never skips the
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -64,6 +65,13 @@ def build_bundle(tmp_path: Path, runtime_dist: Path) -> BuildBundle:
         return output, json.loads((output / "bundle.json").read_text(encoding="utf-8"))
 
     return _build
+
+
+def default_sigint() -> None:
+    """A child's preexec_fn: SIGINT at its default. A process started in the background of a
+    non-interactive shell (`nohup bash -c '...' &`) inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: a test of Ctrl-C would not stop the command."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

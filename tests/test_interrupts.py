@@ -19,16 +19,10 @@ import pytest
 from bundler.bundle.staging import move_into_place, staging_folder
 from bundler.interrupts import interrupted, signals_interrupt
 from tests import models
-from tests.conftest import ROOT
+from tests.conftest import ROOT, default_sigint
 from tests.test_bad_inputs import ORT_SESSION_FILE, _tree
 
 EXIT_TIMEOUT_S = 60
-
-
-def _restore_sigint() -> None:
-    # A process started in the background of a non-interactive shell inherits SIGINT ignored,
-    # and Python then installs no KeyboardInterrupt handler: give the child the default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Command:
@@ -39,7 +33,7 @@ class Command:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bundler", *args], cwd=cwd, env=env, text=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-            preexec_fn=_restore_sigint,
+            preexec_fn=default_sigint,
         )
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -23,6 +23,7 @@ import pytest
 from bundler.bundle.options import CONFIG_FILE_NAME
 from bundler.commands.serve import changed_paths, snapshot
 from tests import encoder_models, models
+from tests.conftest import default_sigint
 
 SECRET = "top-secret-marker"
 
@@ -34,6 +35,7 @@ class Served:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bundler", "serve", *map(str, args)],
             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=default_sigint,
         )
         self.lines: list[str] = []
         self._new_line = threading.Condition()
