@@ -29,7 +29,6 @@ from bundler.server.bundle_server import HARNESS_PATH, serve_directory
 from bundler.tasks.audio import read_wav
 from bundler.tasks.image import read_image
 from bundler.tasks.kinds.automatic_speech_recognition import NAME as SPEECH_RECOGNITION
-from bundler.tasks.kinds.object_detection import NAME as OBJECT_DETECTION
 from bundler.tasks.kinds.registry import kind_of
 from bundler.tasks.kinds.text_generation import CHECK_STEPS
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
@@ -51,9 +50,9 @@ from bundler.verify.tolerance import tolerance_for
 
 def columns(kind: str) -> list[str]:
     """The task-check table's columns for a bundle of `kind` (TaskComparison.row's)."""
-    counted, difference = kind_of(kind).compared or ("answers", "worst difference")
+    counted, *measured = kind_of(kind).compared or ("answers", "worst difference")
     return ["task check", "variant", "ran on", "file", f"{counted} (native, browser)",
-            difference, *(["lowest IoU"] if kind == OBJECT_DETECTION else []), "result"]
+            *measured, "result"]
 
 
 @dataclasses.dataclass
@@ -77,9 +76,10 @@ class TaskComparison:
     def row(self, kind: str) -> list[str]:
         """A row of the table with columns(kind)."""
         iou = "-" if self.lowest_iou is None else f"{self.lowest_iou:.4f}"
+        boxes = "lowest IoU" in (kind_of(kind).compared or ())
         return ["task", self.variant, self.ep, self.file,
                 f"{self.native_count}, {self.browser_count}",
-                f"{self.worst_score_difference:.3g}", *([iou] if kind == OBJECT_DETECTION else []),
+                f"{self.worst_score_difference:.3g}", *([iou] if boxes else []),
                 ("pass" if self.passed else f"FAIL: {self.error}")
                 + "".join(f"; {tie}" for tie in self.ties)]
 

@@ -109,5 +109,5 @@ KIND = image_kind(
     postprocess=_postprocess,
     compare=_compare,
     report=_report,
-    compared=("detections", "worst score difference"),
+    compared=("detections", "worst score difference", "lowest IoU"),
 )

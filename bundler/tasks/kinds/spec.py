@@ -71,8 +71,9 @@ class TaskKind:
     compare: Compare | None = None  # `bundle test`: the browser's answer against the native one
     # `bundle run --image/--audio`: the answer, printed (reporter, file, task, result)
     report: Callable[[Reporter, Path, Task, dict[str, Any]], None] | None = None
-    # the task-check table's headings: what `compare` counts, what its worst difference measures
-    compared: tuple[str, str] | None = None
+    # the task-check table's headings: what `compare` counts, what its worst difference measures,
+    # and "lowest IoU" for a kind that compares boxes
+    compared: tuple[str, ...] | None = None
 
 
 def image_layout(spec: TensorSpec) -> str | None:
