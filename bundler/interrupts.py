@@ -4,12 +4,16 @@ section (moving a finished build into place) can hold them until it is done.
 
 A library may catch the KeyboardInterrupt and carry on (a browser driver's event loop can), so a
 signal is also remembered: `interrupted()` lets the last step of a build refuse to replace its
-output after one."""
+output after one. The record does not depend on our Python handler having run: the interpreter's
+C handler writes each signal's number to a wakeup socket the moment it arrives (so a handler a
+library put in place of ours, or one still waiting for the main thread, is seen too), and a signal
+held pending by a blocked mask counts as well."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -29,9 +33,39 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+_wakeup: list[socket.socket] = []  # the reading end, inside a `signals_interrupt` block
+
+
 def interrupted() -> bool:
     """Whether an ending signal arrived inside the current `signals_interrupt` block."""
-    return bool(_received)
+    if _wakeup:
+        with contextlib.suppress(BlockingIOError):
+            _received.extend(number for number in _wakeup[0].recv(4096) if number in _ENDING)
+    pending = signal.sigpending() if hasattr(signal, "sigpending") else set()
+    return bool(_received) or any(signum in pending for signum in _ENDING)
+
+
+@contextlib.contextmanager
+def _signals_written() -> Iterator[None]:
+    """The C handler writes each signal's number to a socket of ours (see the module's doc)."""
+    reader, writer = socket.socketpair()
+    for end in (reader, writer):
+        end.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter
+        reader.close()
+        writer.close()
+        yield
+        return
+    _wakeup.append(reader)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        _wakeup.clear()
+        reader.close()
+        writer.close()
 
 
 @contextlib.contextmanager
@@ -47,7 +81,8 @@ def signals_interrupt() -> Iterator[None]:
                 if signum != signal.SIGINT
                 or signal.getsignal(signum) is signal.default_int_handler}
     try:
-        yield
+        with _signals_written():
+            yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -119,9 +119,10 @@ def test_interrupted_build_keeps_the_previous_output(tmp_path, previous_build, r
     MOMENTS[moment](command)
     assert command.process.poll() is None, f"the build ended before the signal: {command.text}"
     command.send(signum)
-    assert command.wait() != 0, command.text
+    code = command.wait()
+    assert code != 0, command.text
     assert "Traceback" not in command.text
-    assert _tree(output) == before
+    assert _tree(output) == before, f"exit {code}, the output replaced; it printed:\n{command.text}"
     assert sorted(p.name for p in site.iterdir()) == ["dist"]
     _no_leftovers(tmp)
 
@@ -166,6 +167,27 @@ def test_a_build_interrupted_where_a_library_caught_it_replaces_nothing(tmp_path
     assert (output / "bundle.json").read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["dist"]
     with signals_interrupt():  # the next command starts afresh
+        assert not interrupted()
+
+
+@pytest.mark.parametrize("library", ["replaces our handler", "blocks the signal"])
+def test_a_signal_our_handler_never_saw_still_counts(library):
+    # The record does not rest on our Python handler: a library's own handler in its place, or a
+    # mask that keeps the signal pending, must not let a build replace its output.
+    with signals_interrupt():
+        if library == "replaces our handler":
+            signal.signal(signal.SIGTERM, lambda signum, frame: None)
+            signal.raise_signal(signal.SIGTERM)
+            assert interrupted()
+        else:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                assert interrupted()
+            finally:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # discards the pending one
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    with signals_interrupt():
         assert not interrupted()
 
 

@@ -27,6 +27,7 @@ import select
 import shutil
 import socket
 import socketserver
+import sys
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -334,6 +335,13 @@ class BundleServer(http.server.ThreadingHTTPServer):
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1" if host == "0.0.0.0" else "::1"
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+    def handle_error(self, request: object, client_address: tuple) -> None:
+        # A browser that goes away mid-request (closed, or stopped by the Ctrl-C that stops us) is
+        # no error of ours; socketserver would print its traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def shutdown(self) -> None:
         if self.live_reload is not None:
