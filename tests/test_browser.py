@@ -2,6 +2,9 @@
 test model, the WASM fallback, the bundle.mjs contract and the demo page."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +12,7 @@ import onnx
 import pytest
 
 from tests import models
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.browser
 
@@ -98,3 +101,21 @@ def test_bundle_test_accepts_an_ep_that_cannot_run_the_model_and_load_skips_it(
     result = run_cli("test", directory)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "UNSUPPORTED (runtime)" in result.stdout
+
+
+def test_chromium_launches_from_a_long_temporary_folder(tmp_path):
+    # Chromium's profile holds a Unix socket, whose path may not pass 104-108 bytes: from a
+    # $TMPDIR as long as macOS's (or pytest's) it did not start, and builds went unverified.
+    long_tmp = tmp_path / ("t" * 60)
+    long_tmp.mkdir()
+    code = ("from bundler.verify.browser import launch, load_settings, playwright_session\n"
+            "from tests.conftest import ROOT\n"
+            "settings = load_settings(ROOT / 'playwright.config.py')\n"
+            "with playwright_session() as driver, launch(driver, settings, webgpu=False) as b:\n"
+            "    print(b.version)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "TMPDIR": str(long_tmp), "PYTHONPATH": str(ROOT)},
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()[:1].isdigit(), result.stdout
+    assert list(long_tmp.glob("bundler-browser-*")) == []

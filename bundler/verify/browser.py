@@ -72,9 +72,24 @@ def playwright_session() -> Iterator[Any]:
         raise BrowserError("playwright is not installed; pip install playwright") from None
     # The driver and the Chromium it starts keep their temporary files in a folder of ours, which
     # is removed even when an interrupt (Ctrl-C reaches them too) stops them before they clean up.
-    with (tempfile.TemporaryDirectory(prefix="bundler-browser-") as scratch,
+    with (tempfile.TemporaryDirectory(prefix="bundler-browser-", dir=_short_temp_dir()) as scratch,
           _environment(TMPDIR=scratch), sync_playwright() as playwright):
         yield playwright
+
+
+# Chromium's profile folder, which Playwright makes in $TMPDIR, holds a Unix socket, whose path
+# may not pass 104 bytes (macOS; 108 on Linux): "cannot launch Chromium" from a longer $TMPDIR.
+_CHROMIUM_SOCKET_TAIL = len("/bundler-browser-xxxxxxxx/playwright_chromiumdev_profile-xxxxxx"
+                            "/SingletonSocket")
+_SOCKET_PATH_LIMIT = 103
+
+
+def _short_temp_dir() -> str | None:
+    """$TMPDIR where the socket's path fits under it, else /tmp where it is writable."""
+    default = tempfile.gettempdir()
+    if len(os.fsencode(default)) + _CHROMIUM_SOCKET_TAIL <= _SOCKET_PATH_LIMIT:
+        return None
+    return "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else None
 
 
 @contextlib.contextmanager
