@@ -282,7 +282,8 @@ class BuildOptions:
     int4: Int4Options = option(parse_int4, "How int4 quantizes, as KEY=VALUE (repeat):"
                                " block_size (16-256), symmetric, accuracy_level (0-4; 4: int8"
                                " compute), lm_head, embeddings (quantize the LM head / the"
-                               " token embedding), format (nbits or qdq).",
+                               " token embedding), format (nbits, qdq or int8: 4-bit on the"
+                               " wire, int8 kernels on WASM).",
                                default=Int4Options(), repeatable=True)
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"

@@ -204,7 +204,8 @@ class Int8StaticSettings(_Settings):
 
 @_settings
 class Int4Settings(_Settings):
-    op: str  # "com.microsoft.MatMulNBits", or "DequantizeLinear" (format qdq)
+    op: str  # "com.microsoft.MatMulNBits", "DequantizeLinear" (format qdq) or
+    # "com.microsoft.DynamicQuantizeMatMul" (format int8)
     bits: int
     block_size: int
     symmetric: bool
@@ -215,7 +216,8 @@ class Int4Settings(_Settings):
     accuracy_level: int = 0
     lm_head: bool = True
     embeddings: int = 0
-    format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21)
+    format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21),
+    # or "int8": those blocks requantized to int8 at load, into DynamicQuantizeMatMul
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 from onnx import (
     GraphProto,
     ModelProto,
@@ -152,6 +153,88 @@ def hoist_dequantize(model: ModelProto) -> int:
     return len(hoisted)
 
 
+def int8_compute(model: ModelProto) -> int:
+    """Make each MatMul of a constant 4-bit DequantizeLinear (in the main graph: see
+    hoist_dequantize) a DynamicQuantizeMatMul of an int8 weight that a QuantizeLinear makes from
+    the blocks; how many. Both fold into one int8 constant at load (FOLD_DEQUANTIZE): 4-bit
+    blocks on the wire, onnxruntime's int8 kernel on WASM, as the int8 variant's.
+
+    The int8 scale is one per weight, as the int8 variant's (per column, onnxruntime's
+    QuantizeLinear folds a [K, N] weight an element at a time: seconds at load). It comes from
+    the block scales alone (the weights need not be read): |q - zero point| is at most 8 for
+    signed 4-bit (15 with a zero point), so no value is larger than that times the largest block
+    scale, and nothing saturates. The block scales, a fifth of the bytes at block 32, are stored
+    in float16 where only these MatMuls read the weight: it is dequantized in float16 and
+    requantized from there."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    blocks = {node.output[0]: node for node in model.graph.node
+              if node.op_type == "DequantizeLinear" and node.input[0] in weights
+              and weights[node.input[0]].data_type in (TensorProto.INT4, TensorProto.UINT4)
+              and len(weights[node.input[0]].dims) == 2 and _attribute(node, "axis", 1) == 0}
+    readers: dict[str, list[NodeProto]] = {}
+    for node in walk_nodes(model.graph):
+        for name in node.input:
+            if name in blocks:
+                readers.setdefault(name, []).append(node)
+    taken = {name for graph in graphs_of(model.graph)
+             for name in [*(t.name for t in graph.initializer),
+                          *(out for node in graph.node for out in node.output)]}
+    made: dict[str, NodeProto] = {}  # float weight -> its QuantizeLinear
+    rewritten = 0
+    for weight, nodes in readers.items():
+        matmuls = [node for node in nodes if node.op_type == "MatMul" and node.input[1] == weight]
+        if not matmuls:
+            continue
+        half = len(matmuls) == len(nodes)
+        made[weight], scale, zero = _int8_weight(model, blocks[weight], weights, taken, half)
+        for node in matmuls:
+            activation = node.input[0]
+            node.op_type, node.domain = "DynamicQuantizeMatMul", "com.microsoft"
+            del node.input[:]
+            node.input.extend([activation, made[weight].output[0], scale, zero])
+            rewritten += 1
+    if made:  # each right after its DequantizeLinear: the graph stays in topological order
+        ordered = []
+        for node in model.graph.node:
+            ordered.append(node)
+            if node.op_type == "DequantizeLinear" and node.output[0] in made:
+                ordered.append(made[node.output[0]])
+        del model.graph.node[:]
+        model.graph.node.extend(ordered)
+    if rewritten and not any(entry.domain == "com.microsoft" for entry in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return rewritten
+
+
+def _int8_weight(model: ModelProto, dequantize: NodeProto, weights: dict[str, TensorProto],
+                 taken: set[str], half: bool) -> tuple[NodeProto, str, str]:
+    """A QuantizeLinear of `dequantize`'s output to int8, and the names of the float32 scale and
+    the zero point DynamicQuantizeMatMul reads (added to the main graph); with `half`, the block
+    scales become float16 and the QuantizeLinear takes float16."""
+    blocks = weights[dequantize.input[1]]
+    block_scales = numpy_helper.to_array(blocks)
+    if half and block_scales.dtype == np.float32:
+        block_scales = block_scales.astype(np.float16)
+        blocks.CopyFrom(numpy_helper.from_array(block_scales, blocks.name))
+    has_zero_point = len(dequantize.input) > 2 and bool(dequantize.input[2])
+    reach = 15.0 if has_zero_point else 8.0
+    largest = float(np.abs(block_scales.astype(np.float32)).max())
+    scale = np.array(reach * largest / 127.0 if largest > 0 else 1.0, block_scales.dtype)
+    weight = dequantize.output[0]
+    names = [fresh_name(f"{weight}_int8{suffix}", taken)
+             for suffix in ("", "_scale", "_zero", "_matmul_scale")]
+    model.graph.initializer.extend([
+        numpy_helper.from_array(scale, names[1]),
+        numpy_helper.from_array(np.zeros(scale.shape, np.int8), names[2]),
+    ])
+    if scale.dtype != np.float32:  # the same values, in the type DynamicQuantizeMatMul takes
+        model.graph.initializer.append(numpy_helper.from_array(scale.astype(np.float32),
+                                                               names[3]))
+    quantize = helper.make_node("QuantizeLinear", [weight, *names[1:3]], [names[0]],
+                                name=fresh_name(f"{weight}_QuantizeLinear", taken))
+    return quantize, names[3] if scale.dtype != np.float32 else names[1], names[2]
+
+
 def _read(model: ModelProto, names: Iterable[str], base_dir: Path) -> None:
     """Read the named initializers (of any graph) that are still in external data."""
     wanted = set(names)
@@ -195,7 +278,11 @@ def make(job: Job) -> None:
     block = options.block_size
     weightless = job.weightless  # a large model: its weights are read a batch at a time
     model = read_model(job.src) if weightless is None else weightless
-    if options.format == "qdq":
+    qdq = options.format in ("qdq", "int8")  # int8: the qdq form, then int8_compute
+    if options.format == "int8" and weightless is not None:
+        raise QuantizeError(f"int4 format=int8 is not made from a model past 2 GB of weights"
+                            f" ({job.src.name}); use --int4 format=qdq")
+    if qdq:
         model = _at_qdq_opset(model, job.src.name)
     name_nodes(model)
     if weightless is not None:  # a transposed Gemm weight is rewritten from its values
@@ -232,7 +319,6 @@ def make(job: Job) -> None:
             + "; use int8-weights instead"
         )
     gathers = gathers if options.embeddings else []
-    qdq = options.format == "qdq"
     # the quantizer takes every Gather of a constant table unless excluded by name; it writes
     # GatherBlockQuantized in its QOperator form only, so with qdq the table is a second pass
     passes = [(("MatMul",), QuantFormat.QDQ), (("Gather",), QuantFormat.QOperator)] if qdq else [
@@ -272,11 +358,12 @@ def make(job: Job) -> None:
                 later = set().union(*(nodes for *_, nodes in batches[index + 1:]))
                 streamed.offload(model, _weights_of(model, later))
         hoisted = hoist_dequantize(model) if qdq else 0
+        requantized = int8_compute(model) if options.format == "int8" else 0
         if streamed is None:
             save_model(model, job.dst)
         else:
             streamed.finish(model)
-    if options.format == "qdq":
+    if qdq:
         # Left as is, onnxruntime fuses DequantizeLinear + MatMul back into MatMulNBits, which
         # decodes at 0.10-0.15x fp32 on WASM; folded into float weights at load it runs at
         # 0.97x (docs/benchmarks.md). Native sessions open it the same way, so tokens agree.
@@ -284,11 +371,14 @@ def make(job: Job) -> None:
         # where the blocks were read from inside subgraphs (a merged decoder's If branches):
         # hoisted out of them (hoist_dequantize), unfolded they would be dequantized on every
         # run, so they are folded there too (4-bit on the wire, float32 on the GPU).
+        # format=int8 folds on both: WebGPU has no DynamicQuantizeMatMul and runs it on the CPU,
+        # where it needs its int8 weight as a constant.
         job.result.session_config = {"wasm": dict(FOLD_DEQUANTIZE)}
-        if hoisted:
+        if hoisted or requantized:
             job.result.session_config["webgpu"] = dict(FOLD_DEQUANTIZE)
     job.result.settings = Int4Settings(
-        op="DequantizeLinear" if options.format == "qdq" else "com.microsoft.MatMulNBits",
+        op={"qdq": "DequantizeLinear", "int8": "com.microsoft.DynamicQuantizeMatMul"}.get(
+            options.format, "com.microsoft.MatMulNBits"),
         bits=4,
         block_size=block,
         symmetric=options.symmetric,
@@ -307,6 +397,9 @@ def make(job: Job) -> None:
         job.note(f"{gemms} Gemm nodes rewritten as MatMul + Add for MatMulNBits")
     job.note(f"{len(eligible)} MatMul weights as 4-bit blocks of {block}; {len(skipped)} MatMuls"
              f" stay float32{head}{table}")
+    if requantized:
+        job.note(f"{requantized} MatMuls compute in int8 (DynamicQuantizeMatMul) on weights"
+                 " requantized from the blocks at load")
 
 
 KIND = KindSpec(

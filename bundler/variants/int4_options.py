@@ -18,7 +18,7 @@ BLOCK_SIZES = (16, 32, 64, 128, 256)
 # MatMulNBits' accuracy_level: the lowest type its compute may use. 0: unset (the EP's
 # default), 1: fp32, 2: fp16, 3: bf16, 4: int8 (activations quantized per block).
 ACCURACY_LEVELS = (0, 1, 2, 3, 4)
-FORMATS = ("nbits", "qdq")
+FORMATS = ("nbits", "qdq", "int8")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,8 @@ class Int4Options:
     accuracy_level: int = 0
     lm_head: bool = True  # the MatMul that makes the logits (a tied embedding's copy too)
     embeddings: bool = False  # the token embedding's Gather (GatherBlockQuantized)
-    # "nbits": MatMulNBits; "qdq": DequantizeLinear of int4 blocks (opset 21) into MatMul
+    # "nbits": MatMulNBits; "qdq": DequantizeLinear of int4 blocks (opset 21) into MatMul;
+    # "int8": the qdq blocks requantized to int8 at load, into DynamicQuantizeMatMul
     format: str = "nbits"
     given: tuple[str, ...] = ()
 
