@@ -63,15 +63,18 @@ _KEYS = tuple(Int4Options().values())
 GENERATION_DEFAULTS = {"format": "qdq", "embeddings": True}
 
 
-def for_generation(options: Int4Options) -> Int4Options:
-    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given.
+def for_generation(options: Int4Options, wasm_only: bool = False) -> Int4Options:
+    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given, and
+    format=int8 where the bundle runs on WASM alone.
 
     format=qdq: folded into float weights at load on WASM (its session_config), it decodes at
     fp32's speed where MatMulNBits decodes 7-10x slower, for the same bytes
-    (docs/benchmarks.md); WebGPU runs it as it is. embeddings=true: the token table (also the
-    tied LM head's) in 4 bits; left float it was 24.6 of a GPT-2-small-sized int4's ~85 MB."""
-    values = {key: value for key, value in GENERATION_DEFAULTS.items()
-              if key not in options.given}
+    (docs/benchmarks.md); WebGPU runs it as it is. format=int8: the same blocks folded into int8
+    weights, decoded by the int8 variant's kernel, which WebGPU lacks. embeddings=true: the
+    token table (also the tied LM head's) in 4 bits; left float it was 24.6 of a
+    GPT-2-small-sized int4's ~85 MB."""
+    defaults = {**GENERATION_DEFAULTS, **({"format": "int8"} if wasm_only else {})}
+    values = {key: value for key, value in defaults.items() if key not in options.given}
     return dataclasses.replace(options, **values)
 
 

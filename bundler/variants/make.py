@@ -285,7 +285,8 @@ def make_variants(
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
     generation = task is not None and task.kind == TEXT_GENERATION
-    int4 = for_generation(options.int4) if generation else options.int4
+    int4 = for_generation(options.int4, wasm_only=tuple(options.execution_providers) == ("wasm",)
+                          ) if generation else options.int4
     skipped: list[str] = []
     for kind in plan.kinds:
         with reporter.step(f"Making the {prefix}{kind} variant"):

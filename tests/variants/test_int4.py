@@ -323,3 +323,13 @@ def test_int4_of_a_large_model_is_made_a_batch_of_weights_at_a_time(
         assert runs[0].tokens == runs[1].tokens and all(runs[0].tokens)
         for got, want in zip(runs[0].logits, runs[1].logits, strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_generation_bundle_on_wasm_alone_gets_int4_at_int8_speed() -> None:
+    from bundler.variants.int4_options import for_generation, parse_int4
+
+    assert for_generation(Int4Options()).format == "qdq"  # WebGPU too: both EPs run qdq
+    assert for_generation(Int4Options(), wasm_only=True).format == "int8"
+    assert for_generation(Int4Options(), wasm_only=True).embeddings
+    given = parse_int4(["format=nbits"])
+    assert for_generation(given, wasm_only=True).format == "nbits"  # what is given stays
