@@ -22,7 +22,7 @@ import {
   taskOf,
 } from './bundle.core.mjs';
 import { manifest as MANIFEST, urls as FILE_URLS, modules as TEXT_MODULES } from './bundle.files.mjs';
-import { fetchFile, fetchedPath } from './bundle.fetch.mjs';
+import { fetchFile, fetchedPath, stored } from './bundle.fetch.mjs';
 import { environment, planFits, preflightOf, refusal } from './bundle.preflight.mjs';
 import { fetchJson, openSession, withSessionConfig } from './bundle.session.mjs';
 import { WorkerSession } from './bundle.worker-session.mjs';
@@ -97,9 +97,26 @@ class PlainTensor {
   }
 }
 
+// A text bundle's tokenizer and config files, and its text modules, fetched while the model is:
+// the warm-up and the first call need them, and asked for only then they would come after the
+// session. path -> promise of the bytes, for Model._file.
+function fetchTextEarly(manifest, base) {
+  const files = new Map();
+  for (const path of Object.values(manifest.task?.files ?? {})) {
+    const { entry, urls } = fileRequest(manifest, path, base);
+    const fetching = fetchFile(entry, urls, null, { stage: 'text' });
+    fetching.catch(() => {}); // a failure is met again, and reported, when the file is read
+    files.set(path, fetching);
+  }
+  if (files.size) {
+    for (const imported of Object.values(TEXT_MODULES)) imported().catch(() => {});
+  }
+  return files;
+}
+
 class Model {
   constructor({ session, ep, fallbackReasons, variant, variantReason, manifest, loadMs, worker,
-                opened, taskApi, base, spec }) {
+                opened, taskApi, base, spec, textFiles = new Map() }) {
     this.ep = ep;
     this.fallbackReasons = fallbackReasons;
     this.fallbackReason = fallbackReasons.length
@@ -119,6 +136,7 @@ class Model {
     this._session = session;
     this._taskApi = taskApi;
     this._base = base;
+    this._textFiles = textFiles; // path -> promise of bytes: fetched during load (fetchTextEarly)
   }
 
   async run(feeds) {
@@ -178,8 +196,11 @@ class Model {
 
   // A bundle file's bytes (a text task's tokenizer files, web/tasks/text.mjs).
   async _file(path) {
+    const early = this._textFiles.get(path);
+    this._textFiles.delete(path); // read once: the tokenizer keeps what it needs
     const { entry, urls } = fileRequest(this.manifest, path, this._base);
-    return fetchFile(entry, urls, null, { stage: 'text' });
+    return early ? early.catch(() => fetchFile(entry, urls, null, { stage: 'text' }))
+      : fetchFile(entry, urls, null, { stage: 'text' });
   }
 
   // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio,
@@ -255,6 +276,8 @@ export async function load(options = {}) {
 
   const spec = pickSession(manifest, options.session); // an unknown name fails here
   const taskApi = importTaskApi(manifest);
+  // (a speech model's second session, loaded by this load(), reads none of them)
+  const textFiles = options.session === undefined ? fetchTextEarly(manifest, base) : new Map();
   const warmUp = options.warmUp ?? DECODING_KINDS.includes(manifest.task?.kind);
   const reasons = [];
   const models = new Map(); // model bytes by URL, fetched once across the EPs tried
@@ -288,7 +311,7 @@ export async function load(options = {}) {
       try {
         session = worker
           ? await worker.open(request, onProgress)
-          : await openSession({ ...request, onProgress, models });
+          : await openSession({ ...request, onProgress, models, waitStored: false });
       } catch (error) {
         // A runtime that does not import or a session that is not created: the next EP. A model
         // that cannot be fetched fails on every EP, and bytes that fail their sha256 are never
@@ -302,7 +325,7 @@ export async function load(options = {}) {
       const model = new Model({
         session, spec, ep, variant, variantReason: attempt.variantReason, manifest,
         fallbackReasons: reasons, worker: worker !== null,
-        opened: session.opened, taskApi: await taskApi, base, loadMs: 0,
+        opened: session.opened, taskApi: await taskApi, base, loadMs: 0, textFiles,
       });
       if (SECOND_SESSION[manifest.task?.kind] && options.session === undefined) {
         // a speech model runs its decoder session beside the encoder: opened on the same EPs
@@ -323,6 +346,7 @@ export async function load(options = {}) {
           throw error;
         }
       }
+      await stored(); // the files kept in Cache Storage (the writes overlapped the warm-up)
       model.loadMs = performance.now() - started; // the warm-up is part of the load
       return model;
     }

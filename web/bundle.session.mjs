@@ -183,9 +183,12 @@ export function withSessionConfig(sessionOptions = {}, config = null) {
 // sessionOptions: internal, for onnx-bundler's own harness (web/dev/, tests/js/ops_page.mjs):
 // more InferenceSession options (enableProfiling: release() then ends the profile first; a
 // graphOptimizationLevel; `extra`). Not part of the API. deviceOutputs: the outputs that stay on
-// the device on WebGPU (run()'s `keep`; text generation's present.*).
+// the device on WebGPU (run()'s `keep`; text generation's present.*). waitStored: resolve once
+// the Cache Storage writes of the fetched files are done (load() on the page waits for them
+// itself, after its warm-up run, which they then overlap).
 export async function openSession({ runtime, model, data = [], ep, numThreads, cache, onProgress,
-                                    models, sessionOptions = {}, deviceOutputs = [] }) {
+                                    models, sessionOptions = {}, deviceOutputs = [],
+                                    waitStored = true }) {
   // The model is fetched while the runtime is fetched and compiled, not after it; its graph and
   // data files all at once, with one progress over their bytes.
   const path = model.entry.path;
@@ -211,7 +214,7 @@ export async function openSession({ runtime, model, data = [], ep, numThreads, c
     const session = await serialised(ort, () => ort.InferenceSession.create(bytes, {
       graphOptimizationLevel: 'all', ...sessionOptions, ...onDevice(ep, deviceOutputs),
       executionProviders: [ep], ...(externalData.length ? { externalData } : {}) }));
-    await stored();
+    if (waitStored) await stored();
     onProgress?.({ stage: 'session', loaded: 1, total: 1 });
     return new Session(ort, session, sessionOptions.enableProfiling === true);
   } catch (error) {

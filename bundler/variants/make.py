@@ -23,6 +23,7 @@ from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task,
 from bundler.bundle.modelio import (
     TensorSpec,
     copy_model,
+    is_large,
     model_files,
     read_model,
     sha256_of,
@@ -285,8 +286,10 @@ def make_variants(
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
     generation = task is not None and task.kind == TEXT_GENERATION
-    int4 = for_generation(options.int4, wasm_only=tuple(options.execution_providers) == ("wasm",)
-                          ) if generation else options.int4
+    # int4 at int8 speed (format=int8) where the bundle runs on WASM alone and the model can
+    # take it (not made past 2 GB)
+    wasm_only = tuple(options.execution_providers) == ("wasm",) and not is_large(optimized)
+    int4 = for_generation(options.int4, wasm_only) if generation else options.int4
     skipped: list[str] = []
     for kind in plan.kinds:
         with reporter.step(f"Making the {prefix}{kind} variant"):
