@@ -198,9 +198,11 @@ class Model {
   async _file(path) {
     const early = this._textFiles.get(path);
     this._textFiles.delete(path); // read once: the tokenizer keeps what it needs
-    const { entry, urls } = fileRequest(this.manifest, path, this._base);
-    return early ? early.catch(() => fetchFile(entry, urls, null, { stage: 'text' }))
-      : fetchFile(entry, urls, null, { stage: 'text' });
+    const fetchNow = () => {
+      const { entry, urls } = fileRequest(this.manifest, path, this._base);
+      return fetchFile(entry, urls, null, { stage: 'text' });
+    };
+    return early ? early.catch(fetchNow) : fetchNow(); // a failed early fetch is tried again
   }
 
   // The task API (bundle built with --task; see web/tasks/): labels, boxes, streamed audio,
