@@ -74,3 +74,39 @@ export async function theirsTranscribe({ lib, models, ort, name, dtype, audio, c
     return { text: tokenizer.batch_decode(ids, { skip_special_tokens: true })[0] };
   }, encoder, decoder), calls);
 }
+
+// asr_encoder_cpu.py: each side's encoder opened on this page and warmed up, then left to be
+// run one call at a time as globalThis.encoderRuns[name]() (the caller reads the main thread's CPU
+// time around each call). sides: name -> { bundle } (our bundle's folder: load() and run()) or
+// { model, module, mjs, wasm } (a raw onnxruntime-web session of `model`). All on input_features
+// [1, 80, 3000] of `input`, 1 WASM thread.
+const ENCODER_INPUTS = {
+  tones: (i) => Math.sin(i * 0.37) * 0.8 - 0.2,
+  silence: () => -1.5, // Whisper's log-mel of zeros: log10(1e-10), clamped, (x + 4) / 4
+};
+
+export async function openEncoders({ base, sides, input, warmup }) {
+  const data = Float32Array.from({ length: 80 * 3000 }, (_, i) => ENCODER_INPUTS[input](i));
+  globalThis.encoderRuns = {};
+  for (const [name, side] of Object.entries(sides)) {
+    let run;
+    if (side.bundle) {
+      const { load } = await import(new URL(`${side.bundle}bundle.mjs`, base).href);
+      const model = await load({ numThreads: 1, executionProviders: ['wasm'] });
+      const feeds = { input_features: { type: 'float32', dims: [1, 80, 3000], data } };
+      run = () => model.run(feeds);
+    } else {
+      const ort = await import(new URL(side.module, base).href);
+      ort.env.wasm.numThreads = 1;
+      ort.env.wasm.wasmPaths = { mjs: new URL(side.mjs, base).href,
+                                 wasm: new URL(side.wasm, base).href };
+      const session = await ort.InferenceSession.create(new URL(side.model, base).href,
+        { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+      const feeds = { input_features: new ort.Tensor('float32', data, [1, 80, 3000]) };
+      run = () => session.run(feeds);
+    }
+    for (let i = 0; i < warmup; i++) await run();
+    globalThis.encoderRuns[name] = async () => { await run(); };
+  }
+  return Object.keys(globalThis.encoderRuns);
+}
