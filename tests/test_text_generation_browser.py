@@ -125,6 +125,9 @@ GENERATE = """async ({ url, options, prompts, settings }) => {
 }"""
 
 
+PREFLIGHT = """async ({ url, options }) => (await import(url)).preflight(options)"""
+
+
 def _generate(page: Any, prompts: list[Any], options: dict | None = None,
               **settings: Any) -> dict[str, Any]:
     return page.evaluate(GENERATE, {
@@ -212,7 +215,8 @@ def test_a_two_ep_int4_ships_the_int8_form_to_wasm_and_qdq_to_webgpu(int4, webgp
     tokens of its own graph run natively."""
     import onnx
 
-    record = manifest_file.load(int4["bundle"]).session().variant("int4")
+    manifest = manifest_file.load(int4["bundle"])
+    record = manifest.session().variant("int4")
     assert record.settings["format"] == "per-ep" and record.data
     graphs = {ep: record.graph_for(ep) for ep in ("wasm", "webgpu")}
     assert graphs["wasm"] == record.file and graphs["webgpu"] != record.file
@@ -223,9 +227,11 @@ def test_a_two_ep_int4_ships_the_int8_form_to_wasm_and_qdq_to_webgpu(int4, webgp
     assert "DynamicQuantizeMatMul" not in operators["webgpu"]
     assert "DequantizeLinear" in operators["webgpu"]
     for ep, other in (("wasm", "webgpu"), ("webgpu", "wasm")):
+        options = {"executionProviders": [ep], "variant": "int4"}
         with open_bundle(webgpu_browser, int4["bundle"]) as page:
-            got = _generate(page, PROMPTS[:1], {"executionProviders": [ep], "variant": "int4"},
-                            maxNewTokens=16)
+            planned = page.evaluate(PREFLIGHT, {"url": page.base_url + "bundle.mjs",
+                                                "options": options})
+            got = _generate(page, PROMPTS[:1], options, maxNewTokens=16)
             fetched = {Path(url).name.removesuffix(".gz").removesuffix(".br")
                        for url in page.requests if "/models/" in url}
         assert got["ep"] == ep
@@ -233,6 +239,9 @@ def test_a_two_ep_int4_ships_the_int8_form_to_wasm_and_qdq_to_webgpu(int4, webgp
                                                      ep=ep)[0]
         assert {Path(path).name for path in [graphs[ep], *record.data]} <= fetched, fetched
         assert Path(graphs[other]).name not in fetched, fetched
+        # preflight() counts what load() fetches there: that graph, the data, the EP's wasm
+        assert [file["path"] for file in planned["eps"][0]["files"]] == [
+            graphs[ep], *record.data, manifest.runtime.builds[ep].wasm]
 
 
 def test_seeded_sampling_draws_python_tokens(built, plain_browser, open_bundle):
