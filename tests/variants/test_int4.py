@@ -396,6 +396,26 @@ def test_int4_per_ep_is_the_int8_form_on_wasm_and_qdq_on_webgpu_over_one_set_of_
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.9999  # float16 scales
 
 
+def test_int4_per_ep_shares_a_head_it_leaves_float_in_both_graphs(decoder: Path,
+                                                                   tmp_path: Path) -> None:
+    """lm_head=false: the head's float copy is shared with the embedding again (a Transpose of
+    it) in each graph, and both still read one data file, which holds the table once."""
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(format="per-ep", lm_head=False))
+    webgpu = result.graph_for("webgpu")
+    data = tmp_path / "int4.onnx.data"
+    assert model_files(dst) == [dst, data] and model_files(webgpu) == [webgpu, data]
+    for graph in (dst, webgpu):
+        names = [t.name for t in onnx.load(graph, load_external_data=False).graph.initializer]
+        assert [name for name in names if name.startswith("transformer.wte")] == [
+            "transformer.wte.weight"]
+    assert _external(webgpu)["transformer.wte.weight"] == _external(dst)["transformer.wte.weight"]
+    feeds = native_reference(decoder, signature(onnx.load(decoder)).inputs, {}).feeds
+    for graph in (dst, webgpu):
+        logits = cpu_session(graph, config=result.native_config).run(None, feeds)[0]
+        assert np.isfinite(logits).all()
+
+
 def test_int4_per_ep_is_not_made_past_2_gb(decoder: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     large = as_large(decoder, tmp_path / "large", monkeypatch)
