@@ -39,6 +39,17 @@ def test_two_builds_are_byte_identical_for_every_variant_kind(tmp_path, runtime_
         assert sha256_of(first / variant["file"]) == variant["sha256"]
 
 
+def test_two_builds_of_int4_per_ep_are_byte_identical(tmp_path, runtime_dist):
+    """Its two graphs and their one data file, the same bytes build after build."""
+    model = quant_models.transformer_block(tmp_path / "block.onnx")
+    first, second = _build_twice(tmp_path, model, "--no-verify", "--runtime-dir", runtime_dist,
+                                 "--variants", "int4", "--int4", "format=per-ep")
+    assert _tree(first) == _tree(second)
+    (variant,) = json.loads((first / "bundle.json").read_text())["sessions"][0]["variants"]
+    assert variant["settings"]["format"] == "per-ep" and set(variant["graphs"]) == {"webgpu"}
+    assert (first / variant["graphs"]["webgpu"]).is_file()
+
+
 def test_two_edge_builds_are_byte_identical(tmp_path):
     # --target edge writes its .ort files at the extended optimisation level, in the same way.
     model = quant_models.transformer_block(tmp_path / "block.onnx")

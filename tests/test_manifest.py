@@ -27,6 +27,34 @@ def test_a_written_manifest_reads_back_to_the_same_json(written) -> None:
     assert loaded.session().default_for("wasm").kind == "fp32"
 
 
+def test_a_variant_with_a_graph_per_ep_reads_back_and_counts_each_eps_files(written) -> None:
+    """`graphs` (int4 format=per-ep): per EP, the graph it opens instead of `file`, over the
+    same data files; what load() fetches there is that graph, the data and the EP's wasm."""
+    directory, data = written
+    (session,) = data["sessions"]
+    (variant,) = session["variants"]
+    files = {entry["path"]: entry for entry in data["files"]}
+    graph, wasm = "models/fp32.webgpu.0123abcd.onnx", data["runtime"]["builds"]["webgpu"]["wasm"]
+    data["files"] = sorted([*data["files"], {"path": graph, "bytes": 7, "sha256": "0" * 64}],
+                           key=lambda entry: entry["path"])
+    variant["graphs"] = {"webgpu": graph}
+    (directory / "bundle.json").write_text(json.dumps(data))
+    loaded = manifest.load(directory)
+    assert loaded.to_json() == data
+    record = loaded.session().variant(variant["name"])
+    assert record.graph_for("webgpu") == graph and record.graph_for("wasm") == variant["file"]
+    assert record.files_of("webgpu") == [graph] and record.files_of() == [variant["file"]]
+    assert record.every_file() == [variant["file"], graph]
+
+    def wire(path: str) -> int:
+        entry = files.get(path, {"bytes": 7})
+        return sum((piece.get("encodings") or {}).get("gzip", piece)["bytes"]
+                   for piece in entry.get("parts") or [entry])
+
+    assert loaded.wire_bytes(record, "webgpu") == wire(graph) + wire(wasm)
+    assert loaded.wire_bytes(record) == wire(variant["file"])
+
+
 def version_1(data: dict) -> dict:
     """A version 2 manifest of one session written as version 1 wrote it (one model's keys at the
     top level, in its place)."""

@@ -55,8 +55,9 @@ def merged(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict
 @pytest.fixture(scope="module")
 def int4(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> dict[str, Path]:
     """The GPT-2 with its int4 variant the default beside fp32, checked on both EPs (each variant
-    against its own native run): a generation bundle's int4 is format=qdq, which bundle.json
-    records as opened with its DequantizeLinear blocks folded into float weights on WASM."""
+    against its own native run, each EP's graph): a two-EP generation bundle's int4 is
+    format=per-ep, the int8 form on WASM (its DequantizeLinear blocks folded at load, into int8
+    weights) and the qdq form on WebGPU, over one data file of weights."""
     return _build(tmp_path_factory.mktemp("int4"), runtime_dist, False, "--quantize", "int4")
 
 
@@ -100,10 +101,12 @@ def qwen2_variants(tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path
 
 
 def _native(built: dict[str, Path], prompts: list[str], steps: int = 32,
-            sampling: SamplingOptions | None = None, variant: str = "fp32") -> list[list[int]]:
+            sampling: SamplingOptions | None = None, variant: str = "fp32",
+            ep: str = "wasm") -> list[list[int]]:
+    """The reference loop's tokens from the graph `ep` opens, opened as native runs open it."""
     manifest = manifest_file.load(built["bundle"])
     record = manifest.session().variant(variant)
-    session = cpu_session(built["bundle"] / record.file, config=record.config_for("wasm"))
+    session = cpu_session(built["bundle"] / record.graph_for(ep), config=record.config_for("wasm"))
     return prompt_generations(session, built["folder"], TextTokenizer.from_folder(built["folder"]),
                               prompts, steps, sampling)
 
@@ -120,6 +123,9 @@ GENERATE = """async ({ url, options, prompts, settings }) => {
   await model.release();
   return { ep: model.ep, variant: model.variant, runs };
 }"""
+
+
+PREFLIGHT = """async ({ url, options }) => (await import(url)).preflight(options)"""
 
 
 def _generate(page: Any, prompts: list[Any], options: dict | None = None,
@@ -155,9 +161,9 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     formats = {variant["name"]: variant["settings"].get("format")
                for variant in bundle["sessions"][0]["variants"]}
     if name.startswith("int4"):
-        qdq = name == "int4"
-        assert formats["int4"] == ("qdq" if qdq else "nbits")
-        assert configs["int4"] == ({"wasm": {"session.disable_quant_qdq": "1"}} if qdq
+        per_ep = name == "int4"
+        assert formats["int4"] == ("per-ep" if per_ep else "nbits")
+        assert configs["int4"] == ({"wasm": {"session.disable_quant_qdq": "1"}} if per_ep
                                    else None)
     if name == "quantized":  # int8-weights runs float weights on WASM, folded at load
         assert configs["int8-weights"] == {
@@ -185,7 +191,8 @@ def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
     built = request.getfixturevalue(options.pop("fixture", "built"))
     browser = request.getfixturevalue("webgpu_browser" if "webgpu" in options[
         "executionProviders"] else "plain_browser")
-    native = _native(built, PROMPTS, variant=options.get("variant", "fp32"))
+    native = _native(built, PROMPTS, variant=options.get("variant", "fp32"),
+                     ep=options["executionProviders"][0])
     assert max(map(len, native)) == 32  # the comparison is not cut short by EOS
     tokenizer = TextTokenizer.from_folder(built["folder"])
     with open_bundle(browser, built["bundle"]) as page:
@@ -199,6 +206,42 @@ def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
         assert "".join(run["pieces"]) == run["text"]  # streamed UTF-8, nothing lost or doubled
         timings = run["timings"]
         assert timings["firstTokenMs"] > 0 and timings["decodeTokensPerS"] > 0
+
+
+def test_a_two_ep_int4_ships_the_int8_form_to_wasm_and_qdq_to_webgpu(int4, webgpu_browser,
+                                                                      open_bundle):
+    """The default build for both EPs: WASM fetches the int8 form's graph, WebGPU the qdq form's,
+    each with the one shared data file and not the other's graph, and each generates the greedy
+    tokens of its own graph run natively."""
+    import onnx
+
+    manifest = manifest_file.load(int4["bundle"])
+    record = manifest.session().variant("int4")
+    assert record.settings["format"] == "per-ep" and record.data
+    graphs = {ep: record.graph_for(ep) for ep in ("wasm", "webgpu")}
+    assert graphs["wasm"] == record.file and graphs["webgpu"] != record.file
+    operators = {ep: {node.op_type for node in onnx.load(int4["bundle"] / graph,
+                                                         load_external_data=False).graph.node}
+                 for ep, graph in graphs.items()}
+    assert "DynamicQuantizeMatMul" in operators["wasm"]
+    assert "DynamicQuantizeMatMul" not in operators["webgpu"]
+    assert "DequantizeLinear" in operators["webgpu"]
+    for ep, other in (("wasm", "webgpu"), ("webgpu", "wasm")):
+        options = {"executionProviders": [ep], "variant": "int4"}
+        with open_bundle(webgpu_browser, int4["bundle"]) as page:
+            planned = page.evaluate(PREFLIGHT, {"url": page.base_url + "bundle.mjs",
+                                                "options": options})
+            got = _generate(page, PROMPTS[:1], options, maxNewTokens=16)
+            fetched = {Path(url).name.removesuffix(".gz").removesuffix(".br")
+                       for url in page.requests if "/models/" in url}
+        assert got["ep"] == ep
+        assert got["runs"][0]["tokenIds"] == _native(int4, PROMPTS[:1], 16, variant="int4",
+                                                     ep=ep)[0]
+        assert {Path(path).name for path in [graphs[ep], *record.data]} <= fetched, fetched
+        assert Path(graphs[other]).name not in fetched, fetched
+        # preflight() counts what load() fetches there: that graph, the data, the EP's wasm
+        assert [file["path"] for file in planned["eps"][0]["files"]] == [
+            graphs[ep], *record.data, manifest.runtime.builds[ep].wasm]
 
 
 def test_seeded_sampling_draws_python_tokens(built, plain_browser, open_bundle):
@@ -267,8 +310,8 @@ def test_bundle_run_text_continues_a_prompt_natively(built):
 
 
 def test_bundle_run_opens_a_qdq_variant_with_its_session_config(int4):
-    """`bundle run --variant int4` opens the qdq file as the build's check and the browser's WASM
-    do (its DequantizeLinear blocks folded into float weights), and says so."""
+    """`bundle run --variant int4` opens the variant's file (WASM's int8 form) as the build's
+    check and the browser's WASM do (its DequantizeLinear blocks folded at load), and says so."""
     result = run_cli("run", int4["bundle"], "--variant", "int4", "--text", PROMPTS[0], "--json")
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)

@@ -157,6 +157,10 @@ export function pickVariant(session, ep, requested) {
   return variant;
 }
 
+// The graph a variant is opened from on `ep`: its own graph there where it has one (`graphs`:
+// int4 format=per-ep's qdq form on WebGPU, over the same data files), else its `file`.
+export const graphFor = (variant, ep) => variant.graphs?.[ep] ?? variant.file;
+
 // bundle.json's verification is that of the primary session (the one the build checks).
 export function verificationReason(manifest, session, variant, ep) {
   if (session.name !== sessionsOf(manifest)[0].name) return null;

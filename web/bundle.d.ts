@@ -109,6 +109,9 @@ export interface Variant {
   /** The WebGPU features the variant needs on webgpu, e.g. fp16's "shader-f16". On an adapter
    * without them load() loads another variant there and says why in model.variantReason. */
   requires?: string[];
+  /** Per EP, the graph that EP opens instead of `file` (each an entry of `files`), naming the
+   * same `data` files: int4 format=per-ep's qdq form on webgpu (absent: every EP opens `file`). */
+  graphs?: Partial<Record<'wasm' | 'webgpu', string>>;
 }
 
 /** A variant's bytes as load() needs them: its largest initializer, all of them, and the
@@ -137,8 +140,10 @@ export interface Int4Settings {
   op: string; bits: number; block_size: number; symmetric: boolean; matmuls_int4: number;
   matmuls_float32: number;
   /** --int4 (absent in older bundles): MatMulNBits' accuracy_level, the LM head in 4 bits, the
-   * embedding tables stored in 4 bits, and nbits (MatMulNBits) or qdq (DequantizeLinear). */
-  accuracy_level?: number; lm_head?: boolean; embeddings?: number; format?: 'nbits' | 'qdq';
+   * embedding tables stored in 4 bits, and nbits (MatMulNBits), qdq (DequantizeLinear), int8
+   * (DynamicQuantizeMatMul) or per-ep (int8 on wasm, qdq on webgpu: Variant.graphs). */
+  accuracy_level?: number; lm_head?: boolean; embeddings?: number;
+  format?: 'nbits' | 'qdq' | 'int8' | 'per-ep';
 }
 
 /** A variant's native outputs at build time, so bundle test notices a changed model file; seed

@@ -14,6 +14,7 @@ import {
   checkOptions,
   checkSchemaVersion,
   DECODING_KINDS,
+  graphFor,
   importFailure,
   makeFeeds,
   noExecutionProvider,
@@ -299,7 +300,9 @@ export async function load(options = {}) {
       const request = {
         runtime: { module: fileUrl(build.module, base), mjs: fileUrl(build.mjs, base),
                    wasm: fileRequest(manifest, build.wasm, base) },
-        model: fileRequest(manifest, variant.file, base),
+        // an EP's own graph where the variant has one (int4 format=per-ep's qdq form on
+        // WebGPU), reading the same data files
+        model: fileRequest(manifest, graphFor(variant, ep), base),
         data: (variant.data ?? []).map((path) => fileRequest(manifest, path, base)),
         ep,
         numThreads: options.numThreads,

@@ -5,7 +5,7 @@
 // adapter's maxBufferSize and maxStorageBufferBindingSize. The checks are pure (unit-tested under
 // Node, tests/js/preflight.test.mjs); environment() and preflightOf() read the browser.
 
-import { BundleError, pickSession, pickVariant, planAttempts, verificationReason }
+import { BundleError, graphFor, pickSession, pickVariant, planAttempts, verificationReason }
   from './bundle.core.mjs';
 import { cachedBytes, fetchedPieces } from './bundle.fetch.mjs';
 
@@ -167,7 +167,8 @@ export async function preflightOf(manifest, eps, options, envs) {
   const report = await Promise.all(plan.map(async ({ ep, variant, checks, reason,
                                                     variantReason }) => {
     const build = manifest.runtime.builds[ep];
-    const paths = variant && build ? [variant.file, build.wasm] : [];
+    const paths = variant && build
+      ? [graphFor(variant, ep), ...(variant.data ?? []), build.wasm] : [];
     const files = await Promise.all(paths.map((path) => fileOf(manifest, path, cache)));
     const sum = (list, key) => list.reduce((total, file) => total + file[key], 0);
     return {

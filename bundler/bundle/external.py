@@ -18,7 +18,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -154,6 +154,34 @@ def ship_external(src: Path, dst: Path, max_data_bytes: int = DATA_FILE_BYTES) -
     for file in data_files:  # onnx creates data files private (0600): a web server must read them
         file.chmod(dst.stat().st_mode & 0o777)
     return data_files
+
+
+def save_sharing(primary: onnx.ModelProto, dst: Path,
+                 others: Mapping[Path, onnx.ModelProto]) -> None:
+    """Write `primary` to `dst` with its weights (INLINE_BELOW bytes or more) in one data file
+    beside it (`int4.onnx.data`, replaced), and each of `others` (another graph over the same
+    weights: int4 format=per-ep's WebGPU form) to its path, each tensor it has exactly as
+    `primary` has it pointing at the same bytes of that file, the rest inline: one copy of the
+    weights, whichever graph is fetched. The models are left pointing at the file."""
+    data = dst.with_name(dst.name + ".data")
+    data.unlink(missing_ok=True)  # onnx appends to an existing data file
+    tensors = {tensor.name: tensor.SerializeToString() for tensor in primary.graph.initializer}
+    shared = {path: {tensor.name for tensor in model.graph.initializer
+                     if tensors.get(tensor.name) == tensor.SerializeToString()}
+              for path, model in others.items()}
+    onnx.save_model(primary, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=INLINE_BELOW)
+    written = {tensor.name: tensor
+               for tensor in read_model(dst, load_weights=False).graph.initializer
+               if tensor.data_location == onnx.TensorProto.EXTERNAL}
+    for path, model in others.items():
+        for tensor in model.graph.initializer:
+            if tensor.name in shared[path] and tensor.name in written:
+                tensor.ClearField("raw_data")
+                tensor.data_location = onnx.TensorProto.EXTERNAL
+                del tensor.external_data[:]
+                tensor.external_data.extend(written[tensor.name].external_data)
+        save_model(model, path)
 
 
 def read_blocks(tensor: onnx.TensorProto, base_dir: Path, size: int) -> Iterator[bytes]:

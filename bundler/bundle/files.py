@@ -49,13 +49,14 @@ def fetched_path(piece: dict[str, Any]) -> str:
 
 def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content
     """The files bundle.mjs fetches or imports: the runtime builds' ES modules as they are, and,
-    for every model (and its external data files), `.wasm` and text task file (fetched through
-    bundle.fetch.mjs), each piece (the file, or the parts it was split into for static hosts) as
-    fetched_path."""
+    for every model (its graph, its graphs per EP and its external data files), `.wasm` and
+    text task file (fetched through bundle.fetch.mjs), each piece (the file, or the parts it
+    was split into for static hosts) as fetched_path."""
     builds = manifest["runtime"]["builds"].values()
     imported = {path for build in builds for key, path in build.items() if key != "wasm"}
     fetched = {path for session in sessions_of(manifest) for variant in session["variants"]
-               for path in [variant["file"], *(variant.get("data") or [])]}
+               for path in [variant["file"], *(variant.get("graphs") or {}).values(),
+                            *(variant.get("data") or [])]}
     fetched |= {build["wasm"] for build in builds}
     fetched |= set(((manifest.get("task") or {}).get("files") or {}).values())
     entries = {entry["path"]: entry for entry in manifest.get("files") or []}

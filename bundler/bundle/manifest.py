@@ -121,12 +121,13 @@ class Manifest(Pipeline):
 
     def wire_bytes(self, variant: Variant, ep: str | None = None) -> int | None:
         """The bytes load() fetches for `variant` (its graph and data files) and, given `ep`,
-        that EP's runtime wasm: each file or part as fetched, its gzip sibling where the build
-        wrote one (bundle.fetch.mjs). None for a bundle without a files table."""
+        that EP's graph (Variant.graphs) and runtime wasm: each file or part as fetched, its
+        gzip sibling where the build wrote one (bundle.fetch.mjs). None for a bundle without a
+        files table."""
         if self.files is None:
             return None
         entries = {entry.path: entry for entry in self.files}
-        paths = [variant.file, *(variant.data or [])]
+        paths = variant.files_of(ep)
         if ep is not None and ep in self.runtime.builds:
             paths.append(self.runtime.builds[ep].wasm)
         total = 0

@@ -282,8 +282,9 @@ class BuildOptions:
     int4: Int4Options = option(parse_int4, "How int4 quantizes, as KEY=VALUE (repeat):"
                                " block_size (16-256), symmetric, accuracy_level (0-4; 4: int8"
                                " compute), lm_head, embeddings (quantize the LM head / the"
-                               " token embedding), format (nbits, qdq or int8: 4-bit on the"
-                               " wire, int8 kernels on WASM).",
+                               " token embedding), format (nbits, qdq, int8: 4-bit on the"
+                               " wire, int8 kernels on WASM, or per-ep: int8 on WASM and qdq"
+                               " on WebGPU over one set of weights).",
                                default=Int4Options(), repeatable=True)
     max_error: str | None = option(_budget, "Accuracy budget for auto, e.g."
                                    " cosine>=0.999,top1>=0.99 (a --task bundle's default judges"
@@ -330,7 +331,7 @@ class BuildOptions:
     def __post_init__(self) -> None:
         # dataclasses.replace() hands the defaults back in: they need no checking. A setting
         # equal to its default but given (int4's format=nbits) is kept: what a task defaults
-        # to may differ (a text-generation bundle's int4 is qdq unless given).
+        # to may differ (a text-generation bundle's int4 is per-ep, int8 or qdq unless given).
         given = {key: value for key, declared in OPTIONS.items()
                  if (value := getattr(self, key)) is not None
                  and (value != declared.default or getattr(value, "given", ()))}

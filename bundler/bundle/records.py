@@ -217,7 +217,8 @@ class Int4Settings(_Settings):
     lm_head: bool = True
     embeddings: int = 0
     format: str = "nbits"  # or "qdq": DequantizeLinear of int4 blocks into MatMul (opset 21),
-    # or "int8": those blocks requantized to int8 at load, into DynamicQuantizeMatMul
+    # or "int8": those blocks requantized to int8 at load, into DynamicQuantizeMatMul, or
+    # "per-ep": int8's graph on WASM and qdq's on WebGPU (Variant.graphs), one set of weights
 
 
 # Read by trying each in turn: no kind's keys are a subset of another's.
@@ -262,10 +263,29 @@ class Variant:
     # onnxruntime-web opens the session and then fails every run). On an adapter without them
     # load() loads another variant there (web/bundle.preflight.mjs) and says why. None: none.
     requires: list[str] | None = None
+    # Per EP, the graph that EP opens instead of `file` (int4 format=per-ep: {"webgpu":
+    # "models/int4.webgpu.1a2b3c4d.onnx"}, its qdq form beside the int8 form in `file`), each
+    # also in `files`; it names the same `data` files, so a client fetches its EP's graph and
+    # the shared weights. Native runs of it open it with `session_config`'s "wasm" entries, as
+    # they open `file`. None: every EP opens `file`.
+    graphs: dict[str, str] | None = None
 
     def config_for(self, ep: str) -> dict[str, str] | None:
         """The session config entries on `ep` ("wasm", "webgpu"; native runs take "wasm")."""
         return (self.session_config or {}).get(ep)
+
+    def graph_for(self, ep: str) -> str:
+        """The graph file `ep` opens ("wasm", "webgpu"; checked natively with "wasm"'s config)."""
+        return (self.graphs or {}).get(ep, self.file)
+
+    def files_of(self, ep: str | None = None) -> list[str]:
+        """The files load() fetches for the variant on `ep` (None: WASM's, `file`): the graph
+        that EP opens and the data files."""
+        return [self.file if ep is None else self.graph_for(ep), *(self.data or [])]
+
+    def every_file(self) -> list[str]:
+        """Every file of the variant: its graphs (`file` first) and data files."""
+        return [self.file, *sorted((self.graphs or {}).values()), *(self.data or [])]
 
 
 @dataclasses.dataclass

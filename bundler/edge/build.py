@@ -162,7 +162,8 @@ def _ship_ort(entry: Variant, work: Path, staging: Path, prepared: Path,
                      samples=len(samples))
     return EdgeVariant.checked(dataclasses.replace(
         entry, file=MODELS_DIR + shipped.name, bytes=size, sha256=sha256_of(shipped),
-        ratio=round(size / source_bytes, 4), reference=_fingerprint(shipped, inputs, dims)), check)
+        ratio=round(size / source_bytes, 4), reference=_fingerprint(shipped, inputs, dims),
+        graphs=None), check)  # one .ort (int4 format=per-ep: WASM's form, the CPU's)
 
 
 def build_edge(source: Path, options: BuildOptions, *, force: bool, is_example: bool,

@@ -291,9 +291,11 @@ def _parts_of(directory: Path, manifest: Manifest, relative: str) -> list[Path]:
 
 
 def _data_of(manifest: Manifest, relative: str) -> list[str]:
-    """The external data files of the variant whose graph is `relative` (none: inline)."""
+    """The external data files of the variant one of whose graphs is `relative` (none:
+    inline)."""
     return next((variant.data or [] for session in manifest.sessions
-                 for variant in session.variants if variant.file == relative), [])
+                 for variant in session.variants
+                 if relative in (variant.file, *(variant.graphs or {}).values())), [])
 
 
 @contextlib.contextmanager

@@ -100,7 +100,7 @@ def choose_auto(staging: Path, made: Made, candidates: Manifest, options: BuildO
 
 
 def _files(variant: Variant) -> list[str]:
-    return [variant.file, *(variant.data or [])]
+    return variant.every_file()
 
 
 def _put(staging: Path, variant: Variant, aside: bool) -> None:

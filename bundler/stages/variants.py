@@ -125,6 +125,9 @@ def make_session(model: SessionModel, primary: bool, checked: Checked, staging: 
         dataclasses.replace(variant, entry=dataclasses.replace(
             variant.entry,
             file=MODELS_DIR + rename_to_hashed(staging / variant.entry.file).name,
+            graphs={ep: MODELS_DIR + rename_to_hashed(staging / graph).name
+                    for ep, graph in variant.entry.graphs.items()}
+            if variant.entry.graphs else None,
             notes=[*model.notes, *variant.entry.notes]))
         for variant in variants)
     return SessionMade(model.name, hashed, optimization, tuple(inputs), tuple(outputs), workload,

@@ -209,9 +209,10 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
         runs = [(ep, variant) for ep in shipped for variant in (
             session.variants if every_variant else [session.default_for(ep)])]
         for ep, variant in runs:
-            model = stack.enter_context(assembled(directory, manifest, variant.file))
+            # the graph `ep` opens (int4 format=per-ep: its own form there)
+            model = stack.enter_context(assembled(directory, manifest, variant.graph_for(ep)))
             others = {other.name: (stack.enter_context(assembled(
-                directory, manifest, other.default_for(ep).file)),
+                directory, manifest, other.default_for(ep).graph_for(ep))),
                 other.default_for(ep).config_for("wasm")) for other in manifest.sessions[1:]}
             # a speech model's decoder decides the tokens: quantized when either session is
             kinds = [variant.kind, *(other.default_for(ep).kind for other in manifest.sessions[1:])]
@@ -220,6 +221,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                 # Native always runs as WASM does (its config: int4 qdq folded into float
                 # weights); WebGPU runs qdq's DequantizeLinear + MatMul as they are, the same
                 # arithmetic, where native's fused MatMulNBits differed by 1.8% of the range.
+                # An EP's own graph (int4 format=per-ep's qdq form on WebGPU) is run so too.
                 native, items = _native_answers(model, manifest, inputs, scratch, directory,
                                                 steps, variant.config_for("wasm"), others,
                                                 spread=quantized is not None)

@@ -1,7 +1,11 @@
 """int4: weight-only 4-bit blocks for MatMul weights (onnxruntime's contrib op MatMulNBits, which
 both its WASM and WebGPU EPs implement), and by option the token embedding's Gather
 (GatherBlockQuantized). Block size, symmetry, accuracy level and whether the LM head and the
-embedding are quantized come from `--int4` (bundler/variants/int4_options.py)."""
+embedding are quantized come from `--int4` (bundler/variants/int4_options.py).
+
+format=per-ep makes two graphs over one data file of weights: the int8 form for WASM (the
+variant's file) and the qdq form for WebGPU (VariantResult.graphs), whose DequantizeLinear reads
+the int8 form's float16 block scales through a Cast that onnxruntime folds at load."""
 
 from __future__ import annotations
 
@@ -23,10 +27,11 @@ from onnx import (
 from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-from bundler.bundle.external import StreamedWeights
+from bundler.bundle.external import StreamedWeights, save_sharing
 from bundler.bundle.modelio import load_tensor, read_model, save_model, walk_nodes
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.int4_options import PER_EP_FORMS
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import (
     FOLD_DEQUANTIZE,
@@ -235,6 +240,39 @@ def _int8_weight(model: ModelProto, dequantize: NodeProto, weights: dict[str, Te
     return quantize, names[3] if scale.dtype != np.float32 else names[1], names[2]
 
 
+def share_scales(qdq: ModelProto, int8: ModelProto) -> int:
+    """Make the qdq form `qdq` read the int8 form's block scales where int8_compute stored them
+    in float16 (same name, float32 in `qdq`): the float16 tensor, and a Cast to float32 before
+    the DequantizeLinear nodes that read it; how many. onnxruntime folds the Cast of a constant
+    at load on every EP (DequantizeLinear stays as it was), so WebGPU computes in float32 as
+    qdq's own graph does, on the values the int8 form is requantized from, and the two forms
+    ship one copy of the scales."""
+    halves = {tensor.name: tensor for tensor in int8.graph.initializer
+              if tensor.data_type == TensorProto.FLOAT16}
+    taken = {name for graph in graphs_of(qdq.graph)
+             for name in [*(t.name for t in graph.initializer),
+                          *(out for node in graph.node for out in node.output)]}
+    casts: dict[str, NodeProto] = {}
+    for tensor in qdq.graph.initializer:
+        half = halves.get(tensor.name)
+        if half is None or tensor.data_type != TensorProto.FLOAT:
+            continue
+        output = fresh_name(f"{tensor.name}_float", taken)
+        casts[tensor.name] = helper.make_node("Cast", [tensor.name], [output],
+                                              name=fresh_name(f"{tensor.name}_Cast", taken),
+                                              to=TensorProto.FLOAT)
+        tensor.CopyFrom(half)
+    for node in walk_nodes(qdq.graph):
+        for index, name in enumerate(node.input):
+            if name in casts and node.op_type != "Cast":
+                node.input[index] = casts[name].output[0]
+    if casts:  # first: the graph stays in topological order
+        nodes = [*casts.values(), *qdq.graph.node]
+        del qdq.graph.node[:]
+        qdq.graph.node.extend(nodes)
+    return len(casts)
+
+
 def _read(model: ModelProto, names: Iterable[str], base_dir: Path) -> None:
     """Read the named initializers (of any graph) that are still in external data."""
     wanted = set(names)
@@ -278,10 +316,12 @@ def make(job: Job) -> None:
     block = options.block_size
     weightless = job.weightless  # a large model: its weights are read a batch at a time
     model = read_model(job.src) if weightless is None else weightless
-    qdq = options.format in ("qdq", "int8")  # int8: the qdq form, then int8_compute
-    if options.format == "int8" and weightless is not None:
-        raise QuantizeError(f"int4 format=int8 is not made from a model past 2 GB of weights"
-                            f" ({job.src.name}); use --int4 format=qdq")
+    # int8: the qdq form, then int8_compute; per-ep: both, one graph each
+    qdq = options.format in ("qdq", "int8", "per-ep")
+    requantize = options.format in ("int8", "per-ep")
+    if requantize and weightless is not None:
+        raise QuantizeError(f"int4 format={options.format} is not made from a model past 2 GB"
+                            f" of weights ({job.src.name}); use --int4 format=qdq")
     if qdq:
         model = _at_qdq_opset(model, job.src.name)
     name_nodes(model)
@@ -358,8 +398,17 @@ def make(job: Job) -> None:
                 later = set().union(*(nodes for *_, nodes in batches[index + 1:]))
                 streamed.offload(model, _weights_of(model, later))
         hoisted = hoist_dequantize(model) if qdq else 0
-        requantized = int8_compute(model) if options.format == "int8" else 0
-        if streamed is None:
+        webgpu = None
+        if options.format == "per-ep":  # the qdq form, before int8_compute rewrites the model
+            webgpu = ModelProto()
+            webgpu.CopyFrom(model)
+        requantized = int8_compute(model) if requantize else 0
+        if webgpu is not None:
+            share_scales(webgpu, model)
+            graph = job.dst.with_name(f"{job.dst.stem}.webgpu{job.dst.suffix}")
+            save_sharing(model, job.dst, {graph: webgpu})
+            job.result.graphs = {"webgpu": graph}
+        elif streamed is None:
             save_model(model, job.dst)
         else:
             streamed.finish(model)
@@ -372,13 +421,15 @@ def make(job: Job) -> None:
         # hoisted out of them (hoist_dequantize), unfolded they would be dequantized on every
         # run, so they are folded there too (4-bit on the wire, float32 on the GPU).
         # format=int8 folds on both: WebGPU has no DynamicQuantizeMatMul and runs it on the CPU,
-        # where it needs its int8 weight as a constant.
+        # where it needs its int8 weight as a constant. format=per-ep gives WebGPU the qdq form.
         job.result.session_config = {"wasm": dict(FOLD_DEQUANTIZE)}
-        if hoisted or requantized:
+        if hoisted or (requantized and options.format == "int8"):
             job.result.session_config["webgpu"] = dict(FOLD_DEQUANTIZE)
+    ops = {"qdq": "DequantizeLinear", "int8": "com.microsoft.DynamicQuantizeMatMul"}
     job.result.settings = Int4Settings(
-        op={"qdq": "DequantizeLinear", "int8": "com.microsoft.DynamicQuantizeMatMul"}.get(
-            options.format, "com.microsoft.MatMulNBits"),
+        # per-ep: each EP's form's op, "wasm: com.microsoft.DynamicQuantizeMatMul, webgpu: ..."
+        op=", ".join(f"{ep}: {ops[form]}" for ep, form in PER_EP_FORMS.items())
+        if options.format == "per-ep" else ops.get(options.format, "com.microsoft.MatMulNBits"),
         bits=4,
         block_size=block,
         symmetric=options.symmetric,
@@ -399,7 +450,9 @@ def make(job: Job) -> None:
              f" stay float32{head}{table}")
     if requantized:
         job.note(f"{requantized} MatMuls compute in int8 (DynamicQuantizeMatMul) on weights"
-                 " requantized from the blocks at load")
+                 " requantized from the blocks at load"
+                 + ("; on WebGPU, a graph of its own runs them as DequantizeLinear + MatMul over"
+                    " the same weights" if options.format == "per-ep" else ""))
 
 
 KIND = KindSpec(

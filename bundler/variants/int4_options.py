@@ -9,7 +9,7 @@ Pure Python (options and TOML validation import neither onnx nor onnxruntime).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,9 @@ BLOCK_SIZES = (16, 32, 64, 128, 256)
 # MatMulNBits' accuracy_level: the lowest type its compute may use. 0: unset (the EP's
 # default), 1: fp32, 2: fp16, 3: bf16, 4: int8 (activations quantized per block).
 ACCURACY_LEVELS = (0, 1, 2, 3, 4)
-FORMATS = ("nbits", "qdq", "int8")
+FORMATS = ("nbits", "qdq", "int8", "per-ep")
+# The EP that runs each form of format=per-ep (one variant, one graph per EP, the weights shared).
+PER_EP_FORMS = {"wasm": "int8", "webgpu": "qdq"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +33,8 @@ class Int4Options:
     lm_head: bool = True  # the MatMul that makes the logits (a tied embedding's copy too)
     embeddings: bool = False  # the token embedding's Gather (GatherBlockQuantized)
     # "nbits": MatMulNBits; "qdq": DequantizeLinear of int4 blocks (opset 21) into MatMul;
-    # "int8": the qdq blocks requantized to int8 at load, into DynamicQuantizeMatMul
+    # "int8": the qdq blocks requantized to int8 at load, into DynamicQuantizeMatMul;
+    # "per-ep": int8's graph on WASM and qdq's on WebGPU, reading the same 4-bit weights
     format: str = "nbits"
     given: tuple[str, ...] = ()
 
@@ -59,21 +62,26 @@ class Int4Options:
 _KEYS = tuple(Int4Options().values())
 
 
-# A text-generation bundle's int4 where not given (see for_generation).
-GENERATION_DEFAULTS = {"format": "qdq", "embeddings": True}
+# A text-generation bundle's int4 where not given, besides its format (see for_generation).
+GENERATION_DEFAULTS = {"embeddings": True}
 
 
-def for_generation(options: Int4Options, wasm_only: bool = False) -> Int4Options:
-    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given, and
-    format=int8 where the bundle runs on WASM alone.
+def for_generation(options: Int4Options, execution_providers: Sequence[str] = ("webgpu", "wasm"),
+                   large: bool = False) -> Int4Options:
+    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given, the format
+    by the bundle's EPs: per-ep where it runs on WASM and WebGPU, int8 on WASM alone, qdq on
+    WebGPU alone or for a `large` model (past 2 GB: int8 and per-ep are not made from one).
 
     format=qdq: folded into float weights at load on WASM (its session_config), it decodes at
     fp32's speed where MatMulNBits decodes 7-10x slower, for the same bytes
     (docs/benchmarks.md); WebGPU runs it as it is. format=int8: the same blocks folded into int8
-    weights, decoded by the int8 variant's kernel, which WebGPU lacks. embeddings=true: the
-    token table (also the tied LM head's) in 4 bits; left float it was 24.6 of a
-    GPT-2-small-sized int4's ~85 MB."""
-    defaults = {**GENERATION_DEFAULTS, **({"format": "int8"} if wasm_only else {})}
+    weights, decoded by the int8 variant's kernel, which WebGPU lacks. format=per-ep: each EP
+    its best of the two, one graph each over the same weights, so that neither pays for the
+    other's form. embeddings=true: the token table (also the tied LM head's) in 4 bits; left
+    float it was 24.6 of a GPT-2-small-sized int4's ~85 MB."""
+    eps = set(execution_providers)
+    form = ("qdq" if large or "wasm" not in eps else "int8" if eps == {"wasm"} else "per-ep")
+    defaults = {**GENERATION_DEFAULTS, "format": form}
     values = {key: value for key, value in defaults.items() if key not in options.given}
     return dataclasses.replace(options, **values)
 

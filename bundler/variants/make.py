@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from onnx import TensorProto
 
 from bundler.bundle.external import ship_external
 from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
@@ -26,6 +27,7 @@ from bundler.bundle.modelio import (
     is_large,
     model_files,
     read_model,
+    save_model,
     sha256_of,
     signature,
 )
@@ -232,6 +234,27 @@ def answers(bounds: dict[str, Bound] | None) -> str:
                      and bounds[key].estimate is not None and bounds[key].bound is not None) or "-"
 
 
+def _ship_graph(graph: Path, shipped: Path, ep: str) -> Path:
+    """An EP's own graph of a variant (VariantResult.graphs), shipped beside the variant's
+    `shipped` graph as `int4.webgpu.onnx`: each of its tensors in external data points where
+    the shipped graph's tensor of that name points (the same bytes of the same, hashed, data
+    files), the rest inline."""
+    target = shipped.with_name(f"{shipped.stem}.{ep}{shipped.suffix}")
+    model = read_model(graph, load_weights=False)
+    placed = {tensor.name: tensor for tensor in read_model(shipped, load_weights=False)
+              .graph.initializer if tensor.data_location == TensorProto.EXTERNAL}
+    for tensor in model.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        if tensor.name not in placed:
+            raise QuantizeError(f"{target.name}: {tensor.name!r} is in no data file of"
+                                f" {shipped.name}")
+        del tensor.external_data[:]
+        tensor.external_data.extend(placed[tensor.name].external_data)
+    save_model(model, target)  # the graph alone: its weights are in the shared files
+    return target
+
+
 def make_variants(
     source: Path,
     work: Path,
@@ -286,10 +309,15 @@ def make_variants(
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
     generation = task is not None and task.kind == TEXT_GENERATION
-    # int4 at int8 speed (format=int8) where the bundle runs on WASM alone and the model can
-    # take it (not made past 2 GB)
-    wasm_only = tuple(options.execution_providers) == ("wasm",) and not is_large(optimized)
-    int4 = for_generation(options.int4, wasm_only) if generation else options.int4
+    # int4 at int8 speed on WASM (format=int8 on WASM alone, per-ep beside WebGPU) where the
+    # model can take it (neither is made past 2 GB) and the format can (.ort has no shared data)
+    int4 = for_generation(options.int4, options.execution_providers,
+                          large=is_large(optimized) or options.format == "ort"
+                          ) if generation else options.int4
+    if int4.format == "per-ep" and options.format == "ort" and "int4" in plan.kinds:
+        raise QuantizeError("int4 format=per-ep ships a graph per EP over one external data"
+                            " file, which --format ort has no form of; use --int4 format=int8"
+                            " or format=qdq")
     skipped: list[str] = []
     for kind in plan.kinds:
         with reporter.step(f"Making the {prefix}{kind} variant"):
@@ -316,6 +344,8 @@ def make_variants(
             data = ship_external(result.path, shipped)
         else:
             shutil.copyfile(result.path, shipped)
+        graphs = {ep: _ship_graph(graph, shipped, ep)
+                  for ep, graph in sorted((result.graphs or {}).items())}
         metrics = latency = None
         measured_on = len(samples.validation or []), samples.source
         if judge is not None:
@@ -350,6 +380,8 @@ def make_variants(
             notes=result.notes + ([samples.note] if samples.note and is_quantized(kind) else []),
             reference=reference,
             data=[f"{models_dir.name}/{file.name}" for file in data] or None,
+            graphs={ep: f"{models_dir.name}/{graph.name}" for ep, graph in graphs.items()}
+            or None,
             memory=footprint(result.path, shipped_bytes, folded="session.disable_quant_qdq"
                              in (result.native_config or {})),
             session_config=result.session_config,

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from bundler.bundle.external import save_sharing
 from bundler.bundle.modelio import cpu_session, is_large, read_model, save_model
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
 from bundler.model.tied import (
@@ -103,9 +104,16 @@ def make_variant(
             share_streamed_copies(dst, copies)
         elif copies:
             made = read_model(dst)
-            if share_transposed_copies(made):
-                save_model(made, dst)
-        cpu_session(dst, config=job.result.native_config)  # as every native run opens it
+            # an EP's own graph (int4 format=per-ep) shares the copy as the variant's does, and
+            # its weights stay those of the variant's data file
+            graphs = {path: read_model(path) for path in (job.result.graphs or {}).values()}
+            if [share_transposed_copies(model) for model in [made, *graphs.values()]][0]:
+                if graphs:
+                    save_sharing(made, dst, graphs)
+                else:
+                    save_model(made, dst)
+        for graph in [dst, *(job.result.graphs or {}).values()]:
+            cpu_session(graph, config=job.result.native_config)  # as every native run opens it
     except BundlerError:
         raise
     except Exception as error:

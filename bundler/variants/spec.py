@@ -29,6 +29,13 @@ class VariantResult:
     settings: VariantSettings | None = None  # every kind sets its record
     session_config: dict[str, dict[str, str]] | None = None  # per EP (Variant's record)
     requires: list[str] | None = None  # WebGPU features it needs (Variant's record)
+    # per EP, a graph of its own that EP opens instead of `path` (int4 format=per-ep's WebGPU
+    # form), naming the same external data files (Variant's `graphs`)
+    graphs: dict[str, Path] | None = None
+
+    def graph_for(self, ep: str) -> Path:
+        """The graph `ep` ("wasm", "webgpu") opens; native runs of it take WASM's config."""
+        return (self.graphs or {}).get(ep, self.path)
 
     @property
     def native_config(self) -> dict[str, str] | None:

@@ -140,8 +140,11 @@ def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[s
         if variant.file not in models:
             continue
         path = models[variant.file]
-        # its external data files lie beside it (assembled() puts split ones back there)
+        # its external data files lie beside it (assembled() puts split ones back there), and
+        # its graphs of other EPs are checked against `files`, whose sha256 they have
         held = [(variant.file, path, variant.sha256),
+                *((graph, models.get(graph, path.parent / Path(graph).name), listed.get(graph))
+                  for graph in sorted((variant.graphs or {}).values())),
                 *((data, path.parent / Path(data).name, listed.get(data))
                   for data in variant.data or [])]
         for file, copy, sha256 in held:
@@ -317,8 +320,9 @@ def check_bundle(
     check_dims(manifest.session().inputs, dims or {})
     user = load_user_inputs(sample, inputs or {}, manifest.session().inputs)
     with contextlib.ExitStack() as stack:
-        models = {variant.file: stack.enter_context(assembled(directory, manifest, variant.file))
-                  for variant in manifest.session().variants}
+        models = {file: stack.enter_context(assembled(directory, manifest, file))
+                  for variant in manifest.session().variants
+                  for file in [variant.file, *sorted((variant.graphs or {}).values())]}
         return _check_bundle(directory, manifest, models, user, execution_providers, dims,
                              check_fallback, settings or load_settings(), reporter or Reporter())
 
@@ -326,7 +330,7 @@ def check_bundle(
 def _check_bundle(
     directory: Path,
     manifest: Manifest,
-    models: Mapping[str, Path],  # variant file -> a path of the whole model (parts joined)
+    models: Mapping[str, Path],  # variant graph -> a path of the whole model (parts joined)
     user: UserInputs,
     execution_providers: Sequence[str],
     dims: Mapping[str, int] | None,
@@ -344,19 +348,20 @@ def _check_bundle(
         f"this bundle has no runtime for {ep}; rebuild it with that execution provider"
         for ep in execution_providers if ep not in shipped
     ]
-    references: dict[str, Reference] = {}
+    references: dict[str, Reference] = {}  # by graph: an EP's own (Variant.graphs) has its own
     with reporter.step("Running the model natively (onnxruntime CPU) for reference outputs"):
         for variant in manifest.session().variants:
             recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
-                reference = reference_for(models[variant.file], specs,
-                                          dims or (recorded.requested_dims if recorded else {}),
-                                          user, variant.config_for("wasm"))
+                for graph in [variant.file, *sorted((variant.graphs or {}).values())]:
+                    references[graph] = reference_for(
+                        models[graph], specs, dims or (recorded.requested_dims if recorded else {}),
+                        user, variant.config_for("wasm"))
             except NotRunnable as not_runnable:
                 report.not_done = not_runnable
                 return report
-            references[variant.name] = reference
+            reference = references[variant.file]  # the recorded fingerprint is `file`'s
             if recorded and recorded.dims == reference.dims and recorded.inputs == user.digest:
                 changed = fingerprint_mismatch(
                     recorded, reference, tolerance_for("fingerprint", variant.kind).rtol)
@@ -375,7 +380,7 @@ def _check_bundle(
                 for ep in shipped:
                     for variant in manifest.session().variants:
                         check = _check(session, ep, variant, [ep], ep,
-                                       references[variant.name], specs, outputs)
+                                       references[variant.graph_for(ep)], specs, outputs)
                         entry = results.get(variant.name, {}).get(ep)
                         check.known = entry is not None and not entry.passed and \
                             not entry.unsupported
@@ -386,7 +391,7 @@ def _check_bundle(
                 session = _Session(browser, base_url, settings, report)
                 variant = manifest.session().default_for("wasm")
                 fallback = _check(session, "fallback", variant, None, "wasm",
-                                  references[variant.name], specs, outputs)
+                                  references[variant.graph_for("wasm")], specs, outputs)
                 if fallback.error is None and "webgpu" in shipped and not fallback.fallback_reason:
                     fallback.error = "fell back to wasm without saying why (fallbackReason empty)"
                 report.checks.append(fallback)

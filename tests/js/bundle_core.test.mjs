@@ -13,6 +13,7 @@ import {
   SCHEMA_VERSION,
   checkOptions,
   checkSchemaVersion,
+  graphFor,
   makeFeeds,
   noExecutionProvider,
   pickSession,
@@ -94,6 +95,14 @@ describe('variant choice', () => {
     assert.equal(pickVariant(perEp, 'webgpu', 'int8').name, 'int8');
     assert.deepEqual(planAttempts(perEp, ['webgpu', 'wasm']).map((a) => a.variant.name),
       ['fp32', 'int8']);
+  });
+
+  test('a variant with a graph per EP opens that graph there, its file elsewhere', () => {
+    const variant = { name: 'int4', file: 'models/int4.a.onnx', data: ['models/int4.c.data'],
+                      graphs: { webgpu: 'models/int4.webgpu.b.onnx' } };
+    assert.equal(graphFor(variant, 'webgpu'), 'models/int4.webgpu.b.onnx');
+    assert.equal(graphFor(variant, 'wasm'), 'models/int4.a.onnx');
+    assert.equal(graphFor({ name: 'fp32', file: 'models/fp32.onnx' }, 'webgpu'), 'models/fp32.onnx');
   });
 
   test('the default-variant rule holds on the cases bundler.variants.default is tested on', () => {

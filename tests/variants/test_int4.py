@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from bundler.bundle.external import INLINE_BELOW
@@ -325,11 +326,98 @@ def test_int4_of_a_large_model_is_made_a_batch_of_weights_at_a_time(
             np.testing.assert_array_equal(got, want)
 
 
-def test_a_generation_bundle_on_wasm_alone_gets_int4_at_int8_speed() -> None:
+def test_a_generation_bundles_int4_format_follows_its_eps() -> None:
+    """int8 speed on WASM wherever WASM runs it: format=int8 on WASM alone, per-ep beside
+    WebGPU; qdq on WebGPU alone and past 2 GB (neither int8 nor per-ep is made there)."""
     from bundler.variants.int4_options import for_generation, parse_int4
 
-    assert for_generation(Int4Options()).format == "qdq"  # WebGPU too: both EPs run qdq
-    assert for_generation(Int4Options(), wasm_only=True).format == "int8"
-    assert for_generation(Int4Options(), wasm_only=True).embeddings
+    assert for_generation(Int4Options()).format == "per-ep"  # both EPs, the default
+    assert for_generation(Int4Options(), ("webgpu", "wasm"), large=True).format == "qdq"
+    assert for_generation(Int4Options(), ("wasm",)).format == "int8"
+    assert for_generation(Int4Options(), ("wasm",), large=True).format == "qdq"
+    assert for_generation(Int4Options(), ("webgpu",)).format == "qdq"
+    assert for_generation(Int4Options(), ("wasm",)).embeddings
     given = parse_int4(["format=nbits"])
-    assert for_generation(given, wasm_only=True).format == "nbits"  # what is given stays
+    assert for_generation(given, ("wasm",)).format == "nbits"  # what is given stays
+    assert for_generation(given).format == "nbits"
+
+
+def _external(path: Path) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each tensor of the graph at `path` in external data -> where its bytes are."""
+    return {tensor.name: tuple((entry.key, entry.value) for entry in tensor.external_data)
+            for tensor in onnx.load(path, load_external_data=False).graph.initializer
+            if tensor.data_location == onnx.TensorProto.EXTERNAL}
+
+
+def test_int4_per_ep_is_the_int8_form_on_wasm_and_qdq_on_webgpu_over_one_set_of_weights(
+        decoder: Path, tmp_path: Path) -> None:
+    """format=per-ep: the int8 form's graph (WASM's, the variant's file) and the qdq form's
+    (WebGPU's), both naming one data file at the same offsets: a client fetches its EP's small
+    graph and the shared weights. The WebGPU graph reads the int8 form's float16 block scales
+    through a Cast that folds at load (DequantizeLinear does not: WebGPU runs it, 4-bit)."""
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(format="per-ep"))
+    webgpu = tmp_path / "int4.webgpu.onnx"
+    assert result.graphs == {"webgpu": webgpu} and result.graph_for("wasm") == dst
+    data = tmp_path / "int4.onnx.data"
+    assert model_files(dst) == [dst, data] and model_files(webgpu) == [webgpu, data]
+    shared = _external(webgpu)
+    assert shared and all(_external(dst)[name] == where for name, where in shared.items())
+    assert webgpu.stat().st_size < data.stat().st_size / 4  # the weights are in `data` alone
+    assert ops(dst)["DynamicQuantizeMatMul"] == 9 and ops(webgpu)["DynamicQuantizeMatMul"] == 0
+    assert ops(webgpu)["DequantizeLinear"] == 9 and ops(webgpu)["QuantizeLinear"] == 0
+    assert result.settings["format"] == "per-ep" and result.settings["op"] == (
+        "wasm: com.microsoft.DynamicQuantizeMatMul, webgpu: DequantizeLinear")
+    # WASM folds (the int8 weights); WebGPU runs the blocks as they are
+    assert result.session_config == {"wasm": {"session.disable_quant_qdq": "1"}}
+    # WASM's graph is format=int8's, value for value
+    int8 = tmp_path / "int8" / "int4.onnx"
+    alone = make_variant("int4", decoder, int8, int4=Int4Options(format="int8"))
+    feeds = native_reference(decoder, signature(onnx.load(decoder)).inputs, {}).feeds
+    for got, want in zip(cpu_session(dst, config=result.native_config).run(None, feeds),
+                         cpu_session(int8, config=alone.native_config).run(None, feeds),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+    # WebGPU's: the scale Casts are folded at load, the blocks are not (unfused: MatMul)
+    halves = {t.name for t in onnx.load(webgpu, load_external_data=False).graph.initializer
+              if t.data_type == onnx.TensorProto.FLOAT16}
+    casts = {n.name for n in onnx.load(webgpu, load_external_data=False).graph.node
+             if n.op_type == "Cast" and n.input[0] in halves}
+    assert len(casts) == 9
+    folded = tmp_path / "folded.onnx"
+    cpu_session(webgpu, optimized_path=folded, level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+    optimized = onnx.load(folded)
+    assert casts.isdisjoint(n.name for n in optimized.graph.node)
+    assert ops(folded)["DequantizeLinear"] == 9
+    qdq = tmp_path / "qdq" / "int4.onnx"
+    make_variant("int4", decoder, qdq, int4=Int4Options(format="qdq"))
+    got = cpu_session(webgpu, config=result.native_config).run(None, feeds)[0].ravel()
+    want = cpu_session(qdq, config=result.native_config).run(None, feeds)[0].ravel()
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.9999  # float16 scales
+
+
+def test_int4_per_ep_shares_a_head_it_leaves_float_in_both_graphs(decoder: Path,
+                                                                   tmp_path: Path) -> None:
+    """lm_head=false: the head's float copy is shared with the embedding again (a Transpose of
+    it) in each graph, and both still read one data file, which holds the table once."""
+    dst = tmp_path / "int4.onnx"
+    result = make_variant("int4", decoder, dst, int4=Int4Options(format="per-ep", lm_head=False))
+    webgpu = result.graph_for("webgpu")
+    data = tmp_path / "int4.onnx.data"
+    assert model_files(dst) == [dst, data] and model_files(webgpu) == [webgpu, data]
+    for graph in (dst, webgpu):
+        names = [t.name for t in onnx.load(graph, load_external_data=False).graph.initializer]
+        assert [name for name in names if name.startswith("transformer.wte")] == [
+            "transformer.wte.weight"]
+    assert _external(webgpu)["transformer.wte.weight"] == _external(dst)["transformer.wte.weight"]
+    feeds = native_reference(decoder, signature(onnx.load(decoder)).inputs, {}).feeds
+    for graph in (dst, webgpu):
+        logits = cpu_session(graph, config=result.native_config).run(None, feeds)[0]
+        assert np.isfinite(logits).all()
+
+
+def test_int4_per_ep_is_not_made_past_2_gb(decoder: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    large = as_large(decoder, tmp_path / "large", monkeypatch)
+    with pytest.raises(QuantizeError, match="format=per-ep is not made .* use --int4 format=qdq"):
+        make_variant("int4", large, tmp_path / "int4.onnx", int4=Int4Options(format="per-ep"))
