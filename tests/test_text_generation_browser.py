@@ -290,6 +290,59 @@ def test_a_stop_string_cuts_the_text_and_abort_rejects(built, plain_browser, ope
     assert got["aborted"] == "AbortError" and got["pieces"] == 2 and got["after"] == 4
 
 
+WORKER_CACHE = """async ({ url, prompt }) => {
+  const sent = [];  // every message the page sends a worker: its type and feeds
+  const post = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (message, transfer) {
+    sent.push([message.type, Object.keys(message.feeds ?? {})]);
+    return post.call(this, message, transfer);
+  };
+  const { load } = await import(url);
+  const onPage = await load({ executionProviders: ['wasm'] });
+  const want = (await onPage.generate(prompt, { maxNewTokens: 32 })).tokenIds;
+  await onPage.release();
+  const model = await load({ executionProviders: ['wasm'], worker: true });
+  sent.length = 0;  // not the open's and the warm-up's
+  const got = (await model.generate(prompt, { maxNewTokens: 32 })).tokenIds;
+  const generated = sent.splice(0);
+  const controller = new AbortController();
+  let aborted = null;
+  let pieces = 0;
+  try {
+    await model.generate(prompt, { maxNewTokens: 32, signal: controller.signal,
+      onToken: () => { pieces += 1; if (pieces === 2) controller.abort(); } });
+  } catch (error) {
+    aborted = error.name;
+  }
+  const after = (await model.generate(prompt, { maxNewTokens: 4 })).tokenIds;
+  let released = null;
+  try {  // released while a step is in the worker: the call rejects, it does not hang
+    await model.generate(prompt, { maxNewTokens: 32,
+      onToken: () => { if (!released) released = setTimeout(() => model.release(), 0); } });
+  } catch (error) {
+    released = error.code;
+  }
+  return { want, got, generated, aborted, pieces, after, released };
+}"""
+
+
+def test_worker_mode_on_wasm_keeps_the_appended_cache_in_the_worker(built, plain_browser,
+                                                                    open_bundle):
+    """In worker mode on WASM the cache lives in the worker beside the session: each step's
+    message carries the new ids, not the past, and the tokens are those of the page's cache.
+    Aborting or releasing the model mid-generation still ends the call."""
+    with open_bundle(plain_browser, built["bundle"]) as page:
+        got = page.evaluate(WORKER_CACHE, {"url": page.base_url + "bundle.mjs",
+                                           "prompt": PROMPTS[0]})
+    assert got["got"] == got["want"] == _native(built, PROMPTS[:1])[0]
+    steps = ["cacheStep"] * len(got["got"])  # one a token
+    assert [kind for kind, _ in got["generated"]] == ["openCache", *steps, "releaseCache"]
+    fed = {name for _, feeds in got["generated"] for name in feeds}
+    assert "input_ids" in fed and not [name for name in fed if name.startswith("past")], fed
+    assert (got["aborted"], got["pieces"], len(got["after"])) == ("AbortError", 2, 4)
+    assert got["released"] == "released"
+
+
 def test_messages_go_through_the_chat_template(built, plain_browser, open_bundle):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
     config = json.loads((built["folder"] / "tokenizer_config.json").read_text(encoding="utf-8"))

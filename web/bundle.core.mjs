@@ -1,8 +1,8 @@
 // bundle.core.mjs: the pure part of bundle.mjs: its errors and their codes, the checks of options,
 // of bundle.json's schema_version and of feeds, the sessions of a manifest (version 1 or 2) and the
-// choice of session and of variant per execution provider, and
-// the queue that keeps one onnxruntime-web module to one call at a time. No DOM, no fetch, so it
-// is unit-tested under Node (tests/js/).
+// choice of session and of variant per execution provider, the queue that keeps one
+// onnxruntime-web module to one call at a time, and text generation's KV cache on WASM. No DOM,
+// no fetch, so it is unit-tested under Node (tests/js/).
 
 export const SCHEMA_VERSION = 2; // the newest bundle.json layout this module reads
 export const EXECUTION_PROVIDERS = ['webgpu', 'wasm'];
@@ -377,4 +377,61 @@ export function makeFeeds(Tensor, inputs, feeds) {
     tensors[spec.name] = makeTensor(Tensor, spec, feeds[spec.name]);
   }
   return tensors;
+}
+
+// --- text generation's KV cache on WASM -------------------------------------------------------
+
+// The KV cache of one text generation kept in arrays (text/generate.mjs, on WASM, for a model that
+// also outputs each step's new key/value slice: present_new.*, added at build time by
+// bundler/text/slices.py). Each step fetches the logits and the slices only (onnxruntime-web
+// copies every output fetched into a new array, the presents as large as the whole cache) and
+// appends the slices to the past, in two arrays per tensor used in turn, allocated once (again
+// when they fill up): the next step's past is a view of the filled part. It is here, not in
+// text/, because every bundle's worker imports this module: in worker mode the cache lives in the
+// worker beside the session (bundle.worker.mjs), so a step's message carries the new ids only.
+// `run(feeds, fetch) -> outputs`: the session's; `layout`: generate.mjs's cacheLayout; `past`:
+// the first step's (zero-length).
+export class AppendedCache {
+  constructor(run, layout, past) {
+    this._run = run;
+    this._layout = layout;
+    this._past = { ...past };
+    this._length = 0; // the tokens in the cache
+    this._arrays = new Map(); // past name -> [array, array], the next past written into the other
+    this._fetch = ['logits', ...layout.slices];
+  }
+
+  /** The logits of a step: `feeds` are all its inputs but the past. */
+  async run(feeds) {
+    const outputs = await this._run({ ...feeds, ...this._past }, this._fetch);
+    const { kvHeads: heads, headSize: size, presents, slices } = this._layout;
+    const [before, added] = [this._length, feeds.input_ids.dims[1]];
+    const total = before + added;
+    slices.forEach((sliceName, index) => {
+      const name = presents[index].replace('present', 'past_key_values');
+      const { type, data: slice } = outputs[sliceName];
+      const old = this._past[name].data;
+      let arrays = this._arrays.get(name);
+      if (!arrays || arrays[0].length < heads * total * size) { // room for this and more steps
+        const room = heads * Math.max(2 * total, 64) * size;
+        arrays = [new slice.constructor(room), new slice.constructor(room)];
+        this._arrays.set(name, arrays);
+      }
+      const into = old.buffer === arrays[0].buffer ? arrays[1] : arrays[0];
+      for (let head = 0; head < heads; head += 1) { // [1, heads, tokens, size]: per head
+        into.set(old.subarray(head * before * size, (head + 1) * before * size),
+          head * total * size);
+        into.set(slice.subarray(head * added * size, (head + 1) * added * size),
+          (head * total + before) * size);
+      }
+      this._past[name] = { type, data: into.subarray(0, heads * total * size),
+                           dims: [1, heads, total, size] };
+    });
+    this._length = total;
+    return outputs.logits;
+  }
+
+  async release() {
+    this._arrays.clear();
+  }
 }

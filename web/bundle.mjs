@@ -141,10 +141,7 @@ class Model {
   }
 
   async run(feeds) {
-    if (!this._session) {
-      throw new BundleError('released', 'this model was released; load() it again');
-    }
-    const outputs = await this._session.run(makeFeeds(PlainTensor, this.inputs, feeds));
+    const outputs = await this._live().run(makeFeeds(PlainTensor, this.inputs, feeds));
     const plain = {};
     for (const spec of this.outputs) plain[spec.name] = outputs[spec.name];
     return plain;
@@ -163,26 +160,44 @@ class Model {
   // on the GPU) as such handles, until _drop() disposes them; only the outputs in `fetch` are
   // answered (null: all). Not part of the API.
   async _step(feeds, keep, fetch = null) {
-    if (!this._session) {
-      throw new BundleError('released', 'this model was released; load() it again');
-    }
+    const session = this._live();
     const kept = Object.keys(feeds).filter((name) => feeds[name]?.kept !== undefined);
     const plain = Object.fromEntries(Object.entries(feeds).filter(([n]) => !kept.includes(n)));
     const tensors = makeFeeds(PlainTensor, this.inputs.filter((s) => !kept.includes(s.name)),
       plain);
     for (const name of kept) tensors[name] = feeds[name];
-    return this._session.run(tensors, { keep, fetch });
+    return session.run(tensors, { keep, fetch });
   }
 
   async _drop(ids) {
     if (ids.length) await this._session?.drop(ids);
   }
 
-  _runImage(source, task, transfer) {
+  // Internal, for text generation on WASM in worker mode (web/text/generate.mjs): an appended KV
+  // cache (bundle.core.mjs's AppendedCache) kept in the worker, beside the session, from `past`
+  // (zero-length), as { run(feeds) -> logits, release() }: a step's feeds are its ids, mask and
+  // positions, not the cache. Not part of the API.
+  async _workerCache(layout, past) {
+    const typed = (feeds) => makeFeeds(PlainTensor,
+      this.inputs.filter((spec) => spec.name in feeds), feeds);
+    const id = await this._live().openCache(layout, typed(past));
+    return {
+      run: async (feeds) => this._live().cacheStep(id, typed(feeds)),
+      release: async () => { // after model.release() the worker is gone, and the cache with it
+        await this._session?.releaseCache(id);
+      },
+    };
+  }
+
+  _live() {
     if (!this._session) {
       throw new BundleError('released', 'this model was released; load() it again');
     }
-    return this._session.runImage(source, task, transfer);
+    return this._session;
+  }
+
+  _runImage(source, task, transfer) {
+    return this._live().runImage(source, task, transfer);
   }
 
   // A text module the bundle carries (web/tasks/text.mjs: text/tokenizer.mjs, text/generate.mjs),

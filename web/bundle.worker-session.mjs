@@ -96,6 +96,21 @@ export class WorkerSession {
     return this._call('drop', { ids });
   }
 
+  // A text generation's KV cache kept in the worker, beside the session, on WASM (bundle.core.mjs's
+  // AppendedCache, from `past`): its id. A step's feeds (transferred) hold no past, and the
+  // logits come back.
+  openCache(layout, past) {
+    return this._call('openCache', { layout, past });
+  }
+
+  cacheStep(cache, feeds) {
+    return this._call('cacheStep', { cache, feeds }, { transfer: transferables(feeds) });
+  }
+
+  releaseCache(cache) {
+    return this._call('releaseCache', { cache });
+  }
+
   // A task's image, read and run in the worker (see tasks/index.mjs).
   runImage(source, task, transfer) {
     return this._call('image', { source, task }, { transfer });

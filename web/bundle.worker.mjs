@@ -6,14 +6,26 @@
 //   { id, type: 'drop', ids }      -> { id, result: null } (kept outputs disposed)
 //   { id, type: 'image', source, task } -> { id, result: { output, place, width, height } }
 //                                     (a task's image read, fitted and run here; tasks/image.mjs)
-//   { id, type: 'release' }        -> { id, result: null }
+//   { id, type: 'openCache', layout, past } -> { id, result: cache } (a text generation's KV
+//     cache kept here, beside the session, on WASM: bundle.core.mjs's AppendedCache)
+//   { id, type: 'cacheStep', cache, feeds } -> { id, result: logits } (feeds without the past,
+//     transferred; the logits' buffer transferred back)
+//   { id, type: 'releaseCache', cache } -> { id, result: null }
+//   { id, type: 'release' }        -> { id, result: null } (its caches released too)
 // A failure answers { id, error: { name, message, code, stage } } (see bundle.session.mjs).
-import { BundleError } from './bundle.core.mjs';
+import { AppendedCache, BundleError } from './bundle.core.mjs';
 import { openSession } from './bundle.session.mjs';
 import { runOnImage } from './tasks/image.mjs';
 
 let session = null;
 const models = new Map();
+const caches = new Map(); // id -> AppendedCache
+let nextCache = 0;
+
+function live() {
+  if (!session) throw new BundleError('released', 'this model was released; load() it again');
+  return session;
+}
 
 function buffersOf(tensors) {
   const buffers = new Set();
@@ -25,6 +37,7 @@ function buffersOf(tensors) {
 
 const handlers = {
   async open(id, { options }) {
+    caches.clear();
     await session?.release();
     session = null;
     session = await openSession({
@@ -34,22 +47,37 @@ const handlers = {
     return session.opened;
   },
   async run(id, { feeds, keep, fetch }) {
-    if (!session) throw new BundleError('released', 'this model was released; load() it again');
-    return session.run(feeds, { keep, fetch });
+    return live().run(feeds, { keep, fetch });
   },
   async drop(id, { ids }) {
     session?.drop(ids);
     return null;
   },
   async image(id, { source, task }) {
-    if (!session) throw new BundleError('released', 'this model was released; load() it again');
     try {
-      return await runOnImage((feeds) => session.run(feeds), source, task);
+      return await runOnImage((feeds) => live().run(feeds), source, task);
     } finally {
       source.close?.(); // the ImageBitmap bundle.mjs made and transferred (a Blob has no close)
     }
   },
+  // The cache's steps run here: the page's cache would send the whole past with every step (its
+  // arrays then detached on the page, transferred) and get the presents back, whole.
+  async openCache(id, { layout, past }) {
+    caches.set(nextCache, new AppendedCache((feeds, fetch) => live().run(feeds, { fetch }),
+      layout, past));
+    return nextCache++;
+  },
+  async cacheStep(id, { cache, feeds }) {
+    live(); // a released session took its caches along
+    return caches.get(cache).run(feeds);
+  },
+  async releaseCache(id, { cache }) {
+    await caches.get(cache)?.release();
+    caches.delete(cache);
+    return null;
+  },
   async release() {
+    caches.clear();
     await session?.release();
     session = null;
     return null;
@@ -62,7 +90,8 @@ self.onmessage = ({ data: message }) => {
   queue = queue.then(async () => {
     try {
       const result = await handlers[message.type](message.id, message);
-      const sent = { run: result, image: { output: result?.output } }[message.type];
+      const sent = { run: result, cacheStep: { logits: result },
+                     image: { output: result?.output } }[message.type];
       postMessage({ id: message.id, result }, sent ? buffersOf(sent) : []);
     } catch (error) {
       const { name, message: text = String(error), code, stage } = error ?? {};

@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 
 import {
+  AppendedCache,
   BundleError,
   ERROR_CODES,
   SCHEMA_VERSION,
@@ -357,5 +358,39 @@ describe('feeds', () => {
       'input-shape', /^input 'x': dims \[1, 4\] hold 4 values, data has 3/);
     rejects(() => makeFeeds(ort.Tensor, inputs, { ...good(), x: { dims: [1, -4], data: [] } }),
       'input-shape', /non-negative integers/);
+  });
+});
+
+describe('text generation\'s appended KV cache', () => {
+  test('each step fetches the logits and the slices and feeds back the past they make', async () => {
+    const layout = { kvHeads: 2, headSize: 1, presents: ['present.0.key', 'present.0.value'],
+                     slices: ['present_new.0.key', 'present_new.0.value'] };
+    const calls = [];
+    // a slice's value: 10 * head + the token's position, negative for values
+    const run = async (feeds, fetch) => {
+      calls.push({ feeds, fetch });
+      const [added, before] = [feeds.input_ids.dims[1], feeds['past_key_values.0.key'].dims[2]];
+      const slice = (sign) => Float32Array.from({ length: 2 * added },
+        (_, i) => sign * (10 * Math.floor(i / added) + before + (i % added)));
+      return { logits: { type: 'float32', dims: [1, added, 3], data: new Float32Array(3 * added) },
+               'present_new.0.key': { type: 'float32', dims: [1, 2, added, 1], data: slice(1) },
+               'present_new.0.value': { type: 'float32', dims: [1, 2, added, 1], data: slice(-1) } };
+    };
+    const empty = { data: new Float32Array(0), dims: [1, 2, 0, 1] };
+    const cache = new AppendedCache(run, layout,
+      { 'past_key_values.0.key': empty, 'past_key_values.0.value': empty });
+    const ids = (count) => ({ input_ids: { data: new BigInt64Array(count), dims: [1, count] } });
+    const logits = await cache.run(ids(3));
+    assert.deepEqual(logits.dims, [1, 3, 3]);
+    await cache.run(ids(1));
+    await cache.run(ids(1));
+    assert.deepEqual(calls.map((call) => call.fetch), Array(3).fill(['logits', ...layout.slices]));
+    const key = calls[2].feeds['past_key_values.0.key'];
+    assert.deepEqual([key.type, key.dims], ['float32', [1, 2, 4, 1]]);
+    assert.deepEqual(Array.from(key.data), [0, 1, 2, 3, 10, 11, 12, 13]);
+    assert.deepEqual(Array.from(calls[2].feeds['past_key_values.0.value'].data),
+      [-0, -1, -2, -3, -10, -11, -12, -13]);
+    // the two arrays used in turn: a step's past is not the array the next step writes
+    assert.notEqual(calls[1].feeds['past_key_values.0.key'].data.buffer, key.data.buffer);
   });
 });

@@ -199,7 +199,8 @@ export async function tokens(model, task, texts) {
 }
 
 // What web/text/generate.mjs runs on: the model's steps with its cache kept by the session (on
-// WebGPU on the GPU; Model._step), and the bundle's config files.
+// WebGPU on the GPU; Model._step) or, in worker mode on WASM, a cache kept in the worker
+// (Model._workerCache), and the bundle's config files.
 async function decoderOf(model, task) {
   const [module, config, generationConfig, tokenizerConfig] = await Promise.all([
     model._textModule(GENERATE_MODULE),
@@ -209,6 +210,7 @@ async function decoderOf(model, task) {
   const decoder = {
     step: (feeds, keep, fetch) => model._step(feeds, keep, fetch),
     drop: (ids) => model._drop(ids),
+    workerCache: (layout, past) => model._workerCache(layout, past),
     inputs: model.inputs, outputs: model.outputs, ep: model.ep, worker: model.worker,
     files: { config, generationConfig, tokenizerConfig },
   };

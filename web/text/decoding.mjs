@@ -9,7 +9,7 @@
 // runtime's memory into a new array and every input into it at each step (onnxruntime-web has no
 // output binding on WASM); what keeping saves there is the cache's trip through plain arrays and,
 // in worker mode, through messages. (Text generation on WASM fetches each step's new key/value
-// slices instead where the model has them: generate.mjs's AppendedCache.)
+// slices instead where the model has them: bundle.core.mjs's AppendedCache.)
 
 /**
  * The past of one decoding: run() feeds it after the caller's feeds, keeps the `presents` named

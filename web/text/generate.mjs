@@ -6,7 +6,9 @@
 // generation_config.json, else config.json. Messages go through the chat template (chat.mjs).
 // The KV cache stays with the session (decoding.mjs's KeptCache: on WebGPU on the GPU), except on
 // WASM for a model that also outputs each step's new key/value slice (present_new.*, added at
-// build time by bundler/text/slices.py): there the cache is kept here (AppendedCache).
+// build time by bundler/text/slices.py): there it is kept in arrays (bundle.core.mjs's
+// AppendedCache), on the page or, in worker mode, in the worker beside the session.
+import { AppendedCache } from '../bundle.core.mjs';
 import { chatTemplate, renderChat, specialTokens } from './chat.mjs';
 import {
   checkSignal, KeptCache, teacherForced as forced, textStream,
@@ -86,74 +88,18 @@ function stepFeeds(layout, pending, length, steps) {
 }
 
 // The KV cache of one generation kept by the session (decoding.mjs's KeptCache): run() feeds the
-// new ids after the past and keeps the presents as the next past. The first step's zero-length
-// past is plain. A model with present_new.* outputs answers only the logits and the presents
-// (on WebGPU the slices would be read back from the GPU for nothing).
+// step's inputs after the past and keeps the presents as the next past. The first step's
+// zero-length past is plain. A model with present_new.* outputs answers only the logits and the
+// presents (on WebGPU the slices would be read back from the GPU for nothing).
 class Cache extends KeptCache {
-  constructor(step, drop, layout) {
+  constructor(step, drop, layout, past) {
     const fetch = layout.slices ? ['logits', ...layout.presents] : null;
-    super((feeds, keep) => step(feeds, keep, fetch), drop, emptyPast(layout));
-    this._layout = layout;
-    this._steps = 0;
+    super((feeds, keep) => step(feeds, keep, fetch), drop, past);
+    this._presents = layout.presents;
   }
 
-  // The logits of `pending`, the last of the `length` tokens so far.
-  async run(pending, length) {
-    const feeds = stepFeeds(this._layout, pending, length, this._steps);
-    const outputs = await super.run(feeds, this._layout.presents);
-    this._steps += 1;
-    return outputs.logits;
-  }
-}
-
-// The KV cache of one generation kept here, on WASM for a model with present_new.* outputs: each
-// step fetches the logits and the new key/value slices only (onnxruntime-web copies every output
-// fetched into a new array, the presents as large as the whole cache), and appends the slices to
-// the past in two arrays per tensor used in turn, allocated once (again when they fill up): the
-// next step's past is a view of the filled part. Not in worker mode, whose feeds are transferred.
-class AppendedCache {
-  constructor(step, layout) {
-    this._step = step;
-    this._layout = layout;
-    this._length = 0; // the tokens in the cache
-    this._arrays = new Map(); // past name -> [array, array], the next past written into the other
-    this._past = emptyPast(layout);
-    this._fetch = ['logits', ...layout.slices];
-  }
-
-  async run(pending, length) {
-    const layout = this._layout;
-    const feeds = stepFeeds(layout, pending, length, this._length);
-    const outputs = await this._step({ ...feeds, ...this._past }, [], this._fetch);
-    const [heads, size] = [layout.kvHeads, layout.headSize];
-    const [before, added] = [this._length, pending.length];
-    const total = before + added;
-    layout.slices.forEach((sliceName, index) => {
-      const name = layout.presents[index].replace('present', 'past_key_values');
-      const slice = outputs[sliceName].data;
-      const old = this._past[name].data;
-      let arrays = this._arrays.get(name);
-      if (!arrays || arrays[0].length < heads * total * size) { // room for this and more steps
-        const room = heads * Math.max(2 * total, 64) * size;
-        arrays = [new slice.constructor(room), new slice.constructor(room)];
-        this._arrays.set(name, arrays);
-      }
-      const into = old.buffer === arrays[0].buffer ? arrays[1] : arrays[0];
-      for (let head = 0; head < heads; head += 1) { // [1, heads, tokens, size]: per head
-        into.set(old.subarray(head * before * size, (head + 1) * before * size),
-          head * total * size);
-        into.set(slice.subarray(head * added * size, (head + 1) * added * size),
-          (head * total + before) * size);
-      }
-      this._past[name] = { data: into.subarray(0, heads * total * size),
-                           dims: [1, heads, total, size] };
-    });
-    this._length = total;
-    return outputs.logits;
-  }
-
-  async release() {
-    this._arrays.clear();
+  async run(feeds) {
+    return (await super.run(feeds, this._presents)).logits;
   }
 }
 
@@ -161,11 +107,21 @@ function layoutOf({ inputs, outputs, files }) {
   return cacheLayout(inputs, files.config, outputs);
 }
 
-// The cache a decoding runs with (see Cache and AppendedCache).
-function openCache({ step, drop, ep, worker }, layout) {
-  return layout.slices && ep === 'wasm' && !worker
-    ? new AppendedCache(step, layout)
-    : new Cache(step, drop, layout);
+// The cache a decoding runs with, as { run(pending, length) -> logits, release() }: `pending`
+// the last of the `length` tokens so far. Kept by the session (Cache), or on WASM for a model
+// with slices in arrays (AppendedCache): in worker mode in the worker (Model._workerCache), so
+// that a step's message carries its ids, not the whole cache.
+async function openCache({ step, drop, ep, worker, workerCache }, layout) {
+  const past = emptyPast(layout);
+  let cache;
+  if (!layout.slices || ep !== 'wasm') cache = new Cache(step, drop, layout, past);
+  else if (worker) cache = await workerCache(layout, past);
+  else cache = new AppendedCache((feeds, fetch) => step(feeds, [], fetch), layout, past);
+  let steps = 0;
+  return {
+    run: (pending, length) => cache.run(stepFeeds(layout, pending, length, steps++)),
+    release: () => cache.release(),
+  };
 }
 
 /**
@@ -173,7 +129,7 @@ function openCache({ step, drop, ep, worker }, layout) {
  * both the shaders (WebGPU) and the kernels of both branches are ready before the first call.
  */
 export async function warmUp(decoder) {
-  const cache = openCache(decoder, layoutOf(decoder));
+  const cache = await openCache(decoder, layoutOf(decoder));
   try {
     await cache.run([0], 1);
     await cache.run([0], 2);
@@ -188,7 +144,7 @@ export async function warmUp(decoder) {
  * with native's (bundler/text/agreement.py; decoding.mjs's teacherForced).
  */
 export async function teacherForced(decoder, ids, promptLength, at) {
-  const cache = openCache(decoder, layoutOf(decoder));
+  const cache = await openCache(decoder, layoutOf(decoder));
   try {
     return await forced(async (pending, length) => {
       const logits = await cache.run(pending, length);
@@ -249,8 +205,9 @@ function promptText(input, tokenizerConfig) {
  * keeps, only those in `fetch` answered, all when null) and `drop(handles' ids)`. `files`:
  * { config, generationConfig, tokenizerConfig } (parsed JSON); a prompt longer than the model's
  * positions less maxNewTokens loses its first tokens (fitPrompt; `truncatedTokens` says how
- * many). `inputs`, `outputs`: the model's specs; `ep`, `worker`: where it runs. Returns
- * { text, tokenIds, promptIds, truncatedTokens, timings }.
+ * many). `inputs`, `outputs`: the model's specs; `ep`, `worker`: where it runs; in worker mode
+ * `workerCache(layout, past)` opens an AppendedCache in the worker ({ run(feeds), release() }).
+ * Returns { text, tokenIds, promptIds, truncatedTokens, timings }.
  */
 export async function generate(decoder, input, options = {}) {
   const { tokenizer, files } = decoder;
@@ -273,7 +230,7 @@ export async function generate(decoder, input, options = {}) {
   const seen = [...promptIds];
   const tokenIds = [];
   const stream = textStream(stops, onToken);
-  const cache = openCache(decoder, layout);
+  const cache = await openCache(decoder, layout);
   let pending = promptIds;
   let text = '';
   const started = performance.now();
