@@ -59,6 +59,20 @@ def test_the_fp32_model_of_a_transformers_js_folder_is_the_source(text_folders, 
     assert read_folder(folder).model == folder / "onnx" / "model.onnx"
 
 
+def test_a_transformers_js_speech_folder_gives_its_two_sessions(text_folders, tmp_path):
+    """transformers.js keeps a Whisper export's files in onnx/, beside quantized siblings: the
+    fp32 encoder and merged decoder are the sessions, not the decoder alone."""
+    folder = _copy(text_folders["feature-extraction"], tmp_path)
+    (folder / "onnx").mkdir()
+    for name in ("encoder_model.onnx", "decoder_model_merged.onnx",
+                 "decoder_model_merged_quantized.onnx"):
+        shutil.copy(folder / "model.onnx", folder / "onnx" / name)
+    (folder / "model.onnx").unlink()
+    read = read_folder(folder)
+    assert read.model == folder / "onnx" / "encoder_model.onnx"
+    assert read.sessions == {"decoder": folder / "onnx" / "decoder_model_merged.onnx"}
+
+
 @pytest.mark.parametrize("missing", ["model.onnx", "config.json", "tokenizer.json"])
 def test_a_missing_file_is_named_in_one_line(text_folders, tmp_path, missing):
     folder = _copy(text_folders["feature-extraction"], tmp_path)

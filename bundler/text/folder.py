@@ -14,8 +14,9 @@ model's outputs where `--task` does not say it, and the text files shipped besid
                                       template (optional)
     generation_config.json            a decoder's EOS ids (optional); Whisper's prompt tokens
     encoder_model.onnx + decoder_model_merged.onnx   an encoder-decoder speech model (optimum's
-                                      automatic-speech-recognition-with-past): two sessions,
-                                      `encoder` (the primary one) and `decoder`
+                                      automatic-speech-recognition-with-past; in onnx/ as
+                                      transformers.js keeps them): two sessions, `encoder` (the
+                                      primary one) and `decoder`
     preprocessor_config.json          the log-mel front end's settings (optional)
     modules.json, 1_Pooling/config.json, sentence_bert_config.json   a sentence-transformers
                                       model's modules (optional): its pooling, whether it
@@ -139,8 +140,10 @@ def read_folder(folder: Path) -> ExportFolder:
     missing."""
     sessions: dict[str, Path] = {}
     model = next((folder / name for name in MODEL_FILES if (folder / name).is_file()), None)
-    if (folder / ENCODER_FILE).is_file() and (folder / MERGED_DECODER).is_file():
-        model, sessions = folder / ENCODER_FILE, {SPEECH_SESSIONS[1]: folder / MERGED_DECODER}
+    for place in (folder, folder / "onnx"):  # optimum's layout, then transformers.js's
+        if (place / ENCODER_FILE).is_file() and (place / MERGED_DECODER).is_file():
+            model, sessions = place / ENCODER_FILE, {SPEECH_SESSIONS[1]: place / MERGED_DECODER}
+            break
     if model is None and (pair := decoder_pair(folder)) is not None:
         model = merged_decoder(*pair)
     if model is None:
