@@ -5,7 +5,8 @@ embedding are quantized come from `--int4` (bundler/variants/int4_options.py).
 
 format=per-ep makes two graphs over one data file of weights: the int8 form for WASM (the
 variant's file) and the qdq form for WebGPU (VariantResult.graphs), whose DequantizeLinear reads
-the int8 form's float16 block scales through a Cast that onnxruntime folds at load."""
+the int8 form's float16 block scales through a Cast that onnxruntime folds at load (both forms:
+bundler/variants/int4_int8.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 from onnx import (
     GraphProto,
     ModelProto,
@@ -31,10 +31,12 @@ from bundler.bundle.external import StreamedWeights, save_sharing
 from bundler.bundle.modelio import load_tensor, read_model, save_model, walk_nodes
 from bundler.bundle.records import Int4Settings
 from bundler.errors import QuantizeError, first_line
+from bundler.variants.int4_int8 import int8_compute, share_scales
 from bundler.variants.int4_options import PER_EP_FORMS
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import (
     FOLD_DEQUANTIZE,
+    attribute,
     drop_repeated_initializers,
     fresh_name,
     graphs_of,
@@ -82,11 +84,6 @@ def _token_embedding(model: ModelProto) -> tuple[list[str], list[str], int | Non
     return tables[largest], others, int(weights[largest].dims[0])
 
 
-def _attribute(node: NodeProto, name: str, default: float) -> float:
-    found = next((a for a in node.attribute if a.name == name), None)
-    return default if found is None else helper.get_attribute_value(found)
-
-
 def gemms_as_matmuls(model: ModelProto) -> int:
     """Rewrite each Gemm of a constant float32 weight (GPT-2's Conv1D, Linear layers exported
     as Gemm) as MatMul + Add, the form MatMulNBits replaces; a transB weight is stored
@@ -106,12 +103,12 @@ def _gemms_as_matmuls(graph: GraphProto, main: GraphProto, weights: dict[str, Te
     for node in graph.node:
         weight = weights.get(node.input[1]) if node.op_type == "Gemm" else None
         if (weight is None or weight.data_type != TensorProto.FLOAT or len(weight.dims) != 2
-                or _attribute(node, "transA", 0) or _attribute(node, "alpha", 1.0) != 1.0
-                or _attribute(node, "beta", 1.0) != 1.0):
+                or attribute(node, "transA", 0) or attribute(node, "alpha", 1.0) != 1.0
+                or attribute(node, "beta", 1.0) != 1.0):
             nodes.append(node)
             continue
         name = weight.name
-        if _attribute(node, "transB", 0):
+        if attribute(node, "transB", 0):
             name = f"{weight.name}_transposed"
             if name not in weights:
                 weights[name] = numpy_helper.from_array(numpy_helper.to_array(weight).T.copy(),
@@ -156,121 +153,6 @@ def hoist_dequantize(model: ModelProto) -> int:
         del model.graph.node[:]
         model.graph.node.extend(nodes)
     return len(hoisted)
-
-
-def int8_compute(model: ModelProto) -> int:
-    """Make each MatMul of a constant 4-bit DequantizeLinear (in the main graph: see
-    hoist_dequantize) a DynamicQuantizeMatMul of an int8 weight that a QuantizeLinear makes from
-    the blocks; how many. Both fold into one int8 constant at load (FOLD_DEQUANTIZE): 4-bit
-    blocks on the wire, onnxruntime's int8 kernel on WASM, as the int8 variant's.
-
-    The int8 scale is one per weight, as the int8 variant's (per column, onnxruntime's
-    QuantizeLinear folds a [K, N] weight an element at a time: seconds at load). It comes from
-    the block scales alone (the weights need not be read): |q - zero point| is at most 8 for
-    signed 4-bit (15 with a zero point), so no value is larger than that times the largest block
-    scale, and nothing saturates. The block scales, a fifth of the bytes at block 32, are stored
-    in float16 where only these MatMuls read the weight: it is dequantized in float16 and
-    requantized from there."""
-    weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    blocks = {node.output[0]: node for node in model.graph.node
-              if node.op_type == "DequantizeLinear" and node.input[0] in weights
-              and weights[node.input[0]].data_type in (TensorProto.INT4, TensorProto.UINT4)
-              and len(weights[node.input[0]].dims) == 2 and _attribute(node, "axis", 1) == 0}
-    readers: dict[str, list[NodeProto]] = {}
-    for node in walk_nodes(model.graph):
-        for name in node.input:
-            if name in blocks:
-                readers.setdefault(name, []).append(node)
-    taken = {name for graph in graphs_of(model.graph)
-             for name in [*(t.name for t in graph.initializer),
-                          *(out for node in graph.node for out in node.output)]}
-    made: dict[str, NodeProto] = {}  # float weight -> its QuantizeLinear
-    rewritten = 0
-    for weight, nodes in readers.items():
-        matmuls = [node for node in nodes if node.op_type == "MatMul" and node.input[1] == weight]
-        if not matmuls:
-            continue
-        half = len(matmuls) == len(nodes)
-        made[weight], scale, zero = _int8_weight(model, blocks[weight], weights, taken, half)
-        for node in matmuls:
-            activation = node.input[0]
-            node.op_type, node.domain = "DynamicQuantizeMatMul", "com.microsoft"
-            del node.input[:]
-            node.input.extend([activation, made[weight].output[0], scale, zero])
-            rewritten += 1
-    if made:  # each right after its DequantizeLinear: the graph stays in topological order
-        ordered = []
-        for node in model.graph.node:
-            ordered.append(node)
-            if node.op_type == "DequantizeLinear" and node.output[0] in made:
-                ordered.append(made[node.output[0]])
-        del model.graph.node[:]
-        model.graph.node.extend(ordered)
-    if rewritten and not any(entry.domain == "com.microsoft" for entry in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return rewritten
-
-
-def _int8_weight(model: ModelProto, dequantize: NodeProto, weights: dict[str, TensorProto],
-                 taken: set[str], half: bool) -> tuple[NodeProto, str, str]:
-    """A QuantizeLinear of `dequantize`'s output to int8, and the names of the float32 scale and
-    the zero point DynamicQuantizeMatMul reads (added to the main graph); with `half`, the block
-    scales become float16 and the QuantizeLinear takes float16."""
-    blocks = weights[dequantize.input[1]]
-    block_scales = numpy_helper.to_array(blocks)
-    if half and block_scales.dtype == np.float32:
-        block_scales = block_scales.astype(np.float16)
-        blocks.CopyFrom(numpy_helper.from_array(block_scales, blocks.name))
-    has_zero_point = len(dequantize.input) > 2 and bool(dequantize.input[2])
-    reach = 15.0 if has_zero_point else 8.0
-    largest = float(np.abs(block_scales.astype(np.float32)).max())
-    scale = np.array(reach * largest / 127.0 if largest > 0 else 1.0, block_scales.dtype)
-    weight = dequantize.output[0]
-    names = [fresh_name(f"{weight}_int8{suffix}", taken)
-             for suffix in ("", "_scale", "_zero", "_matmul_scale")]
-    model.graph.initializer.extend([
-        numpy_helper.from_array(scale, names[1]),
-        numpy_helper.from_array(np.zeros(scale.shape, np.int8), names[2]),
-    ])
-    if scale.dtype != np.float32:  # the same values, in the type DynamicQuantizeMatMul takes
-        model.graph.initializer.append(numpy_helper.from_array(scale.astype(np.float32),
-                                                               names[3]))
-    quantize = helper.make_node("QuantizeLinear", [weight, *names[1:3]], [names[0]],
-                                name=fresh_name(f"{weight}_QuantizeLinear", taken))
-    return quantize, names[3] if scale.dtype != np.float32 else names[1], names[2]
-
-
-def share_scales(qdq: ModelProto, int8: ModelProto) -> int:
-    """Make the qdq form `qdq` read the int8 form's block scales where int8_compute stored them
-    in float16 (same name, float32 in `qdq`): the float16 tensor, and a Cast to float32 before
-    the DequantizeLinear nodes that read it; how many. onnxruntime folds the Cast of a constant
-    at load on every EP (DequantizeLinear stays as it was), so WebGPU computes in float32 as
-    qdq's own graph does, on the values the int8 form is requantized from, and the two forms
-    ship one copy of the scales."""
-    halves = {tensor.name: tensor for tensor in int8.graph.initializer
-              if tensor.data_type == TensorProto.FLOAT16}
-    taken = {name for graph in graphs_of(qdq.graph)
-             for name in [*(t.name for t in graph.initializer),
-                          *(out for node in graph.node for out in node.output)]}
-    casts: dict[str, NodeProto] = {}
-    for tensor in qdq.graph.initializer:
-        half = halves.get(tensor.name)
-        if half is None or tensor.data_type != TensorProto.FLOAT:
-            continue
-        output = fresh_name(f"{tensor.name}_float", taken)
-        casts[tensor.name] = helper.make_node("Cast", [tensor.name], [output],
-                                              name=fresh_name(f"{tensor.name}_Cast", taken),
-                                              to=TensorProto.FLOAT)
-        tensor.CopyFrom(half)
-    for node in walk_nodes(qdq.graph):
-        for index, name in enumerate(node.input):
-            if name in casts and node.op_type != "Cast":
-                node.input[index] = casts[name].output[0]
-    if casts:  # first: the graph stays in topological order
-        nodes = [*casts.values(), *qdq.graph.node]
-        del qdq.graph.node[:]
-        qdq.graph.node.extend(nodes)
-    return len(casts)
 
 
 def _read(model: ModelProto, names: Iterable[str], base_dir: Path) -> None:

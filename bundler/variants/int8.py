@@ -41,7 +41,7 @@ from bundler.bundle.modelio import (
 from bundler.bundle.records import Int8Settings
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import is_large, quiet
+from bundler.variants.tools import attribute, is_large, quiet
 
 # Attention/LSTM would become com.microsoft CPU-only ops.
 _OP_TYPES = ("Conv", "MatMul", "Gather")
@@ -91,10 +91,6 @@ def _weights_left_on_disk(base_dir: Path) -> Iterator[None]:
 def _transposed_gemm_weights(model: onnx.ModelProto) -> set[str]:
     """The weights the quantizer transposes as it rewrites each Gemm as a MatMul (transB=1,
     alpha = beta = 1, transA=0), which it reads with onnx's own reader."""
-    def attribute(node: onnx.NodeProto, name: str, default: float) -> float:
-        found = next((a for a in node.attribute if a.name == name), None)
-        return default if found is None else onnx.helper.get_attribute_value(found)
-
     return {node.input[1] for node in walk_nodes(model.graph) if node.op_type == "Gemm"
             and attribute(node, "transB", 0) == 1 and attribute(node, "transA", 0) == 0
             and attribute(node, "alpha", 1.0) == attribute(node, "beta", 1.0) == 1.0}

@@ -99,6 +99,12 @@ def drop_repeated_initializers(model: onnx.ModelProto) -> int:
     return dropped
 
 
+def attribute(node: onnx.NodeProto, name: str, default: float) -> float:
+    """A node's attribute, or `default` where the node does not set it."""
+    found = next((a for a in node.attribute if a.name == name), None)
+    return default if found is None else onnx.helper.get_attribute_value(found)
+
+
 def fresh_name(name: str, taken: set[str]) -> str:
     """`name`, or `name_1`, `name_2`, … if taken; the result is added to `taken`."""
     candidate, suffix = name, 1
