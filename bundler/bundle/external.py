@@ -171,17 +171,27 @@ def save_sharing(primary: onnx.ModelProto, dst: Path,
               for path, model in others.items()}
     onnx.save_model(primary, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
                     location=data.name, size_threshold=INLINE_BELOW)
-    written = {tensor.name: tensor
-               for tensor in read_model(dst, load_weights=False).graph.initializer
-               if tensor.data_location == onnx.TensorProto.EXTERNAL}
+    written = external_tensors(dst)
     for path, model in others.items():
         for tensor in model.graph.initializer:
             if tensor.name in shared[path] and tensor.name in written:
-                tensor.ClearField("raw_data")
-                tensor.data_location = onnx.TensorProto.EXTERNAL
-                del tensor.external_data[:]
-                tensor.external_data.extend(written[tensor.name].external_data)
+                point_at(tensor, written[tensor.name])
         save_model(model, path)
+
+
+def external_tensors(path: Path) -> dict[str, onnx.TensorProto]:
+    """The initializers of the model at `path` whose bytes lie in external data, by name (their
+    bytes not read)."""
+    return {tensor.name: tensor for tensor in read_model(path, load_weights=False).graph.initializer
+            if tensor.data_location == onnx.TensorProto.EXTERNAL}
+
+
+def point_at(tensor: onnx.TensorProto, placed: onnx.TensorProto) -> None:
+    """Make `tensor` read its bytes where `placed` (a tensor in external data) reads them."""
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    del tensor.external_data[:]
+    tensor.external_data.extend(placed.external_data)
 
 
 def read_blocks(tensor: onnx.TensorProto, base_dir: Path, size: int) -> Iterator[bytes]:

@@ -283,9 +283,13 @@ class Variant:
         that EP opens and the data files."""
         return [self.file if ep is None else self.graph_for(ep), *(self.data or [])]
 
+    def graph_files(self) -> list[str]:
+        """The variant's graphs: `file` first, then those of other EPs (`graphs`)."""
+        return [self.file, *sorted((self.graphs or {}).values())]
+
     def every_file(self) -> list[str]:
         """Every file of the variant: its graphs (`file` first) and data files."""
-        return [self.file, *sorted((self.graphs or {}).values()), *(self.data or [])]
+        return [*self.graph_files(), *(self.data or [])]
 
 
 @dataclasses.dataclass

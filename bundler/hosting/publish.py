@@ -295,7 +295,7 @@ def _data_of(manifest: Manifest, relative: str) -> list[str]:
     inline)."""
     return next((variant.data or [] for session in manifest.sessions
                  for variant in session.variants
-                 if relative in (variant.file, *(variant.graphs or {}).values())), [])
+                 if relative in variant.graph_files()), [])
 
 
 @contextlib.contextmanager

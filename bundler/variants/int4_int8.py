@@ -12,6 +12,14 @@ from bundler.bundle.modelio import walk_nodes
 from bundler.variants.tools import attribute, fresh_name, graphs_of
 
 
+def _names(model: ModelProto) -> set[str]:
+    """The tensor names the model's graphs (subgraphs too) define: initializers and node
+    outputs, which a new one must not take (fresh_name)."""
+    return {name for graph in graphs_of(model.graph)
+            for name in [*(t.name for t in graph.initializer),
+                         *(out for node in graph.node for out in node.output)]}
+
+
 def int8_compute(model: ModelProto) -> int:
     """Make each MatMul of a constant 4-bit DequantizeLinear (in the main graph: see
     hoist_dequantize) a DynamicQuantizeMatMul of an int8 weight that a QuantizeLinear makes from
@@ -35,9 +43,7 @@ def int8_compute(model: ModelProto) -> int:
         for name in node.input:
             if name in blocks:
                 readers.setdefault(name, []).append(node)
-    taken = {name for graph in graphs_of(model.graph)
-             for name in [*(t.name for t in graph.initializer),
-                          *(out for node in graph.node for out in node.output)]}
+    taken = _names(model)
     made: dict[str, NodeProto] = {}  # float weight -> its QuantizeLinear
     rewritten = 0
     for weight, nodes in readers.items():
@@ -103,9 +109,7 @@ def share_scales(qdq: ModelProto, int8: ModelProto) -> int:
     ship one copy of the scales."""
     halves = {tensor.name: tensor for tensor in int8.graph.initializer
               if tensor.data_type == TensorProto.FLOAT16}
-    taken = {name for graph in graphs_of(qdq.graph)
-             for name in [*(t.name for t in graph.initializer),
-                          *(out for node in graph.node for out in node.output)]}
+    taken = _names(qdq)
     casts: dict[str, NodeProto] = {}
     for tensor in qdq.graph.initializer:
         half = halves.get(tensor.name)

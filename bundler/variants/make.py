@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto
 
-from bundler.bundle.external import ship_external
+from bundler.bundle.external import external_tensors, point_at, ship_external
 from bundler.bundle.manifest import Bound, Optimization, OptimizationStep, Task, Variant
 from bundler.bundle.modelio import (
     TensorSpec,
@@ -241,16 +241,14 @@ def _ship_graph(graph: Path, shipped: Path, ep: str) -> Path:
     files), the rest inline."""
     target = shipped.with_name(f"{shipped.stem}.{ep}{shipped.suffix}")
     model = read_model(graph, load_weights=False)
-    placed = {tensor.name: tensor for tensor in read_model(shipped, load_weights=False)
-              .graph.initializer if tensor.data_location == TensorProto.EXTERNAL}
+    placed = external_tensors(shipped)
     for tensor in model.graph.initializer:
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         if tensor.name not in placed:
             raise QuantizeError(f"{target.name}: {tensor.name!r} is in no data file of"
                                 f" {shipped.name}")
-        del tensor.external_data[:]
-        tensor.external_data.extend(placed[tensor.name].external_data)
+        point_at(tensor, placed[tensor.name])
     save_model(model, target)  # the graph alone: its weights are in the shared files
     return target
 

@@ -144,7 +144,7 @@ def integrity_problems(manifest: Manifest, models: Mapping[str, Path]) -> list[s
         # its graphs of other EPs are checked against `files`, whose sha256 they have
         held = [(variant.file, path, variant.sha256),
                 *((graph, models.get(graph, path.parent / Path(graph).name), listed.get(graph))
-                  for graph in sorted((variant.graphs or {}).values())),
+                  for graph in variant.graph_files()[1:]),
                 *((data, path.parent / Path(data).name, listed.get(data))
                   for data in variant.data or [])]
         for file, copy, sha256 in held:
@@ -322,7 +322,7 @@ def check_bundle(
     with contextlib.ExitStack() as stack:
         models = {file: stack.enter_context(assembled(directory, manifest, file))
                   for variant in manifest.session().variants
-                  for file in [variant.file, *sorted((variant.graphs or {}).values())]}
+                  for file in variant.graph_files()}
         return _check_bundle(directory, manifest, models, user, execution_providers, dims,
                              check_fallback, settings or load_settings(), reporter or Reporter())
 
@@ -354,7 +354,7 @@ def _check_bundle(
             recorded = variant.reference
             try:
                 # The same search as at build time gives the same sizes and cases.
-                for graph in [variant.file, *sorted((variant.graphs or {}).values())]:
+                for graph in variant.graph_files():
                     references[graph] = reference_for(
                         models[graph], specs, dims or (recorded.requested_dims if recorded else {}),
                         user, variant.config_for("wasm"))
