@@ -62,28 +62,37 @@ class Int4Options:
 _KEYS = tuple(Int4Options().values())
 
 
-# A text-generation bundle's int4 where not given, besides its format (see for_generation).
-GENERATION_DEFAULTS = {"embeddings": True}
+# A decoder's int4 where not given (a speech model's decoder's; a text-generation model's, whose
+# format goes by its EPs: for_generation): see for_decoder.
+DECODER_DEFAULTS = {"embeddings": True, "format": "qdq"}
+
+
+def for_decoder(options: Int4Options) -> Int4Options:
+    """A decoder's int4 (stepped with its past): DECODER_DEFAULTS for the keys not given.
+    embeddings=true: its token table, which a tied LM head shares, in 4 bits; left float, it was
+    24.6 MB of a GPT-2-small-sized int4's ~85 MB, and 79.7 MB of a Whisper-tiny decoder's at
+    Whisper's vocabulary (51,865 x 384). format=qdq: folded into float weights at load on WASM
+    (its session_config), it decodes at fp32's speed where MatMulNBits decodes 7-10x slower, for
+    the same bytes (docs/benchmarks.md), and gives the tokens of the same graph run natively;
+    WebGPU runs it as it is."""
+    values = {key: value for key, value in DECODER_DEFAULTS.items() if key not in options.given}
+    return dataclasses.replace(options, **values)
 
 
 def for_generation(options: Int4Options, execution_providers: Sequence[str] = ("webgpu", "wasm"),
                    large: bool = False) -> Int4Options:
-    """A text-generation bundle's int4: GENERATION_DEFAULTS for the keys not given, the format
+    """A text-generation bundle's int4: the format, when not given,
     by the bundle's EPs: per-ep where it runs on WASM and WebGPU, int8 on WASM alone, qdq on
     WebGPU alone or for a `large` model (past 2 GB: int8 and per-ep are not made from one).
 
-    format=qdq: folded into float weights at load on WASM (its session_config), it decodes at
-    fp32's speed where MatMulNBits decodes 7-10x slower, for the same bytes
-    (docs/benchmarks.md); WebGPU runs it as it is. format=int8: the same blocks folded into int8
-    weights, decoded by the int8 variant's kernel, which WebGPU lacks. format=per-ep: each EP
-    its best of the two, one graph each over the same weights, so that neither pays for the
-    other's form. embeddings=true: the token table (also the tied LM head's) in 4 bits; left
-    float it was 24.6 of a GPT-2-small-sized int4's ~85 MB."""
+    format=int8: qdq's blocks folded into int8 weights, decoded by the int8 variant's kernel
+    (faster than fp32 on WASM), which WebGPU lacks. format=per-ep: each EP its best of the two,
+    one graph each over the same weights, so that neither pays for the other's form. The other
+    keys as for_decoder's."""
     eps = set(execution_providers)
     form = ("qdq" if large or "wasm" not in eps else "int8" if eps == {"wasm"} else "per-ep")
-    defaults = {**GENERATION_DEFAULTS, "format": form}
-    values = {key: value for key, value in defaults.items() if key not in options.given}
-    return dataclasses.replace(options, **values)
+    decoder = for_decoder(options)
+    return decoder if "format" in options.given else dataclasses.replace(decoder, format=form)
 
 
 def _boolean(key: str, value: Any) -> bool:

@@ -38,13 +38,14 @@ from bundler.model.optimize import OptimizeReport, optimize
 from bundler.resources import example_calibration
 from bundler.tasks.kinds.text_generation import NAME as TEXT_GENERATION
 from bundler.text.generate import read_config
+from bundler.text.slices import PAST as PAST_PREFIX
 from bundler.text.tokenizer import TextTokenizer
 from bundler.text.transcripts import is_audio
 from bundler.text.validation import check_text_feeds, is_text_file, read_texts, text_feeds
 from bundler.variants.budget import DECODED_TERMS
 from bundler.variants.decoded import decoder
 from bundler.variants.footprint import footprint
-from bundler.variants.int4_options import for_generation
+from bundler.variants.int4_options import for_decoder, for_generation
 from bundler.variants.metrics import Metrics, measure, native_latency_ms
 from bundler.variants.ort_format import to_ort_format
 from bundler.variants.plan import VariantPlan
@@ -306,12 +307,15 @@ def make_variants(
         raise QuantizeError(f"{samples.note}; quantized variants are never shipped unmeasured")
     extension = ".ort" if options.format == "ort" else ".onnx"
     variants: list[MadeVariant] = []
-    generation = task is not None and task.kind == TEXT_GENERATION
-    # int4 at int8 speed on WASM (format=int8 on WASM alone, per-ep beside WebGPU) where the
-    # model can take it (neither is made past 2 GB) and the format can (.ort has no shared data)
-    int4 = for_generation(options.int4, options.execution_providers,
-                          large=is_large(optimized) or options.format == "ort"
-                          ) if generation else options.int4
+    # A decoder stepped with its past (a speech model's decoder, a text-generation model): its
+    # token table in 4 bits, and int4 at fp32 speed on WASM (qdq), for text generation at int8
+    # speed (format=int8 on WASM alone, per-ep beside WebGPU) where the model can take it
+    # (neither is made past 2 GB) and the format can (.ort has no shared data)
+    int4 = for_decoder(options.int4) if any(
+        spec.name.startswith(PAST_PREFIX) for spec in info.inputs) else options.int4
+    if task is not None and task.kind == TEXT_GENERATION:
+        int4 = for_generation(options.int4, options.execution_providers,
+                              large=is_large(optimized) or options.format == "ort")
     if int4.format == "per-ep" and options.format == "ort" and "int4" in plan.kinds:
         raise QuantizeError("int4 format=per-ep ships a graph per EP over one external data"
                             " file, which --format ort has no form of; use --int4 format=int8"

@@ -342,6 +342,19 @@ def test_a_generation_bundles_int4_format_follows_its_eps() -> None:
     assert for_generation(given).format == "nbits"
 
 
+def test_a_decoders_int4_has_its_token_table_in_4_bits_and_the_qdq_form() -> None:
+    """Any decoder's (a speech model's): the table a tied head shares in 4 bits, and qdq, which
+    WASM folds into float weights at load (fp32's speed and the native graph's tokens, where
+    MatMulNBits decoded 7-10x slower); what is given stays."""
+    from bundler.variants.int4_options import for_decoder, parse_int4
+
+    assert (for_decoder(Int4Options()).format, for_decoder(Int4Options()).embeddings) == (
+        "qdq", True)
+    assert Int4Options().format == "nbits" and not Int4Options().embeddings  # other models'
+    given = for_decoder(parse_int4(["format=nbits", "embeddings=false"]))
+    assert (given.format, given.embeddings) == ("nbits", False)
+
+
 def _external(path: Path) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each tensor of the graph at `path` in external data -> where its bytes are."""
     return {tensor.name: tuple((entry.key, entry.value) for entry in tensor.external_data)
