@@ -7,6 +7,7 @@ with the reference outputs bundle.json recorded at build time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ import click
 import numpy as np
 
 from bundler.bundle.edge import EdgeManifest
-from bundler.bundle.folder import model_or_bundle
+from bundler.bundle.folder import model_or_bundle, native_model
 from bundler.bundle.manifest import Manifest, Task, Variant
 from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.console import Reporter
@@ -141,8 +142,9 @@ def _transcribe(session: Session, source: Path, samples: np.ndarray, rate: int
         raise ConfigError("--audio on a speech-recognition model needs the bundle folder (its"
                           " decoder, tokenizer and config files), not a model file")
     manifest = manifest_file.load(source)
-    sessions = bundle_sessions(source, manifest, session.session)
-    return {"transcripts": transcripts(source, manifest, sessions, samples, rate)}
+    with contextlib.ExitStack() as stack:
+        sessions = bundle_sessions(source, manifest, session.session, stack)
+        return {"transcripts": transcripts(source, manifest, sessions, samples, rate)}
 
 
 def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
@@ -197,8 +199,22 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
         session_name: str | None = None, pairs: Sequence[str] = ()) -> dict[str, Any]:
     """`session_name`: a bundle's session to run on its tensors (default: the primary one);
     `pairs`: a second text per text (a text-classification bundle: a cross-encoder's pairs)."""
-    reporter = reporter or Reporter()
     model, manifest, entry = model_or_bundle(source, variant, session_name)
+    # a model the build split into parts for static hosts, put back together while it runs
+    with native_model(source, manifest, model) as opened:
+        return _run(source, model, opened, manifest, entry, eps=eps, inputs=inputs, dims=dims,
+                    as_json=as_json, save=save, whole_graph=whole_graph, image=image, audio=audio,
+                    top_k=top_k, threshold=threshold, reporter=reporter or Reporter(),
+                    texts=texts, session_name=session_name, pairs=pairs)
+
+
+def _run(source: Path, model: Path, opened: Path, manifest: Manifest | EdgeManifest | None,
+         entry: Variant | None, *, eps: Sequence[str] | str, inputs: Sequence[str],
+         dims: dict[str, int] | None, as_json: bool, save: Path | None, whole_graph: bool,
+         image: Path | None, audio: Path | None, top_k: int | None, threshold: float | None,
+         reporter: Reporter, texts: Sequence[str], session_name: str | None,
+         pairs: Sequence[str]) -> dict[str, Any]:
+    """run() on the model file `opened` (`model` itself, or put back together from its parts)."""
     asked = [given for given in (image, audio, texts or None) if given is not None]
     if asked and session_name is not None:
         raise ConfigError("--session runs one session on its tensors (--input); --image, --audio"
@@ -209,17 +225,17 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     if len(asked) > 1:
         raise ConfigError("give one of --image, --audio or --text")
     if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
-        read_model(model, load_weights=False)
+        read_model(opened, load_weights=False)
     # opened as the browser opens the variant on WASM (int4 format=qdq folds its weights)
     config = entry.config_for("wasm") if entry is not None else None
-    session = Session(model, eps, whole_graph=whole_graph, config=config)
+    session = Session(opened, eps, whole_graph=whole_graph, config=config)
     specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
     if task is not None:
         return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
                          source, texts, pairs)
     check_dims(specs, dims or {})
     given = [parse_input(text, specs) for text in inputs]
-    feeds = _feeds(model, specs, given, dims or {})
+    feeds = _feeds(opened, specs, given, dims or {})
     try:
         outputs = session.run(feeds)
     except ModelError as error:
