@@ -178,7 +178,7 @@ def test_bundle_run_puts_models_split_for_static_hosts_back_together(whisper_exp
                                                                      recording, tmp_path):
     """A model file over --max-file-size (25 MiB by default: a Whisper-tiny's encoder and
     decoder) ships as parts; `bundle run` joins them, for a session on its tensors and for the
-    transcription (it said the model was missing)."""
+    transcription (it said the model was missing), and so does `bundle inspect`."""
     from bundler.commands.run import run
 
     output = tmp_path / "bundle"
@@ -190,6 +190,10 @@ def test_bundle_run_puts_models_split_for_static_hosts_back_together(whisper_exp
     parts = {entry.path: entry.parts for entry in bundle.files or []}
     assert all(not (output / file).exists() and parts[file] for file in files.values())
     assert run(output, session_name="decoder", as_json=True)["reference"]["matches"] is True
+    from bundler.commands.inspect import inspect
+
+    analysis = inspect(output, session="decoder", as_json=True).to_json()
+    assert analysis["model"]["file"] == Path(files["decoder"]).name
     folder = whisper_export.folder
     want = _transcript(folder, folder, {"encoder": "encoder_model.onnx",
                                         "decoder": "decoder_model_merged.onnx"}, recording)
