@@ -1,12 +1,15 @@
 """Our speech-to-text bundle vs transformers.js 4.3.1 on the same Whisper export and WAV files, in
 one Chromium.
 
-    PYTHONPATH=. python benchmarks/asr_vs_transformersjs.py [--small] [--rounds 3] [--calls 3]
-        [--seconds 5,20] [--dtypes fp32,fp32+q4,fp32+q8,q8] [--keep DIR]
+    PYTHONPATH=. python benchmarks/asr_vs_transformersjs.py [--small] [--vocab trained|openai]
+        [--rounds 3] [--calls 3] [--seconds 5,20] [--dtypes fp32,fp32+q4,fp32+q8,q8] [--keep DIR]
 
 Exports a Whisper-tiny-sized model (4 + 4 layers x 384, 6 heads, openai/whisper-tiny's
 dimensions; `--small`: the test suite's 2 + 2 x 64) with seeded random weights and a vocabulary
-trained here (tests/speech_models.py) by optimum (`automatic-speech-recognition-with-past`),
+trained here (tests/speech_models.py: 1,817 ids, weights at 10x transformers' init spread;
+`--vocab openai`: OpenAI's multilingual vocabulary, 51,865 ids as openai/whisper-tiny has them, its
+generation_config.json and transformers' default init, tests/whisper_vocab.py, which downloads
+openai-whisper's sdist from PyPI once) by optimum (`automatic-speech-recognition-with-past`),
 into a folder laid out as transformers.js reads it (configs and tokenizer at the top,
 onnx/encoder_model.onnx and onnx/decoder_model_merged.onnx), and per dtype (DTYPES: each
 session's, the same on both sides) makes transformers.js's quantized files as its conversion
@@ -80,11 +83,11 @@ TARGETS = {"real-time factor at": (True, None), "real-time factor": (True, 1.0),
            "decode tok/s": (True, None)}
 
 
-def _site(work: Path, small: bool, seconds: list[float], dtypes: list[str],
+def _site(work: Path, small: bool, vocab: str, seconds: list[float], dtypes: list[str],
           reporter: TerminalReporter) -> Path:
     """work/site: models/whisper (transformers.js's layout, with its files of each dtype),
     ours/DTYPE (the bundles), audio/*.wav, tjs/ and raw/. Kept exports and builds are reused."""
-    from tests import speech_models
+    from tests import speech_models, whisper_vocab
     from tests.speech import speech
 
     site = work / "site"
@@ -92,8 +95,10 @@ def _site(work: Path, small: bool, seconds: list[float], dtypes: list[str],
     if not (export / "onnx" / ONNX_FILES[1]).is_file():
         shutil.rmtree(export, ignore_errors=True)
         with reporter.step("Exporting a Whisper with optimum"
-                           f" ({'the suite' if small else 'whisper-tiny'}'s size)"):
-            speech_models.whisper(export, size=None if small else speech_models.WHISPER_TINY)
+                           f" ({'the suite' if small else 'whisper-tiny'}'s size, {vocab}"
+                           " vocabulary)"):
+            make = whisper_vocab.whisper if vocab == "openai" else speech_models.whisper
+            make(export, size=speech_models.TEST_SIZE if small else speech_models.WHISPER_TINY)
     if not (folder / "onnx" / ONNX_FILES[1]).is_file():
         (folder / "onnx").mkdir(parents=True, exist_ok=True)
         for path in (export / "onnx").iterdir():
@@ -203,6 +208,9 @@ def _agreement(ours: list[dict], theirs: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the test suite's tiny Whisper")
+    parser.add_argument("--vocab", choices=("trained", "openai"), default="trained",
+                        help="the suite's small trained vocabulary, or OpenAI's (51,865 ids)"
+                             " with transformers' default init")
     parser.add_argument("--seconds", default="5,20", help="lengths of the speech files")
     parser.add_argument("--rounds", type=int, default=3, help="fresh loads of each side")
     parser.add_argument("--calls", type=int, default=3, help="calls per load (1 first, then"
@@ -218,8 +226,8 @@ def main() -> None:
         parser.error(f"--dtypes: unknown {unknown[0]!r}; choose from {', '.join(DTYPES)}")
     reporter = TerminalReporter()
     work = (args.keep or Path(tempfile.mkdtemp(prefix="asr-vs-tjs-"))) / (
-        "small" if args.small else "tiny")
-    site = _site(work, args.small, seconds, dtypes, reporter)
+        ("small" if args.small else "tiny") + ("-openai" if args.vocab == "openai" else ""))
+    site = _site(work, args.small, args.vocab, seconds, dtypes, reporter)
     tables: list[tuple[str, list[list[str]], str]] = []
     with serve_directory(site) as base, playwright_session() as playwright, \
             launch(playwright, load_settings(), webgpu=False) as browser:

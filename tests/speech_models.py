@@ -20,6 +20,7 @@ import functools
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,8 @@ def _ids(folder: Path) -> dict[str, int]:
     return ids
 
 
-def generation_config(ids: dict[str, int], max_length: int = 96) -> dict[str, Any]:
+def generation_config(ids: dict[str, int], max_length: int = 96,
+                      languages: Sequence[str] = LANGUAGES) -> dict[str, Any]:
     """generation_config.json as Whisper checkpoints ship it, at this vocabulary's ids."""
     eos = ids["<|endoftext|>"]
     space = 220 if ids["vocab"] > 220 else 1
@@ -93,7 +95,7 @@ def generation_config(ids: dict[str, int], max_length: int = 96) -> dict[str, An
         "decoder_start_token_id": ids["<|startoftranscript|>"], "bos_token_id": eos,
         "eos_token_id": eos, "pad_token_id": eos, "max_length": max_length,
         "is_multilingual": True,
-        "lang_to_id": {f"<|{code}|>": ids[f"<|{code}|>"] for code in LANGUAGES},
+        "lang_to_id": {f"<|{code}|>": ids[f"<|{code}|>"] for code in languages},
         "task_to_id": {"translate": ids["<|translate|>"], "transcribe": ids["<|transcribe|>"]},
         "no_timestamps_token_id": ids["<|notimestamps|>"],
         "prev_sot_token_id": ids["<|startofprev|>"],
@@ -115,8 +117,10 @@ WHISPER_TINY = {"d_model": 384, "encoder_layers": 4, "decoder_layers": 4,
                 "encoder_ffn_dim": 1536, "decoder_ffn_dim": 1536}
 
 
-def _whisper(ids: dict[str, int], seed: int, size: dict[str, int]) -> Any:
-    """Whisper at `size`, real 80-bin front end and 30 s of positions."""
+def model(ids: dict[str, int], seed: int, size: dict[str, int], init_std: float = 0.2,
+          max_target_positions: int = 128) -> Any:
+    """Whisper at `size`, real 80-bin front end and 30 s of positions, seeded random weights
+    (`init_std`: 10x transformers' 0.02 by default, see the module's docstring)."""
     import torch
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
@@ -124,24 +128,20 @@ def _whisper(ids: dict[str, int], seed: int, size: dict[str, int]) -> Any:
     eos = ids["<|endoftext|>"]
     config = WhisperConfig(
         vocab_size=ids["vocab"], num_mel_bins=80, **size, max_source_positions=1500,
-        max_target_positions=128, init_std=0.2, pad_token_id=eos, bos_token_id=eos,
-        eos_token_id=eos, decoder_start_token_id=ids["<|startoftranscript|>"],
+        max_target_positions=max_target_positions, init_std=init_std, pad_token_id=eos,
+        bos_token_id=eos, eos_token_id=eos, decoder_start_token_id=ids["<|startoftranscript|>"],
         suppress_tokens=None, begin_suppress_tokens=None)
     return WhisperForConditionalGeneration(config).eval()
 
 
-def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None) -> SpeechExport:
-    """The export folder: optimum's ONNX files, config.json, preprocessor_config.json,
-    generation_config.json and the tokenizer; with the torch model it came from. `size`: the
-    WhisperConfig dimensions (TEST_SIZE when not given)."""
+def export(model: Any, generation: dict[str, Any], saved: Path, folder: Path) -> SpeechExport:
+    """`model` exported by optimum into `folder` with its config.json, `generation` as
+    generation_config.json, preprocessor_config.json and the tokenizer already saved in `saved`
+    (a working folder, removed after)."""
     from optimum.exporters.onnx import main_export
     from transformers import GenerationConfig, WhisperFeatureExtractor
 
-    saved, folder = directory / "saved", directory / "onnx"
-    tokenizer(saved)
-    ids = _ids(saved)
-    model = _whisper(ids, seed, size or TEST_SIZE)
-    model.generation_config = GenerationConfig(**generation_config(ids))
+    model.generation_config = GenerationConfig(**generation)
     model.save_pretrained(saved)
     WhisperFeatureExtractor(feature_size=80).save_pretrained(saved)
     main_export(str(saved), folder, task="automatic-speech-recognition-with-past", opset=OPSET,
@@ -151,6 +151,18 @@ def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None) 
             shutil.copyfile(path, folder / path.name)
     shutil.rmtree(saved)
     return SpeechExport(folder, model)
+
+
+def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None) -> SpeechExport:
+    """The export folder: optimum's ONNX files, config.json, preprocessor_config.json,
+    generation_config.json and the tokenizer; with the torch model it came from. `size`: the
+    WhisperConfig dimensions (TEST_SIZE when not given). tests/whisper_vocab.py: the same with
+    OpenAI's vocabulary."""
+    saved = directory / "saved"
+    tokenizer(saved)
+    ids = _ids(saved)
+    return export(model(ids, seed, size or TEST_SIZE), generation_config(ids), saved,
+                  directory / "onnx")
 
 
 @functools.cache

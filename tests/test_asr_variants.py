@@ -177,3 +177,30 @@ def test_recordings_as_validation_need_a_speech_bundle(recording, tmp_path):
                                           " automatic-speech-recognition bundle"):
         build(None, BuildOptions(output=tmp_path / "out", validation=recording, verify=False))
     assert not (tmp_path / "out").exists()
+
+
+def test_bundle_run_puts_models_split_for_static_hosts_back_together(whisper_export, runtime_dist,
+                                                                     recording, tmp_path):
+    """A model file over --max-file-size (25 MiB by default: a Whisper-tiny's encoder and
+    decoder) ships as parts; `bundle run` joins them, for a session on its tensors and for the
+    transcription (it said the model was missing), and so does `bundle inspect`."""
+    from bundler.commands.run import run
+
+    output = tmp_path / "bundle"
+    build(whisper_export.folder, BuildOptions(
+        output=output, runtime_dir=runtime_dist, execution_providers=("wasm",),
+        max_file_size=300_000, verify=False))
+    bundle = manifest_file.load(output)
+    files = {session.name: session.default_for("wasm").file for session in bundle.sessions}
+    parts = {entry.path: entry.parts for entry in bundle.files or []}
+    assert all(not (output / file).exists() and parts[file] for file in files.values())
+    assert run(output, session_name="decoder", as_json=True)["reference"]["matches"] is True
+    from bundler.commands.inspect import inspect
+
+    analysis = inspect(output, session="decoder", as_json=True).to_json()
+    assert analysis["model"]["file"] == Path(files["decoder"]).name
+    folder = whisper_export.folder
+    want = _transcript(folder, folder, {"encoder": "encoder_model.onnx",
+                                        "decoder": "decoder_model_merged.onnx"}, recording)
+    transcripts = run(output, audio=recording, as_json=True)["transcripts"]
+    assert transcripts[0]["tokens"] == want and len(want) > 4

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
@@ -29,9 +31,33 @@ def bundled_model(directory: Path, variant: str | None = None, session: str | No
     if name not in entries:
         raise ModelError(f"{directory} has no variant {name!r} (it has: {', '.join(entries)})")
     path = directory / entries[name].file
-    if not path.is_file():
+    if not path.is_file() and not _split(directory, manifest, entries[name].file):
         raise ModelError(f"{path} is missing; rebuild the bundle")
     return manifest, entries[name], path
+
+
+def _split(directory: Path, manifest: Manifest | EdgeManifest, relative: str) -> bool:
+    """Whether the build split the file `relative` into parts (all there) for static hosts."""
+    from bundler.hosting.publish import parts_of
+
+    parts = parts_of(directory, manifest, relative) if isinstance(manifest, Manifest) else []
+    return bool(parts) and all(part.is_file() for part in parts)
+
+
+@contextlib.contextmanager
+def native_model(directory: Path, manifest: Manifest | EdgeManifest | None, model: Path
+                 ) -> Iterator[Path]:
+    """A bundle's model file `model` as native onnxruntime opens it, for the time of the with:
+    itself, or where the build split it (or its external data files) into parts for static
+    hosts (models over --max-file-size, 25 MiB by default), put back together in a temporary
+    folder. `manifest` None: a model file given as it is."""
+    from bundler.hosting.publish import assembled
+
+    if not isinstance(manifest, Manifest):
+        yield model
+        return
+    with assembled(directory, manifest, model.relative_to(directory).as_posix()) as path:
+        yield path
 
 
 def model_or_bundle(source: Path, variant: str | None = None, session: str | None = None

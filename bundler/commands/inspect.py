@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from bundler.bundle.folder import model_or_bundle
+from bundler.bundle.folder import model_or_bundle, native_model
 from bundler.console import Reporter
 from bundler.errors import BundlerError, ModelError
 from bundler.model.analysis import Analysis, analyse
@@ -77,17 +77,19 @@ def inspect(source: Path, *, as_json: bool = False, html: Path | None = None,
     if model.suffix == ".ort":
         raise ModelError(f"{model} is in ORT format, which bundle inspect does not read; inspect"
                          " the .onnx it was made from")
-    analysis = analyse(model)
-    if as_json:
-        click.echo(json.dumps(analysis.to_json(), indent=2))
-    else:
-        print_analysis(analysis, reporter)
-    if html is not None:
-        from bundler.model.inspect_page import render_page
+    # a model the build split into parts for static hosts, put back together meanwhile
+    with native_model(source, manifest, model) as opened:
+        analysis = analyse(opened)
+        if as_json:
+            click.echo(json.dumps(analysis.to_json(), indent=2))
+        else:
+            print_analysis(analysis, reporter)
+        if html is not None:
+            from bundler.model.inspect_page import render_page
 
-        html.write_text(render_page(analysis), encoding="utf-8")
-        reporter.info(f"Wrote {html}")
-    if viewer is not None:
-        viewer.start(str(model))
-        viewer.wait()  # serves the model until Ctrl-C
+            html.write_text(render_page(analysis), encoding="utf-8")
+            reporter.info(f"Wrote {html}")
+        if viewer is not None:
+            viewer.start(str(opened))
+            viewer.wait()  # serves the model until Ctrl-C
     return analysis

@@ -7,6 +7,7 @@ with the reference outputs bundle.json recorded at build time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ import click
 import numpy as np
 
 from bundler.bundle.edge import EdgeManifest
-from bundler.bundle.folder import model_or_bundle
+from bundler.bundle.folder import model_or_bundle, native_model
 from bundler.bundle.manifest import Manifest, Task, Variant
 from bundler.bundle.modelio import NUMPY_TYPES, TensorSpec, read_model
 from bundler.console import Reporter
@@ -141,8 +142,9 @@ def _transcribe(session: Session, source: Path, samples: np.ndarray, rate: int
         raise ConfigError("--audio on a speech-recognition model needs the bundle folder (its"
                           " decoder, tokenizer and config files), not a model file")
     manifest = manifest_file.load(source)
-    sessions = bundle_sessions(source, manifest, session.session)
-    return {"transcripts": transcripts(source, manifest, sessions, samples, rate)}
+    with contextlib.ExitStack() as stack:
+        sessions = bundle_sessions(source, manifest, session.session, stack)
+        return {"transcripts": transcripts(source, manifest, sessions, samples, rate)}
 
 
 def _run_task(session: Session, task: Task, specs: list[TensorSpec], image: Path | None,
@@ -199,58 +201,62 @@ def run(source: Path, *, eps: Sequence[str] | str = EP_PRIORITY, inputs: Sequenc
     `pairs`: a second text per text (a text-classification bundle: a cross-encoder's pairs)."""
     reporter = reporter or Reporter()
     model, manifest, entry = model_or_bundle(source, variant, session_name)
-    asked = [given for given in (image, audio, texts or None) if given is not None]
-    if asked and session_name is not None:
-        raise ConfigError("--session runs one session on its tensors (--input); --image, --audio"
-                          " and --text run the whole pipeline: give one or the other")
-    if pairs and not texts:
-        raise ConfigError("--pair gives a second text to each --text: give the --text too")
-    task = _task_of(source, manifest) if asked else None
-    if len(asked) > 1:
-        raise ConfigError("give one of --image, --audio or --text")
-    if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
-        read_model(model, load_weights=False)
-    # opened as the browser opens the variant on WASM (int4 format=qdq folds its weights)
-    config = entry.config_for("wasm") if entry is not None else None
-    session = Session(model, eps, whole_graph=whole_graph, config=config)
-    specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
-    if task is not None:
-        return _run_task(session, task, specs, image, audio, top_k, threshold, as_json, reporter,
-                         source, texts, pairs)
-    check_dims(specs, dims or {})
-    given = [parse_input(text, specs) for text in inputs]
-    feeds = _feeds(model, specs, given, dims or {})
-    try:
-        outputs = session.run(feeds)
-    except ModelError as error:
-        generated = sorted(set(feeds) - {spec.name for spec, _ in given})
-        if not generated:
-            raise
-        raise ModelError(f"{error} (inputs {', '.join(generated)} were generated: give values"
-                         " the model accepts with --input NAME=VALUE or NAME=FILE.npy)") from None
-    check = (_reference_check(session, entry, specs) if entry is not None and not given
-             else {"compared": False, "detail": "inputs given with --input" if given
-                   else "a model file has no recorded reference (give a bundle folder)"})
-    result = {"model": str(model), "ep": session.ep, "session_config": session.config or None,
-              "providers_tried": [a.to_json() for a in session.providers_tried],
-              "outputs": {name: _output_json(value) for name, value in outputs.items()},
-              "reference": check}
-    if save is not None:
-        np.savez(save, **outputs)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
-        for attempt in session.skipped:
-            reporter.info(f"skipped {attempt}")
-        reporter.info(f"Ran on {session.ep} ({session.providers_tried[-1].provider})")
-        reporter.table(f"{model.name} outputs", ["output", "type", "shape", "values"], [
-            [name, str(value.dtype), list(value.shape),
-             " ".join(f"{v:.5g}" if isinstance(v, float) else str(v)
-                      for v in np.asarray(value).ravel()[:PREVIEW].tolist())
-             + (" …" if np.size(value) > PREVIEW else "")]
-            for name, value in outputs.items()])
-        reporter.info(f"reference: {check['detail']}")
-    if check.get("matches") is False:
-        raise BundlerError(f"outputs on {session.ep} differ from the build's reference"
-                           f" ({check['detail']}, rtol {check['rtol']})")
-    return result
+    # a model the build split into parts for static hosts, put back together while it runs
+    with native_model(source, manifest, model) as opened:
+        asked = [given for given in (image, audio, texts or None) if given is not None]
+        if asked and session_name is not None:
+            raise ConfigError("--session runs one session on its tensors (--input); --image,"
+                              " --audio and --text run the whole pipeline: give one or the"
+                              " other")
+        if pairs and not texts:
+            raise ConfigError("--pair gives a second text to each --text: give the --text too")
+        task = _task_of(source, manifest) if asked else None
+        if len(asked) > 1:
+            raise ConfigError("give one of --image, --audio or --text")
+        if model.suffix != ".ort":  # one clear line for a file that is no model, not one per EP
+            read_model(opened, load_weights=False)
+        # opened as the browser opens the variant on WASM (int4 format=qdq folds its weights)
+        config = entry.config_for("wasm") if entry is not None else None
+        session = Session(opened, eps, whole_graph=whole_graph, config=config)
+        specs = list(manifest.session(session_name).inputs) if manifest else _specs_of(session)
+        if task is not None:
+            return _run_task(session, task, specs, image, audio, top_k, threshold, as_json,
+                             reporter, source, texts, pairs)
+        check_dims(specs, dims or {})
+        given = [parse_input(text, specs) for text in inputs]
+        feeds = _feeds(opened, specs, given, dims or {})
+        try:
+            outputs = session.run(feeds)
+        except ModelError as error:
+            generated = sorted(set(feeds) - {spec.name for spec, _ in given})
+            if not generated:
+                raise
+            raise ModelError(f"{error} (inputs {', '.join(generated)} were generated: give"
+                             " values the model accepts with --input NAME=VALUE or"
+                             " NAME=FILE.npy)") from None
+        check = (_reference_check(session, entry, specs) if entry is not None and not given
+                 else {"compared": False, "detail": "inputs given with --input" if given
+                       else "a model file has no recorded reference (give a bundle folder)"})
+        result = {"model": str(model), "ep": session.ep, "session_config": session.config or None,
+                  "providers_tried": [a.to_json() for a in session.providers_tried],
+                  "outputs": {name: _output_json(value) for name, value in outputs.items()},
+                  "reference": check}
+        if save is not None:
+            np.savez(save, **outputs)
+        if as_json:
+            click.echo(json.dumps(result, indent=2))
+        else:
+            for attempt in session.skipped:
+                reporter.info(f"skipped {attempt}")
+            reporter.info(f"Ran on {session.ep} ({session.providers_tried[-1].provider})")
+            reporter.table(f"{model.name} outputs", ["output", "type", "shape", "values"], [
+                [name, str(value.dtype), list(value.shape),
+                 " ".join(f"{v:.5g}" if isinstance(v, float) else str(v)
+                          for v in np.asarray(value).ravel()[:PREVIEW].tolist())
+                 + (" …" if np.size(value) > PREVIEW else "")]
+                for name, value in outputs.items()])
+            reporter.info(f"reference: {check['detail']}")
+        if check.get("matches") is False:
+            raise BundlerError(f"outputs on {session.ep} differ from the build's reference"
+                               f" ({check['detail']}, rtol {check['rtol']})")
+        return result

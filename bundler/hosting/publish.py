@@ -285,7 +285,8 @@ def owned_paths(entries: Iterable[FilePiece]) -> set[str]:
     return paths
 
 
-def _parts_of(directory: Path, manifest: Manifest, relative: str) -> list[Path]:
+def parts_of(directory: Path, manifest: Manifest, relative: str) -> list[Path]:
+    """The parts the build split the file `relative` into for static hosts (none: not split)."""
     entry = next((entry for entry in manifest.files or [] if entry.path == relative), None)
     return [directory / part.path for part in (entry and entry.parts) or []]
 
@@ -306,7 +307,7 @@ def assembled(directory: Path, manifest: Manifest, relative: str) -> Iterator[Pa
     the path that does not exist."""
     files = [relative, *_data_of(manifest, relative)]
     path = directory / relative
-    split = {name: _parts_of(directory, manifest, name) for name in files
+    split = {name: parts_of(directory, manifest, name) for name in files
              if not (directory / name).is_file()}
     if not split or not all(parts and all(part.is_file() for part in parts)
                             for parts in split.values()):

@@ -6,6 +6,7 @@ window."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from bundler.bundle.folder import native_model
 from bundler.bundle.manifest import Manifest
 from bundler.bundle.modelio import cpu_session
 from bundler.errors import ConfigError
@@ -43,11 +45,13 @@ def _shipped_json(directory: Path, manifest: Manifest, name: str) -> dict[str, A
     return json.loads((directory / path).read_text(encoding="utf-8"))
 
 
-def bundle_sessions(directory: Path, manifest: Manifest, encoder: Any | None = None
-                    ) -> WhisperSessions:
+def bundle_sessions(directory: Path, manifest: Manifest, encoder: Any | None = None,
+                    stack: contextlib.ExitStack | None = None) -> WhisperSessions:
     """The bundle's two sessions on native CPU: `encoder` an open session of the encoder (a
     chosen variant), else its default; the decoder's default variant, each default as load()
-    picks it on WASM and opened with its own session config entries (int4 qdq folds there)."""
+    picks it on WASM and opened with its own session config entries (int4 qdq folds there).
+    A model file the build split into parts is put back together in a temporary folder, kept
+    until `stack` closes (without one: removed once the session is open)."""
     names = [session.name for session in manifest.sessions]
     if ENCODER not in names or DECODER not in names:
         raise ConfigError(f"{directory} is not a speech-recognition bundle (sessions"
@@ -55,7 +59,10 @@ def bundle_sessions(directory: Path, manifest: Manifest, encoder: Any | None = N
 
     def open_default(name: str) -> Any:
         variant = manifest.session(name).default_for("wasm")
-        return cpu_session(directory / variant.file, config=variant.config_for("wasm"))
+        with contextlib.ExitStack() as own:
+            path = (stack or own).enter_context(
+                native_model(directory, manifest, directory / variant.file))
+            return cpu_session(path, config=variant.config_for("wasm"))
 
     return WhisperSessions(encoder if encoder is not None else open_default(ENCODER),
                            open_default(DECODER))

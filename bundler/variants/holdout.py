@@ -9,12 +9,13 @@ model given with --original (with the task's preprocessing graph added, as the b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
 
 from bundler.bundle import manifest as manifest_file
-from bundler.bundle.folder import bundled_model
+from bundler.bundle.folder import bundled_model, native_model
 from bundler.errors import ConfigError
 from bundler.tasks.build import with_task_graph
 from bundler.text.reference import bundle_tokenizer
@@ -63,9 +64,13 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
              else load_samples(validation, manifest.session().inputs, "--validation"))
     budget = (parse_budget(manifest.selection.budget) if manifest.selection
               else default_budget(manifest.task.kind if manifest.task else None))
-    with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="bundle-validation-") as scratch, \
+            contextlib.ExitStack() as stack:
+        # a model split into parts for static hosts, put back together while it is measured
+        shipped = lambda name: stack.enter_context(  # noqa: E731
+            native_model(directory, manifest, bundled_model(directory, name)[2]))
         if any(variant.name == "fp32" for variant in manifest.session().variants):
-            reference, against = bundled_model(directory, "fp32")[2], "fp32 (shipped)"
+            reference, against = shipped("fp32"), "fp32 (shipped)"
         elif original is not None:
             if not original.is_file():
                 raise ConfigError(f"--original {original}: no such file")
@@ -75,7 +80,7 @@ def check_held_out(directory: Path, validation: Path, original: Path | None) -> 
             raise ConfigError(f"--validation: {directory} ships no fp32 variant to compare with;"
                               " pass --original MODEL.onnx, the model it was built from")
         return [HeldOut(name, against, dataclasses.replace(
-            measure(reference, bundled_model(directory, name)[2], feeds, decoder(manifest.task)),
+            measure(reference, shipped(name), feeds, decoder(manifest.task)),
             measured_on="validation"), budget)
             for name in named_defaults(manifest.session().default_variant)]
 
