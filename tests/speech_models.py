@@ -196,21 +196,18 @@ def built(root: Path, runtime_dist: Path, *options: str) -> dict[str, Any]:
 
 def native(bundle: dict[str, Any], samples: np.ndarray, rate: int,
            options: dict[str, Any]) -> dict[str, Any]:
-    """The native run (bundler/text/whisper_run.py) over the files of each session's default on
-    WASM (what load() opens there): each window's tokens, the merged tokens, text and chunks,
-    and how many text tokens the calls decoded that their segments dropped."""
-    import onnxruntime as ort
-
+    """The native run (bundler/text/whisper_run.py) over each session's default on WASM (what
+    load() opens there, with its session config): each window's tokens, the merged tokens, text
+    and chunks, and how many text tokens the calls decoded that their segments dropped."""
     from bundler.bundle import manifest as manifest_file
     from bundler.tasks.logmel import spec_of
     from bundler.text import whisper as spec
     from bundler.text.tokenizer import TextTokenizer
-    from bundler.text.whisper_run import WhisperSessions, transcribe
+    from bundler.text.whisper_bundle import bundle_sessions
+    from bundler.text.whisper_run import transcribe
 
-    manifest = manifest_file.load(bundle["bundle"])
-    open_session = lambda name: ort.InferenceSession(  # noqa: E731
-        str(bundle["bundle"] / manifest.session(name).default_for("wasm").file))
-    sessions = WhisperSessions(open_session("encoder"), open_session("decoder"))
+    # opened as `bundle run` and the check open them (each variant's session config on WASM)
+    sessions = bundle_sessions(bundle["bundle"], manifest_file.load(bundle["bundle"]))
     folder = bundle["folder"]
     settings = spec.settings_of(json.loads((folder / "generation_config.json").read_text()))
     features = spec_of(json.loads((folder / "preprocessor_config.json").read_text()))
