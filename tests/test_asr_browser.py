@@ -23,6 +23,8 @@ from bundler.bundle import manifest as manifest_file
 from bundler.bundle.files import HASH_LENGTH
 from bundler.bundle.layout import SPEECH_FILES
 from bundler.bundle.modelio import sha256_of
+from bundler.commands.build import summary
+from bundler.site.pages import human_bytes
 from bundler.tasks.audio import read_wav, resample
 from bundler.tasks.samples import wav_bytes
 from tests import speech_models
@@ -83,6 +85,16 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
         assert variant.accuracy.tokens_agreement is not None
         assert variant.accuracy.word_error_rate is not None
         assert variant.reference is not None
+    # the build's summary line names each session's variants and what load() fetches of each
+    int4 = bundle.wire_bytes(decoder.variant("int4"), "wasm")
+    runtime = bundle.fetched_bytes(bundle.runtime.builds["wasm"].wasm)
+    assert int4 is not None and 0 < runtime < int4
+    line = summary(bundle)
+    assert f"encoder: fp32 {human_bytes(encoder.variant('fp32').bytes)}, int4 " in line
+    assert f"; decoder: int4 {human_bytes(decoder.variant('int4').bytes)}, fp32 " in line
+    assert (f"wasm encoder fp32 {human_bytes(bundle.wire_bytes(encoder.variant('fp32')))} +"
+            f" decoder int4 {human_bytes(int4 - runtime)} + runtime {human_bytes(runtime)};"
+            ) in line
     assert decoder.variant("fp32").accuracy.tokens_agreement == 1.0
     # the build's check: transcribe() in Chromium gave the native tokens of each session's
     # default on WASM (the encoder's fp32, the decoder's int4)

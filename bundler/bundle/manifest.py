@@ -121,23 +121,25 @@ class Manifest(Pipeline):
 
     def wire_bytes(self, variant: Variant, ep: str | None = None) -> int | None:
         """The bytes load() fetches for `variant` (its graph and data files) and, given `ep`,
-        that EP's graph (Variant.graphs) and runtime wasm: each file or part as fetched, its
-        gzip sibling where the build wrote one (bundle.fetch.mjs). None for a bundle without a
-        files table."""
+        that EP's graph (Variant.graphs) and runtime wasm (fetched_bytes of each). None for a
+        bundle without a files table."""
         if self.files is None:
             return None
-        entries = {entry.path: entry for entry in self.files}
         paths = variant.files_of(ep)
         if ep is not None and ep in self.runtime.builds:
             paths.append(self.runtime.builds[ep].wasm)
+        return sum(self.fetched_bytes(path) for path in paths)
+
+    def fetched_bytes(self, path: str) -> int:
+        """The bytes load() fetches for the file `path`: each part as fetched, its gzip sibling
+        where the build wrote one (bundle.fetch.mjs); 0 for a file not in the files table."""
+        entry = next((entry for entry in self.files or [] if entry.path == path), None)
+        if entry is None:
+            return 0
         total = 0
-        for path in paths:
-            entry = entries.get(path)
-            if entry is None:
-                continue
-            for piece in entry.parts or [entry]:
-                gzip = (piece.encodings or {}).get("gzip")
-                total += gzip.bytes if gzip else piece.bytes
+        for piece in entry.parts or [entry]:
+            gzip = (piece.encodings or {}).get("gzip")
+            total += gzip.bytes if gzip else piece.bytes
         return total
 
 
