@@ -39,7 +39,6 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.bundle.records import Int8Settings
-from bundler.variants.int8_tied import share_quantized_rows
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
 from bundler.variants.tools import attribute, is_large, quiet
@@ -184,5 +183,4 @@ KIND = KindSpec(
     advice="try int8-weights",
     make=make,
     streamed=True,
-    share_quantized=share_quantized_rows,
 )

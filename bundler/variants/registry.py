@@ -11,9 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import onnx
-
-from bundler.bundle.external import repack, save_sharing
+from bundler.bundle.external import save_sharing
 from bundler.bundle.modelio import cpu_session, is_large, read_model, save_model
 from bundler.errors import BundlerError, ConfigError, QuantizeError, first_line
 from bundler.model.tied import (
@@ -100,33 +98,20 @@ def make_variant(
             job = Job(src, dst, calibration, calibration_method, log,
                       VariantResult(spec.name, dst), int4 or Int4Options(), weightless)
             spec.make(job)
-        # a copy the kind left float is shared again, and one it quantized by the kind's
-        # share_quantized (from a large model by name, its data file rewritten without it:
-        # comparing values would read every weight of the variant at once)
-        quantized: list[tuple[str, str, int]] = []
+        # a copy the kind left float is shared again (from a large model by name, its data file
+        # rewritten without it: comparing values would read every weight of the variant at once)
         if copies and weightless is not None:
             share_streamed_copies(dst, copies)
-            if spec.share_quantized:
-                made = onnx.load(str(dst), load_external_data=False)
-                quantized = spec.share_quantized(made, copies, dst.parent)
-                if quantized:
-                    repack(dst, made)
         elif copies:
             made = read_model(dst)
             # an EP's own graph (int4 format=per-ep) shares the copy as the variant's does, and
             # its weights stay those of the variant's data file
             graphs = {path: read_model(path) for path in (job.result.graphs or {}).values()}
-            if spec.share_quantized:
-                quantized = spec.share_quantized(made, copies, dst.parent)
-            if [share_transposed_copies(model) for model in [made, *graphs.values()]][0] \
-                    or quantized:
+            if [share_transposed_copies(model) for model in [made, *graphs.values()]][0]:
                 if graphs:
                     save_sharing(made, dst, graphs)
                 else:
                     save_model(made, dst)
-        for table, head, saved in quantized:
-            job.note(f"the embedding reads the tied head's quantized rows ({head}, a scale a"
-                     f" row) instead of its own table ({table}): {saved / 1e6:.1f} MB less")
         for graph in [dst, *(job.result.graphs or {}).values()]:
             cpu_session(graph, config=job.result.native_config)  # as every native run opens it
     except BundlerError:

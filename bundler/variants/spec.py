@@ -7,7 +7,7 @@ A kind module, named after its kind (`int8-weights` -> `int8_weights.py`), defin
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,10 +86,3 @@ class KindSpec:
     # makes its variant from a model past 2 GB (modelio.is_large) a weight at a time (Job's
     # `weightless`); the build refuses the other kinds for such a model
     streamed: bool = False
-    # after it is made: share, in place, the tied heads' copies it quantized (copy -> original,
-    # bundler.model.tied's unshare_for_matmuls) with their originals, in the model as made
-    # (read without its weights from a large model: those stay in the folder given); (table
-    # dropped, table kept, bytes saved) each. None: a copy the kind left float is shared
-    # again, one it quantized ships as it is.
-    share_quantized: Callable[[onnx.ModelProto, Mapping[str, str], Path],
-                              list[tuple[str, str, int]]] | None = None
