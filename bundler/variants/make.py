@@ -311,11 +311,13 @@ def make_variants(
     # token table in 4 bits, and int4 at fp32 speed on WASM (qdq), for text generation at int8
     # speed (format=int8 on WASM alone, per-ep beside WebGPU) where the model can take it
     # (neither is made past 2 GB) and the format can (.ort has no shared data)
-    int4 = for_decoder(options.int4) if any(
-        spec.name.startswith(PAST_PREFIX) for spec in info.inputs) else options.int4
     if task is not None and task.kind == TEXT_GENERATION:
         int4 = for_generation(options.int4, options.execution_providers,
                               large=is_large(optimized) or options.format == "ort")
+    elif any(spec.name.startswith(PAST_PREFIX) for spec in info.inputs):
+        int4 = for_decoder(options.int4)
+    else:
+        int4 = options.int4
     if int4.format == "per-ep" and options.format == "ort" and "int4" in plan.kinds:
         raise QuantizeError("int4 format=per-ep ships a graph per EP over one external data"
                             " file, which --format ort has no form of; use --int4 format=int8"
