@@ -17,6 +17,7 @@ from bundler.errors import BundlerError
 from bundler.hosting.doctor.report import DoctorReport
 from bundler.hosting.registry import detect_host
 from bundler.hosting.sizes import MIB
+from tests import models
 from tests.conftest import run_cli
 from tests.hostsim import Host, hosting
 
@@ -201,3 +202,16 @@ def test_the_sessions_are_listed_and_each_ones_model_is_checked(bundle):
     with hosting(Host(bundle)) as url:
         result = run_cli("doctor", url)
     assert f"sessions: {data['name']})" in result.stdout, result.stdout
+
+
+def test_a_packed_model_is_checked_as_the_bytes_it_unpacks_to(tmp_path, runtime_dist):
+    root = tmp_path / "dist"
+    build(models.wide_dense(tmp_path), BuildOptions(output=root, runtime_dir=runtime_dist,
+                                                    verify=False, execution_providers=("wasm",)))
+    files = json.loads((root / "bundle.json").read_text())["files"]
+    packed = next(entry["packed"] for entry in files if "packed" in entry)
+    assert _errors(_doctor(Host(root, negotiate=True))) == set()
+    planes = bytearray(gzip.decompress((root / packed["path"]).read_bytes()))
+    planes[len(planes) // 2] ^= 0x01
+    report = _doctor(Host(root, replace={packed["path"]: gzip.compress(bytes(planes))}))
+    assert ("stale", packed["path"]) in _errors(report)

@@ -130,8 +130,9 @@ def test_cdn_host_with_precompressed_siblings_and_a_tampered_part(
             assert sum(_heavy(host.sent).values()) < 0.5 * sum(
                 p["bytes"] for p in model["parts"]) + sum(p["bytes"] for p in wasm["parts"])
             part = model["parts"][1]["path"]
-            fetched = fetched_path(model["parts"][1])  # its gzip sibling: sent as it is
-            assert fetched == part + ".gz"
+            # its packed sibling (the float weights as byte planes): sent as it is
+            fetched = fetched_path(model["parts"][1])
+            assert fetched == part + ".planes.gz"
             tampered = bytearray(gzip.decompress((root / fetched).read_bytes()))
             tampered[len(tampered) // 2] ^= 0x01
             host.replace[fetched] = gzip.compress(bytes(tampered))

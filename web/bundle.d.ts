@@ -176,6 +176,8 @@ export interface VerificationResult {
 export interface FilePiece {
   path: string; bytes: number; sha256: string;
   encodings?: Partial<Record<'br' | 'gzip', { path: string; bytes: number }>>;
+  /** gzip of the piece with its float runs ([start, bytes, itemsize]) as byte planes. */
+  packed?: { path: string; bytes: number; runs: [number, number, number][] };
 }
 /** An entry of bundle.json's files; `parts` when it was split for static hosts. */
 export interface FileEntry extends FilePiece { parts?: FilePiece[]; }

@@ -7,6 +7,8 @@
 // - A file (or part) with a gzip sibling is fetched as that sibling and decompressed here as it
 //   arrives (DecompressionStream), so a static host that compresses nothing still sends gzip's
 //   bytes; a host that adds Content-Encoding to the sibling is fine too (the bytes arrive plain).
+//   A model's piece with a packed sibling (its float weights as byte planes, smaller gzipped:
+//   bundler/bundle/planes.py) is fetched as that one instead, and its planes put back (unpack).
 // - Progress counts the file's real bytes (entry.bytes) across all parts, also when the server
 //   sends a compressed body (its Content-Length is then the compressed size, not the total).
 // - Every part (a file not in parts: the whole) is checked against its sha256; a mismatch is
@@ -50,17 +52,48 @@ async function openCache(wanted) {
   }
 }
 
-// The path a piece of a file is fetched from: its gzip sibling where the build wrote one, else
-// the piece itself. bundle.files.mjs lists the same paths (asset_paths in bundler/bundle/files.py).
+// The sibling a piece of a file is fetched as: packed, else gzip, where the build wrote one.
+const siblingOf = (piece) => piece.packed ?? piece.encodings?.gzip;
+
+// The path a piece of a file is fetched from: its sibling, else the piece itself.
+// bundle.files.mjs lists the same paths (asset_paths in bundler/bundle/files.py).
 export function fetchedPath(piece) {
-  return piece.encodings?.gzip?.path ?? piece.path;
+  return siblingOf(piece)?.path ?? piece.path;
 }
 
 // What goes over the wire for a file: per piece (its parts, or itself), the path fetched and its
 // bytes as sent.
 export function fetchedPieces(entry) {
   return (entry.parts ?? [entry]).map((piece) => ({
-    path: fetchedPath(piece), bytes: piece.encodings?.gzip?.bytes ?? piece.bytes ?? 0 }));
+    path: fetchedPath(piece), bytes: siblingOf(piece)?.bytes ?? piece.bytes ?? 0 }));
+}
+
+// bundler/bundle/planes.py's unpack, in place: each run [start, bytes, itemsize] of byte planes
+// (lowest byte first) back into its little-endian values, each rotated right by a bit.
+export function unpack(bytes, runs) {
+  for (const [start, length, itemsize] of runs) {
+    const count = length / itemsize;
+    const planes = bytes.slice(start, start + length);
+    if (itemsize === 4) {
+      for (let i = 0, at = start; i < count; i += 1, at += 4) {
+        const rotated = planes[i] | (planes[count + i] << 8) | (planes[2 * count + i] << 16)
+          | (planes[3 * count + i] << 24);
+        const value = (rotated >>> 1) | (rotated << 31);
+        bytes[at] = value;
+        bytes[at + 1] = value >>> 8;
+        bytes[at + 2] = value >>> 16;
+        bytes[at + 3] = value >>> 24;
+      }
+    } else {
+      for (let i = 0, at = start; i < count; i += 1, at += 2) {
+        const rotated = planes[i] | (planes[count + i] << 8);
+        const value = (rotated >>> 1) | (rotated << 15);
+        bytes[at] = value;
+        bytes[at + 1] = value >>> 8;
+      }
+    }
+  }
+  return bytes;
 }
 
 const isGzip = (bytes) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b;
@@ -128,7 +161,7 @@ function concat(chunks, length) {
 }
 
 async function fetchPiece(piece, url, onBytes) {
-  const sibling = piece.encodings?.gzip;
+  const sibling = siblingOf(piece);
   const realPerSent = sibling ? piece.bytes / sibling.bytes : 1;
   const report = (loaded) => onBytes(Math.min(loaded, piece.bytes ?? loaded));
   for (const mode of ['default', 'reload']) {
@@ -137,6 +170,7 @@ async function fetchPiece(piece, url, onBytes) {
       const response = await fetch(url, { cache: mode });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       bytes = await readBody(response, sibling, report, realPerSent);
+      if (bytes && piece.packed && bytes.byteLength === piece.bytes) unpack(bytes, sibling.runs);
     } catch (error) {
       if (error instanceof BundleError) throw error;
       throw new BundleError('fetch-failed', `cannot fetch ${url}: ${error.message ?? error}`,

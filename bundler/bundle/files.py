@@ -40,11 +40,12 @@ def rename_to_hashed(path: Path) -> Path:
 
 
 def fetched_path(piece: dict[str, Any]) -> str:
-    """The path bundle.mjs fetches a file (or part) from: its gzip sibling where the build wrote
-    one, else itself (`fetchedPath` in bundle.fetch.mjs). So a static host that compresses
-    nothing still sends gzip's bytes, which the browser decompresses (DecompressionStream)."""
-    gzip = (piece.get("encodings") or {}).get("gzip")
-    return gzip["path"] if gzip else piece["path"]
+    """The path bundle.mjs fetches a file (or part) from: its packed sibling (float weights as
+    byte planes, bundler.bundle.planes) or else its gzip sibling where the build wrote one, else
+    itself (`fetchedPath` in bundle.fetch.mjs). So a static host that compresses nothing still
+    sends gzip's bytes, which the browser decompresses (DecompressionStream)."""
+    sibling = piece.get("packed") or (piece.get("encodings") or {}).get("gzip")
+    return sibling["path"] if sibling else piece["path"]
 
 
 def asset_paths(manifest: dict[str, Any]) -> list[str]:  # bundle.json's content

@@ -37,6 +37,7 @@ from bundler.bundle.records import (
     NativeReference,
     Optimization,
     OptimizationStep,
+    Packed,
     Runtime,
     RuntimeBuild,
     Selection,
@@ -53,9 +54,9 @@ from bundler.variants.default import default_variant
 SCHEMA_VERSION = 2
 TOOL_NAME = "onnx-bundler"
 __all__ = ["Accuracy", "Bound", "EPResult", "Encoded", "FileEntry", "FilePiece", "Fingerprint",
-           "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Runtime",
-           "RuntimeBuild", "Selection", "SelectionCandidate", "Session", "Source", "SpeedRecord",
-           "Task", "Tool", "Variant", "Verification", "Workload"]
+           "Hosting", "Manifest", "NativeReference", "Optimization", "OptimizationStep", "Packed",
+           "Runtime", "RuntimeBuild", "Selection", "SelectionCandidate", "Session", "Source",
+           "SpeedRecord", "Task", "Tool", "Variant", "Verification", "Workload"]
 
 
 @dataclasses.dataclass
@@ -131,15 +132,16 @@ class Manifest(Pipeline):
         return sum(self.fetched_bytes(path) for path in paths)
 
     def fetched_bytes(self, path: str) -> int:
-        """The bytes load() fetches for the file `path`: each part as fetched, its gzip sibling
-        where the build wrote one (bundle.fetch.mjs); 0 for a file not in the files table."""
+        """The bytes load() fetches for the file `path`: each part as fetched, its packed or
+        gzip sibling where the build wrote one (bundle.fetch.mjs); 0 for a file not in the files
+        table."""
         entry = next((entry for entry in self.files or [] if entry.path == path), None)
         if entry is None:
             return 0
         total = 0
         for piece in entry.parts or [entry]:
-            gzip = (piece.encodings or {}).get("gzip")
-            total += gzip.bytes if gzip else piece.bytes
+            sibling = piece.packed or (piece.encodings or {}).get("gzip")
+            total += sibling.bytes if sibling else piece.bytes
         return total
 
 

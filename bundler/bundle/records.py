@@ -39,11 +39,23 @@ class Encoded:
 
 
 @dataclasses.dataclass
+class Packed:
+    """A gzip sibling of a model file (or part) whose float runs are byte planes
+    (bundler.bundle.planes), which bundle.mjs fetches in place of the plain gzip: smaller, as
+    gzip codes the planes of exponents in a few bits a byte."""
+
+    path: str
+    bytes: int
+    runs: list[list[int]]  # [start, bytes, itemsize] in the piece
+
+
+@dataclasses.dataclass
 class FilePiece:
     path: str
     bytes: int
     sha256: str
     encodings: dict[str, Encoded] | None = None  # "br", "gzip"
+    packed: Packed | None = None
 
 
 @dataclasses.dataclass

@@ -55,3 +55,5 @@ def served(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str, str | 
             yield piece["path"], control, None
             for encoding, sibling in piece.get("encodings", {}).items():
                 yield sibling["path"], control, encoding
+            if "packed" in piece:  # gzip of the piece's float planes
+                yield piece["packed"]["path"], control, "gzip"

@@ -33,11 +33,14 @@ def _s3_script(entries: Entries) -> str:
                 f"aws s3 cp {shlex.quote(source)} \"$target\"/{shlex.quote(path)}"
                 f" --content-type {shlex.quote(type_of(path))}"
                 f" --cache-control {shlex.quote(cache_control(path, entry['sha256']))}{extra}")
-            if gzip:
-                lines.append(
-                    f"aws s3 cp {shlex.quote(gzip['path'])} \"$target\"/{shlex.quote(gzip['path'])}"
-                    " --content-type application/gzip"
-                    f" --cache-control {shlex.quote(cache_control(path, entry['sha256']))}")
+            # the siblings bundle.mjs fetches by their own names, as the bytes they are
+            for sibling in (gzip, piece.get("packed")):
+                if sibling:
+                    lines.append(
+                        f"aws s3 cp {shlex.quote(sibling['path'])}"
+                        f" \"$target\"/{shlex.quote(sibling['path'])} --content-type"
+                        " application/gzip"
+                        f" --cache-control {shlex.quote(cache_control(path, entry['sha256']))}")
     lines.append(f'aws s3 cp {MANIFEST_FILE} "$target"/{MANIFEST_FILE} --content-type'
                  f" application/json --cache-control {REVALIDATE}")
     return "\n".join(lines) + "\n"

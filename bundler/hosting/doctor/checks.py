@@ -14,6 +14,7 @@ import zlib
 import brotli
 
 from bundler.bundle.layout import COI_WORKER
+from bundler.bundle.planes import unpack
 from bundler.hosting.doctor.fetching import Expected, Fetched
 from bundler.hosting.doctor.report import Problem
 from bundler.hosting.headers import is_hashed
@@ -107,6 +108,8 @@ def _check_content(fetched: Fetched, expected: Expected, limit: int,
         body = _gunzipped(body, expected.path, problems)
     if body is None:
         return
+    if expected.runs and len(body) == expected.bytes:  # else a partial copy: "stale" below
+        body = unpack(body, [list(run) for run in expected.runs])
     allowed = EXPECTED_TYPES.get(expected.kind)
     if expected.whole and allowed and fetched.mime not in allowed:
         problems.append(Problem("error", expected.path, "content-type",

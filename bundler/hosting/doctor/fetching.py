@@ -44,6 +44,7 @@ class Expected:
     encodings: tuple[str, ...] = ()
     kind: str = ""  # the original file's suffix
     gzip_sibling: bool = False  # the .gz that bundle.mjs fetches in place of the file (or part)
+    runs: tuple[tuple[int, ...], ...] = ()  # a packed sibling's float runs (bundler.bundle.planes)
 
 
 def fetch(url: str) -> Fetched:
@@ -86,9 +87,11 @@ def expected_files(manifest: dict[str, Any]) -> list[Expected]:
                                       entry["sha256"], index == 0, "parts" not in entry,
                                       tuple(piece.get("encodings", {})), suffix))
                 if fetched_path(piece) != piece["path"]:
+                    runs = (piece.get("packed") or {}).get("runs", [])
                     found.append(dataclasses.replace(found[-1], path=fetched_path(piece),
                                                      whole=False, encodings=(),
-                                                     gzip_sibling=True))
+                                                     gzip_sibling=True,
+                                                     runs=tuple(map(tuple, runs))))
         return found
     runtime = manifest["runtime"]
     paths = ["index.html", "bundle.mjs", *(variant["file"] for session in sessions_of(manifest)
