@@ -22,6 +22,15 @@ def _tables(path: Path) -> dict[str, tuple[int, ...]]:
     return {t.name: tuple(t.dims) for t in onnx.load(path).graph.initializer if len(t.dims) == 2}
 
 
+def _feed(ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The GPT-2's feeds for `ids` [1, n], with empty pasts."""
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+            "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None]}
+    feed.update({f"past_key_values.{layer}.{kind}": np.zeros((1, 4, 0, 16), np.float32)
+                 for layer in range(2) for kind in ("key", "value")})
+    return feed
+
+
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> decoder_models.Export:
     return decoder_models.gpt2(tmp_path_factory.mktemp("tied"))
@@ -37,29 +46,49 @@ def test_the_optimised_gpt2_holds_its_tied_table_once(export, tmp_path: Path) ->
     assert report.bytes_before - report.bytes_after >= vocab * width * 4
     step = next(s for s in report.steps if s.name == "tied-weights")
     assert step.status == "ok" and "transformer.wte.weight transposed: shared" in step.detail
-    ids = np.array([[5, 17, 42, 7]], np.int64)
-    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids),
-            "position_ids": np.arange(4, dtype=np.int64)[None]}
-    feed.update({f"past_key_values.{layer}.{kind}": np.zeros((1, 4, 0, 16), np.float32)
-                 for layer in range(2) for kind in ("key", "value")})
+    feed = _feed(np.array([[5, 17, 42, 7]], np.int64))
     want = cpu_session(export.onnx).run(["logits"], feed)[0]
     got = cpu_session(optimized).run(["logits"], feed)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_a_quantizer_still_takes_a_shared_head(export, tmp_path: Path) -> None:
-    """int8 quantizes the head as its own copy (a Transpose is no constant weight to it), and
-    keeps no float table: its Gather reads an int8 one."""
-    optimize(export.onnx, tmp_path / "optimized.onnx")
-    make_variant("int8", tmp_path / "optimized.onnx", tmp_path / "int8.onnx")
-    graph = onnx.load(tmp_path / "int8.onnx").graph
-    floats = [t.name for t in graph.initializer
-              if t.data_type == TensorProto.FLOAT and len(t.dims) == 2 and 512 in t.dims]
-    assert floats == []
-    quantized = [t.name for t in graph.initializer if t.name.endswith("_quantized")
-                 and sorted(t.dims) == [64, 512]]
-    assert sorted(quantized) == ["transformer.wte.weight_quantized",
-                                 "transformer.wte.weight_transposed_quantized"]
+def test_int8_ships_one_int8_table_of_a_tied_head(export, tmp_path: Path) -> None:
+    """int8 stores the tied table once, int8 with a scale per row, behind a DequantizeLinear of
+    the whole table that the embedding's Gather and the head's Transpose read (it shipped two
+    int8 tables: the Gather's and the head's copy's), folded into float at load on WASM and in
+    native runs (its session config); the head computes in float, the other MatMuls stay
+    dynamic int8."""
+    optimized, int8 = tmp_path / "optimized.onnx", tmp_path / "int8.onnx"
+    optimize(export.onnx, optimized)
+    made = make_variant("int8", optimized, int8)
+    graph = onnx.load(int8).graph
+    tables = [t for t in graph.initializer if sorted(t.dims) == [64, 512]]
+    assert [(t.name, t.data_type) for t in tables] == [
+        ("transformer.wte.weight_quantized", TensorProto.INT8)]
+    readers = {name: [n for n in graph.node if name in n.input]
+               for name in ("transformer.wte.weight_quantized", "transformer.wte.weight")}
+    [dequantize] = readers["transformer.wte.weight_quantized"]
+    assert dequantize.op_type == "DequantizeLinear"
+    assert dequantize.output == ["transformer.wte.weight"]
+    assert helper.get_attribute_value(dequantize.attribute[0]) == 0  # a scale per row
+    assert sorted(n.op_type for n in readers["transformer.wte.weight"]) == ["Gather", "Transpose"]
+    head = next(n for n in readers["transformer.wte.weight"] if n.op_type == "Transpose")
+    assert [n.op_type for n in graph.node if head.output[0] in n.input] == ["MatMul"]
+    assert any(n.op_type == "MatMulInteger" for n in graph.node)  # the layers: dynamic int8
+    assert made.session_config == {"wasm": {"session.disable_quant_qdq": "1"},
+                                   "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
+    assert any("one int8 table (transformer.wte.weight, 0.0 MB" in note for note in made.notes)
+    weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    rows = weights["transformer.wte.weight_quantized"] * weights[
+        "transformer.wte.weight_scale"][:, None]
+    table = numpy_helper.to_array(next(t for t in onnx.load(optimized).graph.initializer
+                                       if t.name == "transformer.wte.weight"))
+    assert (np.abs(rows - table) <= weights["transformer.wte.weight_scale"][:, None] / 2
+            + 1e-7).all()  # each row within half its own step
+    feed = _feed(np.array([[5, 17, 42, 7]], np.int64))
+    want = cpu_session(optimized).run(["logits"], feed)[0]
+    got = cpu_session(int8, config=made.native_config).run(["logits"], feed)[0]
+    assert np.corrcoef(got.ravel(), want.ravel())[0, 1] > 0.99
 
 
 @pytest.mark.parametrize("change", [0.0, 1e-3])
