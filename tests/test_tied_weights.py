@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.bundle.modelio import cpu_session
+from bundler.bundle.modelio import cpu_session, walk_nodes
 from bundler.model.optimize import optimize
 from bundler.model.tied import share_transposed_copies
 from bundler.variants.registry import make_variant
@@ -52,40 +52,51 @@ def test_the_optimised_gpt2_holds_its_tied_table_once(export, tmp_path: Path) ->
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_int8_ships_one_int8_table_of_a_tied_head(export, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> decoder_models.Export:
+    return decoder_models.gpt2_merged(tmp_path_factory.mktemp("tied-merged"))
+
+
+@pytest.mark.parametrize("name", ["export", "merged"])
+def test_int8_ships_one_int8_table_of_a_tied_head(request, name: str, tmp_path: Path) -> None:
     """int8 stores the tied table once, int8 with a scale per row, behind a DequantizeLinear of
     the whole table that the embedding's Gather and the head's Transpose read (it shipped two
     int8 tables: the Gather's and the head's copy's), folded into float at load on WASM and in
     native runs (its session config); the head computes in float, the other MatMuls stay
-    dynamic int8."""
+    dynamic int8. In a merged decoder the branches read the table by outer scope: the nodes
+    that make it come before their If."""
     optimized, int8 = tmp_path / "optimized.onnx", tmp_path / "int8.onnx"
-    optimize(export.onnx, optimized)
+    optimize(request.getfixturevalue(name).onnx, optimized)
     made = make_variant("int8", optimized, int8)
-    graph = onnx.load(int8).graph
-    tables = [t for t in graph.initializer if sorted(t.dims) == [64, 512]]
-    assert [(t.name, t.data_type) for t in tables] == [
-        ("transformer.wte.weight_quantized", TensorProto.INT8)]
-    readers = {name: [n for n in graph.node if name in n.input]
-               for name in ("transformer.wte.weight_quantized", "transformer.wte.weight")}
-    [dequantize] = readers["transformer.wte.weight_quantized"]
-    assert dequantize.op_type == "DequantizeLinear"
-    assert dequantize.output == ["transformer.wte.weight"]
+    model = onnx.load(int8)
+    onnx.checker.check_model(model, full_check=True)
+    graph = model.graph
+    [quantized] = [t for t in graph.initializer if sorted(t.dims) == [64, 512]]
+    assert quantized.data_type == TensorProto.INT8
+    table = quantized.name.removesuffix("_quantized")  # a merged decoder's has a suffix
+    assert table.startswith("transformer.wte.weight")
+    readers = {name: [n for n in walk_nodes(graph) if name in n.input]
+               for name in (quantized.name, table)}
+    [dequantize] = readers[quantized.name]
+    assert dequantize.op_type == "DequantizeLinear" and dequantize.output == [table]
     assert helper.get_attribute_value(dequantize.attribute[0]) == 0  # a scale per row
-    assert sorted(n.op_type for n in readers["transformer.wte.weight"]) == ["Gather", "Transpose"]
-    head = next(n for n in readers["transformer.wte.weight"] if n.op_type == "Transpose")
-    assert [n.op_type for n in graph.node if head.output[0] in n.input] == ["MatMul"]
-    assert any(n.op_type == "MatMulInteger" for n in graph.node)  # the layers: dynamic int8
+    ops = sorted({n.op_type for n in readers[table]})
+    assert ops == ["Gather", "Transpose"]  # a merged decoder's Gather in each branch
+    head = next(n for n in readers[table] if n.op_type == "Transpose")
+    assert {n.op_type for n in walk_nodes(graph) if head.output[0] in n.input} == {"MatMul"}
+    assert any(n.op_type == "MatMulInteger" for n in walk_nodes(graph))  # the layers' int8
     assert made.session_config == {"wasm": {"session.disable_quant_qdq": "1"},
                                    "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
-    assert any("one int8 table (transformer.wte.weight, 0.0 MB" in note for note in made.notes)
+    assert any(f"one int8 table ({table}, 0.0 MB" in note for note in made.notes)
     weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    rows = weights["transformer.wte.weight_quantized"] * weights[
-        "transformer.wte.weight_scale"][:, None]
-    table = numpy_helper.to_array(next(t for t in onnx.load(optimized).graph.initializer
-                                       if t.name == "transformer.wte.weight"))
-    assert (np.abs(rows - table) <= weights["transformer.wte.weight_scale"][:, None] / 2
-            + 1e-7).all()  # each row within half its own step
+    step = weights[dequantize.input[1]][:, None]
+    want = numpy_helper.to_array(next(t for t in onnx.load(optimized).graph.initializer
+                                      if t.name == table))
+    # each row within half its own step
+    assert (np.abs(weights[quantized.name] * step - want) <= step / 2 + 1e-7).all()
     feed = _feed(np.array([[5, 17, 42, 7]], np.int64))
+    if name == "merged":
+        feed["use_cache_branch"] = np.array([False])
     want = cpu_session(optimized).run(["logits"], feed)[0]
     got = cpu_session(int8, config=made.native_config).run(["logits"], feed)[0]
     assert np.corrcoef(got.ravel(), want.ravel())[0, 1] > 0.99

@@ -40,7 +40,7 @@ from bundler.bundle.modelio import (
     walk_nodes,
 )
 from bundler.bundle.records import Int8Settings
-from bundler.variants.int8_tied import store_tied_tables
+from bundler.variants.int8_tied import store_tied_tables, tables_first
 from bundler.variants.int8_weights import SESSION_CONFIG
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
@@ -153,16 +153,18 @@ def _make(job: Job, scratch: Path) -> None:
         with quiet():
             if job.weightless is not None:
                 _quantize_streamed(model, job.src.parent, dst, per_channel, weight_type)
-                return
-            quantize_dynamic(
-                source,
-                dst,
-                per_channel=per_channel,
-                weight_type=weight_type,
-                op_types_to_quantize=list(_OP_TYPES),
-                use_external_data_format=is_large(source),
-                extra_options=dict(_EXTRA_OPTIONS),
-            )
+            else:
+                quantize_dynamic(
+                    source,
+                    dst,
+                    per_channel=per_channel,
+                    weight_type=weight_type,
+                    op_types_to_quantize=list(_OP_TYPES),
+                    use_external_data_format=is_large(source),
+                    extra_options=dict(_EXTRA_OPTIONS),
+                )
+        if tables:
+            tables_first(dst, tables)
 
     per_channel = True
     quantize(True, job.dst)

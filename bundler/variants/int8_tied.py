@@ -16,12 +16,13 @@ then leaves the table alone: it takes constant float weights only."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from bundler.bundle.modelio import read_values, walk_nodes
+from bundler.bundle.modelio import read_model, read_values, walk_nodes
 from bundler.model.tied import weight_transposes
 from bundler.variants.int8_weights import store_as_int8
 from bundler.variants.tools import DEQUANTIZE_AXIS_OPSET, at_least_opset
@@ -50,3 +51,20 @@ def store_tied_tables(model: onnx.ModelProto,
     store_as_int8(model.graph, dict.fromkeys(tables, 0),
                   functools.partial(read_values, base_dir=base_dir))
     return model, stored
+
+
+def tables_first(path: Path, tables: Iterable[str]) -> None:
+    """Rewrite the model file `path` (its graph only: weights in external data stay where they
+    are) with each table's DequantizeLinear and the Transposes that read the table first in its
+    graph. quantize_dynamic's topological sort counts a node's explicit inputs only: in a merged
+    decoder it put them after the If whose branches read them by outer scope, which onnx's
+    checker refuses."""
+    model = read_model(path, load_weights=False)
+    graph, names = model.graph, set(tables)
+    front = [node for node in graph.node if set(node.output) & names]
+    front += [node for node in graph.node if node.op_type == "Transpose" and node.input[0] in names]
+    moved = {id(node) for node in front}
+    nodes = front + [node for node in graph.node if id(node) not in moved]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save_model(model, str(path))
