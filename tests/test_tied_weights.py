@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bundler.bundle.modelio import cpu_session, walk_nodes
+from bundler.bundle.modelio import LARGE_ENV, cpu_session, walk_nodes
 from bundler.model.optimize import optimize
 from bundler.model.tied import share_transposed_copies
 from bundler.variants.registry import make_variant
@@ -122,3 +122,37 @@ def test_only_an_exact_transpose_is_shared(change: float) -> None:
     assert [t.name for t in model.graph.initializer] == ["table"]
     assert model.graph.node[0].op_type == "Transpose"  # before its reader
     onnx.checker.check_model(model)
+
+
+def test_int8_of_a_large_model_ships_one_tied_table(tmp_path: Path, monkeypatch) -> None:
+    """From a model past the large size (its weights in external data, read a weight at a time)
+    as from memory: one int8 table that the Gather and the head read, the same outputs."""
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["table"], ["head"], perm=[1, 0]),
+         helper.make_node("Gather", ["table", "ids"], ["rows"]),
+         helper.make_node("MatMul", ["rows", "layer"], ["hidden"]),
+         helper.make_node("MatMul", ["hidden", "head"], ["logits"])], "tied",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [3, 512])],
+        [numpy_helper.from_array(rng.standard_normal((512, 64)).astype(np.float32), "table"),
+         numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "layer")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    source = tmp_path / "model" / "tied.onnx"
+    source.parent.mkdir()
+    onnx.save_model(model, source, save_as_external_data=True, location="tied.onnx.data",
+                    size_threshold=0)
+    whole = make_variant("int8", source, tmp_path / "whole" / "int8.onnx")
+    monkeypatch.setenv(LARGE_ENV, "1000")
+    streamed = make_variant("int8", source, tmp_path / "streamed" / "int8.onnx")
+    feed = {"ids": np.array([5, 17, 42], np.int64)}
+    outputs = []
+    for made in (whole, streamed):
+        tables = [t for t in onnx.load(made.path).graph.initializer if 512 in t.dims]
+        assert [(t.name, t.data_type, tuple(t.dims)) for t in tables] == [
+            ("table_quantized", TensorProto.INT8, (512, 64)),
+            ("table_scale", TensorProto.FLOAT, (512,)),
+            ("table_zero_point", TensorProto.INT8, (512,))]
+        assert made.session_config == whole.session_config
+        outputs.append(cpu_session(made.path, config=made.native_config).run(None, feed)[0])
+    np.testing.assert_array_equal(*outputs)
