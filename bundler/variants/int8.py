@@ -5,7 +5,11 @@ From a model past 2 GB (Job.weightless) the quantizer takes the graph read witho
 and reads each weight it quantizes from the source's data files when it gets to it; the model
 holds the int8 weights it made (a quarter of the float32 bytes), never the float32 ones, and
 StreamedWeights writes them, then copies the float weights it left (norms, biases) a weight at a
-time."""
+time.
+
+A token table that a tied LM head reads through a Transpose is stored first, once, as int8 per
+row behind a DequantizeLinear folded at load (int8_tied): the lookup and the head read it as
+float, where quantize_dynamic made two int8 tables of it."""
 
 from __future__ import annotations
 
