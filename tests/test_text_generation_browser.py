@@ -165,11 +165,11 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
         assert formats["int4"] == ("per-ep" if per_ep else "nbits")
         assert configs["int4"] == ({"wasm": {"session.disable_quant_qdq": "1"}} if per_ep
                                    else None)
-    if name == "quantized":  # int8-weights runs float weights on WASM, folded at load
-        assert configs["int8-weights"] == {
-            "wasm": {"session.disable_quant_qdq": "1"},
-            "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
-        assert configs["int8"] is None
+    if name == "quantized":  # int8-weights runs float weights on WASM, folded at load, and so
+        # does int8's tied token table (its one int8 copy, read as float by the head too)
+        folded = {"wasm": {"session.disable_quant_qdq": "1"},
+                  "webgpu": {"session.qdq_matmulnbits_accuracy_level": "1"}}
+        assert configs["int8-weights"] == configs["int8"] == folded
 
 
 @pytest.mark.parametrize("options", [
@@ -184,8 +184,9 @@ def test_the_build_infers_the_task_checks_tokens_and_ships_the_modules(request, 
     {"executionProviders": ["wasm"], "fixture": "int4", "variant": "int4", "worker": True},
     {"executionProviders": ["wasm"], "fixture": "int4_nbits", "variant": "int4"},
     {"executionProviders": ["wasm"], "fixture": "quantized", "variant": "int8-weights"},
+    {"executionProviders": ["wasm"], "fixture": "quantized", "variant": "int8"},
 ], ids=["wasm", "worker", "webgpu", "webgpu-worker", "merged-decoder", "llama-gqa", "int4-wasm",
-        "int4-webgpu", "int4-worker", "int4-nbits-wasm", "int8-weights-wasm"])
+        "int4-webgpu", "int4-worker", "int4-nbits-wasm", "int8-weights-wasm", "int8-wasm"])
 def test_greedy_tokens_equal_the_python_loop(request, open_bundle, options):
     """fp32's, and a quantized variant's against its own native run."""
     built = request.getfixturevalue(options.pop("fixture", "built"))

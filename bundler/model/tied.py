@@ -98,6 +98,16 @@ def share_streamed_copies(path: Path, copies: Mapping[str, str]) -> list[str]:
     return list(left)
 
 
+def weight_transposes(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    """The main graph's Transposes of a constant float [K, N] weight, by output: what a tied LM
+    head kept shared reads as its MatMul's weight (share_transposed_copies's form)."""
+    weights = {tensor.name: tensor for tensor in model.graph.initializer}
+    return {node.output[0]: node for node in model.graph.node
+            if node.op_type == "Transpose" and node.input[0] in weights
+            and len(weights[node.input[0]].dims) == 2
+            and weights[node.input[0]].data_type == onnx.TensorProto.FLOAT}
+
+
 def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> dict[str, str]:
     """Give each MatMul that reads a Transpose of a constant float [K, N] weight (a tied LM head
     kept shared) a constant of its own, in place, which the quantizers can take (they quantize
@@ -106,10 +116,7 @@ def unshare_for_matmuls(model: onnx.ModelProto, base_dir: Path) -> dict[str, str
     large model). A weight the model names in external data (read without its weights) is read
     from `base_dir`."""
     weights = {tensor.name: tensor for tensor in model.graph.initializer}
-    transposes = {node.output[0]: node for node in model.graph.node
-                  if node.op_type == "Transpose" and node.input[0] in weights
-                  and len(weights[node.input[0]].dims) == 2
-                  and weights[node.input[0]].data_type == onnx.TensorProto.FLOAT}
+    transposes = weight_transposes(model)
     made: dict[str, str] = {}  # one constant per Transpose, however many MatMuls read it
     for node in walk_nodes(model.graph):  # a merged decoder's head is in both If branches
         if node.op_type == "MatMul" and node.input[1] in transposes:

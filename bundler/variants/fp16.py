@@ -185,4 +185,5 @@ KIND = KindSpec(
     advice="try int8-weights, or keep fp32",
     make=make,
     streamed=True,
+    takes_tied_heads=True,  # the table and its Transpose become float16 together
 )

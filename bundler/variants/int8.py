@@ -5,7 +5,11 @@ From a model past 2 GB (Job.weightless) the quantizer takes the graph read witho
 and reads each weight it quantizes from the source's data files when it gets to it; the model
 holds the int8 weights it made (a quarter of the float32 bytes), never the float32 ones, and
 StreamedWeights writes them, then copies the float weights it left (norms, biases) a weight at a
-time."""
+time.
+
+A token table that a tied LM head reads through a Transpose is stored first, once, as int8 per
+row behind a DequantizeLinear folded at load (int8_tied): the lookup and the head read it as
+float, where quantize_dynamic made two int8 tables of it."""
 
 from __future__ import annotations
 
@@ -36,12 +40,15 @@ from bundler.bundle.modelio import (
     move_model,
     read_model,
     read_values,
+    save_model,
     walk_nodes,
 )
 from bundler.bundle.records import Int8Settings
+from bundler.variants.int8_tied import store_tied_tables, tables_first
+from bundler.variants.int8_weights import SESSION_CONFIG
 from bundler.variants.metrics import measure
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import attribute, is_large, quiet
+from bundler.variants.tools import FOLD_DEQUANTIZE, attribute, is_large, quiet
 
 # Attention/LSTM would become com.microsoft CPU-only ops.
 _OP_TYPES = ("Conv", "MatMul", "Gather")
@@ -126,39 +133,55 @@ def _quantize_streamed(model: onnx.ModelProto, source_dir: Path, dst: Path, per_
 
 
 def make(job: Job) -> None:
-    graph = (read_model(job.src, load_weights=False) if job.weightless is None
-             else job.weightless).graph
-    has_conv = any(node.op_type == "Conv" for node in walk_nodes(graph))
+    # beside dst, as make_variant's scratch folder (a large model's candidate is moved)
+    with tempfile.TemporaryDirectory(prefix="bundler-int8-", dir=job.dst.parent) as tmp:
+        _make(job, Path(tmp))
+
+
+def _make(job: Job, scratch: Path) -> None:
+    model = read_model(job.src) if job.weightless is None else job.weightless
+    has_conv = any(node.op_type == "Conv" for node in walk_nodes(model.graph))
     # onnxruntime's ConvInteger only has a uint8 x uint8 kernel
     weight_type = QuantType.QUInt8 if has_conv else QuantType.QInt8
+    model, tables = store_tied_tables(model, job.src.parent)
+    # the DequantizeLinear of a tied table folds into its float table at load, on WASM and in
+    # every native run (the checks' and the per-channel comparison's); WebGPU runs it as it is
+    # (int8-weights' config: float32 compute wherever onnxruntime fuses it with a MatMul)
+    config = {"wasm": dict(FOLD_DEQUANTIZE), "webgpu": dict(SESSION_CONFIG)} if tables else None
+    source = job.src
+    if tables and job.weightless is None:
+        source = scratch / job.src.name
+        save_model(model, source)
 
     def quantize(per_channel: bool, dst: Path) -> None:
         with quiet():
             if job.weightless is not None:
-                _quantize_streamed(job.weightless, job.src.parent, dst, per_channel, weight_type)
-                return
-            quantize_dynamic(
-                job.src,
-                dst,
-                per_channel=per_channel,
-                weight_type=weight_type,
-                op_types_to_quantize=list(_OP_TYPES),
-                use_external_data_format=is_large(job.src),
-                extra_options=dict(_EXTRA_OPTIONS),
-            )
+                _quantize_streamed(model, job.src.parent, dst, per_channel, weight_type)
+            else:
+                quantize_dynamic(
+                    source,
+                    dst,
+                    per_channel=per_channel,
+                    weight_type=weight_type,
+                    op_types_to_quantize=list(_OP_TYPES),
+                    use_external_data_format=is_large(source),
+                    extra_options=dict(_EXTRA_OPTIONS),
+                )
+        if tables:
+            tables_first(dst, tables)
 
     per_channel = True
     quantize(True, job.dst)
     if job.calibration:
-        # beside dst, as make_variant's scratch folder (a large model's candidate is moved)
-        with tempfile.TemporaryDirectory(prefix="bundler-int8-", dir=job.dst.parent) as tmp:
-            per_tensor_path = Path(tmp) / job.dst.name
-            quantize(False, per_tensor_path)
-            channel = measure(job.src, job.dst, job.calibration).cosine
-            tensor = measure(job.src, per_tensor_path, job.calibration).cosine
-            per_channel = channel > tensor
-            if not per_channel:
-                move_model(per_tensor_path, job.dst)
+        per_tensor_path = scratch / "per-tensor" / job.dst.name
+        per_tensor_path.parent.mkdir()
+        quantize(False, per_tensor_path)
+        native = (config or {}).get("wasm")
+        channel = measure(job.src, job.dst, job.calibration, config=native).cosine
+        tensor = measure(job.src, per_tensor_path, job.calibration, config=native).cosine
+        per_channel = channel > tensor
+        if not per_channel:
+            move_model(per_tensor_path, job.dst)
         job.note(
             f"per-channel weights: cosine {channel:.6g}, per-tensor: {tensor:.6g};"
             f" kept {'per-channel' if per_channel else 'per-tensor'}"
@@ -173,6 +196,10 @@ def make(job: Job) -> None:
         per_channel=per_channel,
         op_types=list(_OP_TYPES),
     )
+    job.result.session_config = config
+    for table, stored in tables.items():
+        job.note(f"tied LM head: one int8 table ({table}, {stored / 1e6:.1f} MB, a scale per"
+                 " row) that the embedding and the head read as float, folded at load on WASM")
 
 
 KIND = KindSpec(
@@ -183,4 +210,5 @@ KIND = KindSpec(
     advice="try int8-weights",
     make=make,
     streamed=True,
+    takes_tied_heads=True,  # int8_tied
 )

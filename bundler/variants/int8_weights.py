@@ -23,7 +23,12 @@ from bundler.bundle.modelio import read_model, read_values, save_model
 from bundler.bundle.records import Int8WeightsSettings
 from bundler.errors import QuantizeError
 from bundler.variants.spec import Job, KindSpec
-from bundler.variants.tools import FOLD_DEQUANTIZE, fresh_name
+from bundler.variants.tools import (
+    DEQUANTIZE_AXIS_OPSET,
+    FOLD_DEQUANTIZE,
+    at_least_opset,
+    fresh_name,
+)
 
 # Below this many elements a weight is not worth a DequantizeLinear (first convs, tiny heads).
 _MIN_ELEMENTS = 1024
@@ -97,7 +102,7 @@ def _weights_to_store(graph: onnx.GraphProto) -> tuple[dict[str, int], set[str]]
     return axes, left_float - set(axes)
 
 
-def _store_as_int8(graph: onnx.GraphProto, axes: dict[str, int],
+def store_as_int8(graph: onnx.GraphProto, axes: dict[str, int],
                    values: Callable[[onnx.TensorProto], np.ndarray]) -> None:
     """Replace each weight in `axes` by int8 values, scales and zero points, and a
     DequantizeLinear (first in the graph) that gives the float weight its old name; `values`
@@ -144,16 +149,14 @@ def make(job: Job) -> None:
     # a large model (Job.weightless) is read a weight at a time, its int8 weights (a quarter of
     # its float32 bytes) held until they are written with the float ones left as they were
     model = read_model(job.src) if job.weightless is None else job.weightless
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < 13:  # DequantizeLinear's axis attribute
-        model = onnx.version_converter.convert_version(model, 13)
+    model = at_least_opset(model, DEQUANTIZE_AXIS_OPSET)
     axes: dict[str, int] = {}
     left_float: set[str] = set()
     # inner graphs first: rewriting a graph's node list copies its nodes, nested graphs and all
     for graph in reversed(list(_graphs(model.graph))):
         stored, kept = _weights_to_store(graph)
         if stored:
-            _store_as_int8(graph, stored, functools.partial(read_values, base_dir=job.src.parent))
+            store_as_int8(graph, stored, functools.partial(read_values, base_dir=job.src.parent))
         axes.update(stored)
         left_float |= kept
     if not axes:

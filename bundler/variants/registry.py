@@ -86,8 +86,9 @@ def make_variant(
         # leaves it there, where the build's own folder takes it, not in $TMPDIR
         with tempfile.TemporaryDirectory(prefix="bundler-variant-", dir=dst.parent) as scratch:
             # a tied head kept shared (bundler.model.tied) reads its weight through a Transpose,
-            # which no quantizer takes: it gets its own constant for the kind to quantize
-            untie = spec.quantized and kind != "fp16"
+            # which no quantizer takes: it gets its own constant for the kind to quantize, unless
+            # the kind takes it as it is (KindSpec.takes_tied_heads)
+            untie = spec.quantized and not spec.takes_tied_heads
             weightless = read_model(src, load_weights=False) if spec.streamed and is_large(
                 src) else None
             model = weightless if weightless is not None else read_model(src) if untie else None

@@ -86,3 +86,7 @@ class KindSpec:
     # makes its variant from a model past 2 GB (modelio.is_large) a weight at a time (Job's
     # `weightless`); the build refuses the other kinds for such a model
     streamed: bool = False
+    # takes a tied LM head kept shared (bundler.model.tied: a MatMul reading a Transpose of the
+    # token table) as it is; make_variant gives the other quantized kinds' heads a constant
+    # copy of their own to quantize (unshare_for_matmuls)
+    takes_tied_heads: bool = False

@@ -17,6 +17,8 @@ from bundler.bundle.modelio import PROTOBUF_LIMIT, model_bytes, walk_nodes
 # or fusing it with its MatMul (MatMulNBits): the weight-only variants' form on WASM, where
 # float MatMuls beat every quantized kernel at a decode step (docs/benchmarks.md).
 FOLD_DEQUANTIZE = {"session.disable_quant_qdq": "1"}
+# The first opset whose DequantizeLinear takes an axis (a scale per output channel or row).
+DEQUANTIZE_AXIS_OPSET = 13
 
 
 @contextlib.contextmanager
@@ -103,6 +105,12 @@ def attribute(node: onnx.NodeProto, name: str, default: float) -> float:
     """A node's attribute, or `default` where the node does not set it."""
     found = next((a for a in node.attribute if a.name == name), None)
     return default if found is None else onnx.helper.get_attribute_value(found)
+
+
+def at_least_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
+    """`model`, or a copy converted to ai.onnx opset `version` where it imports an older one."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return model if opset >= version else onnx.version_converter.convert_version(model, version)
 
 
 def fresh_name(name: str, taken: set[str]) -> str:
