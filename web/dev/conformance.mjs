@@ -21,6 +21,29 @@ export async function runCases({ base, options, cases }) {
   }
 }
 
+// teacherRows: the rows teacher forcing would compute for `teacher` (per window, native's calls
+// { seek, ids, prompt, at }), read from a transcript's own steps (`record`, transcribe()'s
+// _onStep) where its call at that seek has native's prompt and tokens so far: the same inputs,
+// so the same logits, and a window whose tokens are native's is not decoded a second time (half
+// the check's decoder steps, hours of them on Whisper-tiny over SwiftShader). rows(): per
+// window, per call, its rows, or null where the transcript parted from native before the
+// call's last probed step.
+export function teacherRows(teacher) {
+  const rows = teacher.map((calls) => calls.map(() => []));
+  const same = (ids, from, tokens) => tokens.every((id, i) => id === ids[from + i]);
+  const record = (window, seek, prompt, generated, logits) => {
+    const index = teacher[window]?.findIndex((call) => call.seek === seek) ?? -1;
+    const call = teacher[window]?.[index];
+    const step = generated.length;
+    if (!call || step >= call.at.length || rows[window][index].length !== step
+        || prompt.length !== call.prompt || !same(call.ids, 0, prompt)
+        || !same(call.ids, call.prompt, generated)) return;
+    rows[window][index].push(call.at[step].map((id) => logits[id]));
+  };
+  return { record, rows: () => rows.map((calls, window) => calls.map((found, index) => (
+    found.length === teacher[window][index].at.length ? found : null))) };
+}
+
 // The task API's answers: items are { file } (an image file, base64) or, for 'audio-stream',
 // { samples (float32, base64), rate }.
 // One task answer per item through the bundle's own method (`method`: the task kind's, see
@@ -40,14 +63,18 @@ export async function runTask({ base, options, method, items }) {
         // its windows' logits teacher-forced on native's tokens (item.teacher: per case)
         const samples = new Float32Array(fromBase64(item.samples).buffer);
         const text = await import(new URL('tasks/text.mjs', base).href);
-        const logits = await text.teacherForcedSpeech(model, model.manifest.task, samples,
-          item.rate, item.teacher);
-        const answer = [];
+        const transcripts = [];
+        const known = [];
         for (const [index, options] of item.cases.entries()) {
-          const transcript = await model.transcribe(samples, { sampleRate: item.rate, ...options });
-          answer.push({ ...transcript, logits: logits[index] });
+          const steps = teacherRows(item.teacher[index]);
+          transcripts.push(await model.transcribe(samples, { sampleRate: item.rate, ...options,
+                                                             _onStep: steps.record }));
+          known.push(steps.rows());
         }
-        results.push(answer);
+        const logits = await text.teacherForcedSpeech(model, model.manifest.task, samples,
+          item.rate, item.teacher, known);
+        results.push(transcripts.map((transcript, index) => ({ ...transcript,
+                                                                logits: logits[index] })));
       } else if (method === 'generate') {  // greedy token ids, teacher-forced logits per prompt
         const text = await import(new URL('tasks/text.mjs', base).href);
         const answer = [];

@@ -256,8 +256,8 @@ export async function transcribe(model, task, audio, options) {
 }
 
 // Internal, for the build's check (web/dev/conformance.mjs): transcribe.mjs's teacherForced().
-export async function teacherForcedSpeech(model, task, audio, sampleRate, cases) {
-  return (await transcriberOf(model, task)).teacherForced(audio, sampleRate, cases);
+export async function teacherForcedSpeech(model, task, audio, sampleRate, cases, known) {
+  return (await transcriberOf(model, task)).teacherForced(audio, sampleRate, cases, known);
 }
 
 // load()'s warm-up: text generation's first steps, or a speech model's encoder and decoder.

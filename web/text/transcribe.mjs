@@ -172,7 +172,7 @@ export class Transcriber {
 
   // One decoding call (whisper_run.decode_call): the prompt, then a token a step until eos;
   // onToken(token, generated) after each.
-  async _call(features, run, detected, onToken, clock) {
+  async _call(features, seek, run, detected, onToken, clock) {
     const { settings } = this;
     const hidden = await this._encode(features, run.signal, clock);
     let found = detected;
@@ -187,6 +187,7 @@ export class Transcriber {
       while (ids.length + generated.length < settings.maxLength) {
         checkSignal(run.signal, WHAT);
         const logits = await this._step(decoding, pending, clock);
+        run.onStep?.(seek, ids, generated, logits);
         const token = choose(processLogits(logits, generated, settings, run.timestamps));
         generated.push(token);
         onToken(token, generated);
@@ -200,9 +201,11 @@ export class Transcriber {
   }
 
   // The run's settings from transcribe()'s options.
-  _run({ language = null, task = null, timestamps = false, signal = null }) {
+  // (`_onStep(seek, prompt, generated, logits)`: each decoding step's logits, internal, for the
+  // build's check: see teacherForced.)
+  _run({ language = null, task = null, timestamps = false, signal = null, _onStep = null }) {
     return { language: language == null ? null : languageId(this.settings, language), task,
-             timestamps, signal };
+             timestamps, signal, onStep: _onStep };
   }
 
   /**
@@ -247,8 +250,8 @@ export class Transcriber {
     const found = [];
     for (let seek = 0; seek < total;) {
       const frames = Math.min(WINDOW_FRAMES, total - seek);
-      const generated = await this._call(this._padded(features, seek, total), run, detected,
-        onToken, clock);
+      const generated = await this._call(this._padded(features, seek, total), seek, run,
+        detected, onToken, clock);
       const made = segments(generated, this.settings, seek, frames);
       found.push(...made.segments);
       for (const segment of made.segments) kept.push(...textOf(segment.tokens));
@@ -286,7 +289,8 @@ export class Transcriber {
     const outputs = [];
     for (const [index, span] of spans.entries()) {
       const found = await this._window(signal.subarray(span.start, span.end), {
-        ...options, onText: onText && ((piece) => onText(piece, index)) }, clock);
+        ...options, onText: onText && ((piece) => onText(piece, index)),
+        _onStep: options._onStep && ((...step) => options._onStep(index, ...step)) }, clock);
       outputs.push(found.tokens);
     }
     const chunks = merge(outputs, spans.map(strideSeconds), this.settings, timestamps);
@@ -314,9 +318,11 @@ export class Transcriber {
    * native run's tokens over this side's own encoding of each call's features (decoding.mjs's
    * teacherForced; bundler/text/whisper_bundle.py's window_steps). `cases[c][w]`: window w's
    * calls { seek, ids, prompt, at } in case c; per case, per window, the rows of its calls in
-   * order. A window's call at one seek is encoded once for every case.
+   * order. A window's call at one seek is encoded once for every case. `known[c][w][k]`: the
+   * rows of call k already found (a transcript's own steps, see web/dev/conformance.mjs),
+   * which are not run again; null where not.
    */
-  async teacherForced(audio, sampleRate, cases) {
+  async teacherForced(audio, sampleRate, cases, known = []) {
     const { signal, spans } = await this._windowsOf(audio, sampleRate);
     const mels = this.spec.feature_size;
     const features = spans.map((span) => logMel(signal.subarray(span.start, span.end), RATE,
@@ -333,11 +339,16 @@ export class Transcriber {
       return encodings.get(key);
     };
     const answer = [];
-    for (const windowCalls of cases) {
+    for (const [index, windowCalls] of cases.entries()) {
       const rows = [];
       for (const [window, calls] of windowCalls.entries()) {
         const found = [];
-        for (const { seek, ids, prompt: promptLength, at } of calls) {
+        for (const [call, { seek, ids, prompt: promptLength, at }] of calls.entries()) {
+          const done = known[index]?.[window]?.[call];
+          if (done) {
+            found.push(...done);
+            continue;
+          }
           const decoding = new Decoding(this.decoder, this.layout, await encoding(window, seek));
           try {
             found.push(...await forced((pending) => decoding.logits(pending), ids, promptLength,
