@@ -155,9 +155,9 @@ def _fp16_page(bundles, browser, open_bundle, options, init_script=None):
             page.page.reload()
         result = page.evaluate(LOAD_AND_RUN, {"url": page.base_url + "bundle.mjs",
                                               "options": options})
-        # the file names fetched, without a compressed sibling's suffix
+        # the file names fetched, without a compressed (or packed) sibling's suffix
         models_requested = [url.split("/models/")[1].removesuffix(".gz").removesuffix(".br")
-                            for url in page.requests if "/models/" in url]
+                            .removesuffix(".planes") for url in page.requests if "/models/" in url]
     files = {variant.name: variant.file.split("/")[1] for variant in manifest.session().variants}
     return result, models_requested, files
 
