@@ -109,6 +109,15 @@ def generation_config(ids: dict[str, int], max_length: int = 96,
     }
 
 
+def english_only(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` (generation_config()) as an English-only checkpoint (whisper-tiny.en) has it:
+    no language or task ids, <|notimestamps|> forced at position 1."""
+    english = {key: value for key, value in config.items()
+               if key not in ("lang_to_id", "task_to_id")}
+    return {**english, "is_multilingual": False,
+            "forced_decoder_ids": [[1, config["no_timestamps_token_id"]]]}
+
+
 # The suite's size: 2+2 layers x 64, 4 heads. WHISPER_TINY: openai/whisper-tiny's (the benchmark).
 TEST_SIZE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
              "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}

@@ -137,6 +137,50 @@ def test_transcribe_gives_the_native_tokens_and_text(built, plain_browser, open_
             assert "segments" not in result
 
 
+ENGLISH_ONLY = """async ({ url, samples, rate }) => {
+  const { load } = await import(url);
+  const bytes = Uint8Array.from(atob(samples), (c) => c.charCodeAt(0));
+  const audio = new Float32Array(bytes.buffer);
+  const model = await load({ executionProviders: ['wasm'] });
+  const results = [];
+  for (const timestamps of [false, true]) {
+    results.push(await model.transcribe(audio, { sampleRate: rate, timestamps }));
+  }
+  const refused = await model.transcribe(audio, { sampleRate: rate, language: 'en' })
+    .then(() => null, (error) => error.message);
+  await model.release();
+  return { results, refused };
+}"""
+
+
+def test_an_english_only_export_transcribes_as_native(tmp_path_factory, runtime_dist,
+                                                      plain_browser, open_bundle):
+    """whisper-tiny.en's generation config (no language or task ids, <|notimestamps|> forced):
+    the browser's prompt and tokens are native's with and without timestamps, and a language
+    asked for is refused with the reason."""
+    root = tmp_path_factory.getbasetemp()
+    folder = tmp_path_factory.mktemp("english") / "model"
+    shutil.copytree(speech_models.exported(root), folder)
+    config = folder / "generation_config.json"
+    config.write_text(json.dumps(speech_models.english_only(json.loads(config.read_text()))))
+    output = folder.parent / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", "--ep", "wasm")
+    assert result.returncode == 0, result.stderr
+    english = {"bundle": output, "folder": folder}
+    samples, rate = speech(SECONDS)
+    audio = np.asarray(samples, np.float32)
+    with open_bundle(plain_browser, output) as page:
+        got = page.evaluate(ENGLISH_ONLY, {
+            "url": page.base_url + "bundle.mjs", "rate": rate,
+            "samples": base64.b64encode(audio.tobytes()).decode()})
+    for result, timestamps in zip(got["results"], [False, True], strict=True):
+        want = speech_models.native(english, audio, rate, {"timestamps": timestamps})
+        assert len(want["tokens"]) > 4 and result["windows"] == want["windows"]
+        assert result["text"] == want["text"]
+    assert got["refused"].startswith("language 'en' cannot be given: this model is English-only")
+
+
 def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, open_bundle,
                                                        tmp_path):
     samples, rate = speech(SECONDS)

@@ -106,6 +106,32 @@ def test_the_prompt_follows_language_task_and_timestamps(export) -> None:
         whisper.settings_of({"eos_token_id": 1})
 
 
+@pytest.mark.parametrize("timestamps", [False, True])
+def test_an_english_only_model_decodes_as_transformers(export, sessions, timestamps) -> None:
+    """An English-only generation config (whisper-tiny.en's: no language or task ids): the
+    prompt is <|startoftranscript|> (and <|notimestamps|>), the tokens and segments are
+    transformers'; a language or task asked for is refused, as transformers refuses it."""
+    config = speech_models.english_only(export.generation_config)
+    settings = whisper.settings_of(config)
+    inputs = features(12.0)
+    ours = transcribe_window(sessions, inputs, settings, None, None, timestamps)
+    theirs = _theirs(export, inputs, return_timestamps=timestamps,
+                     generation_config=GenerationConfig(**config))
+    assert ours.calls[0].prompt == [settings.decoder_start] + (
+        [] if timestamps else [settings.no_timestamps])
+    assert ours.tokens == theirs["sequences"][0].tolist()
+    assert [(s.start, s.end, list(s.tokens)) for s in ours.segments] == [
+        (float(s["start"]), float(s["end"]), s["tokens"].tolist()) for s in theirs["segments"][0]]
+    assert not whisper.needs_language(settings, None, None)
+    with pytest.raises(ConfigError, match="language 'en' cannot be given: this model is"
+                                          " English-only"):
+        whisper.language_id(settings, "en")
+    with pytest.raises(ConfigError, match="task 'translate' cannot be given"):
+        whisper.prompt(settings, None, "translate", timestamps)
+    with pytest.raises(ValueError, match="English-only"):
+        _theirs(export, inputs, language="en", generation_config=GenerationConfig(**config))
+
+
 def test_optimum_ort_model_gives_the_same_tokens(export, sessions) -> None:
     from optimum.onnxruntime import ORTModelForSpeechSeq2Seq
 

@@ -119,6 +119,9 @@ def settings_of(config: Mapping[str, Any]) -> WhisperSettings:
 
 def language_id(settings: WhisperSettings, language: str) -> int:
     """The id of `language`: a code ("en"), a token ("<|en|>") or a name ("english")."""
+    if not settings.lang_to_id:
+        raise ConfigError(f"language {language!r} cannot be given: this model is English-only"
+                          " (its generation_config.json has no lang_to_id); leave it out")
     key = language.lower()
     token = key if key.startswith("<|") else f"<|{LANGUAGE_NAMES.get(key, key)}|>"
     if token not in settings.lang_to_id:
@@ -142,6 +145,9 @@ def prompt(settings: WhisperSettings, language: int | None, task: str | None,
     elif detected is not None and (len(ids) <= 1 or ids[1] is None):
         ids[1:2] = [detected]
     if task is not None:  # the forced ids were not read, so the prompt has no task yet
+        if not settings.task_to_id:
+            raise ConfigError(f"task {task!r} cannot be given: this model is English-only (its"
+                              " generation_config.json has no task_to_id); leave it out")
         if task not in settings.task_to_id:
             raise ConfigError(f"task {task!r} is not one of {sorted(settings.task_to_id)}")
         ids.append(settings.task_to_id[task])

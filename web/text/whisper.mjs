@@ -39,6 +39,9 @@ export function settingsOf(config) {
 
 /** The id of a language: a code ("en"), a token ("<|en|>") or a name ("english"). */
 export function languageId(settings, language) {
+  if (Object.keys(settings.langToId).length === 0) {
+    throw new Error(`language '${language}' cannot be given: this model is English-only (its generation_config.json has no lang_to_id); leave it out`);
+  }
   const key = language.toLowerCase();
   const token = key.startsWith('<|') ? key : `<|${LANGUAGE_NAMES[key] ?? key}|>`;
   if (!(token in settings.langToId)) {
@@ -59,6 +62,9 @@ export function prompt(settings, language, task, timestamps, detected = null) {
   else if (detected != null && (ids.length <= 1 || ids[1] == null)) ids.splice(1, 1, detected);
   const taskIds = Object.values(settings.taskToId);
   if (task != null) {
+    if (Object.keys(settings.taskToId).length === 0) {
+      throw new Error(`task '${task}' cannot be given: this model is English-only (its generation_config.json has no task_to_id); leave it out`);
+    }
     if (!(task in settings.taskToId)) throw new Error(`task '${task}' is not one of ${Object.keys(settings.taskToId).sort()}`);
     ids.push(settings.taskToId[task]);
   } else if (language != null && 'transcribe' in settings.taskToId
