@@ -143,10 +143,12 @@ def model(ids: dict[str, int], seed: int, size: dict[str, int], init_std: float 
     return WhisperForConditionalGeneration(config).eval()
 
 
-def export(model: Any, generation: dict[str, Any], saved: Path, folder: Path) -> SpeechExport:
+def export(model: Any, generation: dict[str, Any], saved: Path, folder: Path,
+           merged: bool = True) -> SpeechExport:
     """`model` exported by optimum into `folder` with its config.json, `generation` as
     generation_config.json, preprocessor_config.json and the tokenizer already saved in `saved`
-    (a working folder, removed after)."""
+    (a working folder, removed after). `merged=False`: as --no-post-process leaves it,
+    decoder_model.onnx and decoder_with_past_model.onnx."""
     from optimum.exporters.onnx import main_export
     from transformers import GenerationConfig, WhisperFeatureExtractor
 
@@ -154,7 +156,7 @@ def export(model: Any, generation: dict[str, Any], saved: Path, folder: Path) ->
     model.save_pretrained(saved)
     WhisperFeatureExtractor(feature_size=80).save_pretrained(saved)
     main_export(str(saved), folder, task="automatic-speech-recognition-with-past", opset=OPSET,
-                local_files_only=True, do_validation=False)
+                local_files_only=True, do_validation=False, no_post_process=not merged)
     for path in saved.iterdir():
         if not (folder / path.name).exists() and path.suffix in (".json", ".txt"):
             shutil.copyfile(path, folder / path.name)
@@ -162,16 +164,17 @@ def export(model: Any, generation: dict[str, Any], saved: Path, folder: Path) ->
     return SpeechExport(folder, model)
 
 
-def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None) -> SpeechExport:
+def whisper(directory: Path, seed: int = 0, size: dict[str, int] | None = None,
+            merged: bool = True) -> SpeechExport:
     """The export folder: optimum's ONNX files, config.json, preprocessor_config.json,
     generation_config.json and the tokenizer; with the torch model it came from. `size`: the
-    WhisperConfig dimensions (TEST_SIZE when not given). tests/whisper_vocab.py: the same with
-    OpenAI's vocabulary."""
+    WhisperConfig dimensions (TEST_SIZE when not given); `merged`: see export().
+    tests/whisper_vocab.py: the same with OpenAI's vocabulary."""
     saved = directory / "saved"
     tokenizer(saved)
     ids = _ids(saved)
     return export(model(ids, seed, size or TEST_SIZE), generation_config(ids), saved,
-                  directory / "onnx")
+                  directory / "onnx", merged)
 
 
 @functools.cache

@@ -181,6 +181,49 @@ def test_an_english_only_export_transcribes_as_native(tmp_path_factory, runtime_
     assert got["refused"].startswith("language 'en' cannot be given: this model is English-only")
 
 
+def test_an_unmerged_export_is_merged_at_build(tmp_path_factory, runtime_dist, tmp_path):
+    """optimum's export with --no-post-process (encoder_model.onnx, decoder_model.onnx,
+    decoder_with_past_model.onnx): the build merges the decoder's two files and its transcript
+    is that of optimum's merged export of the same weights; without the with-past file the
+    build refuses in one line and writes nothing."""
+    import onnxruntime as ort
+
+    from bundler.tasks.logmel import spec_of
+    from bundler.text import whisper
+    from bundler.text.whisper_run import WhisperSessions, transcribe
+
+    folder = speech_models.whisper(tmp_path_factory.mktemp("unmerged"), merged=False).folder
+    assert not (folder / "decoder_model_merged.onnx").exists()
+    no_past = tmp_path / "no-past"
+    shutil.copytree(folder, no_past, ignore=shutil.ignore_patterns("decoder_with_past*"))
+    refused = run_cli("build", no_past, "-o", tmp_path / "refused", "--runtime-dir",
+                      runtime_dist)
+    assert refused.returncode != 0 and not (tmp_path / "refused").exists()
+    assert "a speech model needs its decoder with the KV cache" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+    output = tmp_path / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", "--ep", "wasm")
+    assert result.returncode == 0, result.stderr
+    assert [s.name for s in manifest_file.load(output).sessions] == ["encoder", "decoder"]
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    ran = run_cli("run", output, "--audio", recording, "--json")
+    assert ran.returncode == 0, ran.stderr
+    merged = speech_models.exported(tmp_path_factory.getbasetemp())  # the same seed's weights
+    sessions = WhisperSessions(*(ort.InferenceSession(str(merged / name)) for name in (
+        "encoder_model.onnx", "decoder_model_merged.onnx")))
+    settings = whisper.settings_of(json.loads((merged / "generation_config.json").read_text()))
+    features = spec_of(json.loads((merged / "preprocessor_config.json").read_text()))
+    audio, rate = read_wav(recording)
+    for got, timestamps in zip(json.loads(ran.stdout)["transcripts"], [False, True],
+                               strict=True):
+        runs, _ = transcribe(sessions, audio, rate, features, settings, None, None, timestamps)
+        assert got["windows"] == [run.tokens for run in runs] and len(got["windows"][0]) > 4
+
+
 def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, open_bundle,
                                                        tmp_path):
     samples, rate = speech(SECONDS)

@@ -16,7 +16,8 @@ model's outputs where `--task` does not say it, and the text files shipped besid
     encoder_model.onnx + decoder_model_merged.onnx   an encoder-decoder speech model (optimum's
                                       automatic-speech-recognition-with-past; in onnx/ as
                                       transformers.js keeps them): two sessions, `encoder` (the
-                                      primary one) and `decoder`
+                                      primary one) and `decoder`; the two decoder files of an
+                                      unmerged export are merged as above
     preprocessor_config.json          the log-mel front end's settings (optional)
     modules.json, 1_Pooling/config.json, sentence_bert_config.json   a sentence-transformers
                                       model's modules (optional): its pooling, whether it
@@ -34,7 +35,7 @@ from typing import Any
 from bundler.bundle.layout import TEXT_DIR  # the text files, content-hashed, beside the modules
 from bundler.errors import ConfigError
 from bundler.tasks.kinds.feature_extraction import SENTENCE_EMBEDDING
-from bundler.text.merge import decoder_pair, merged_decoder
+from bundler.text.merge import PAIRS, decoder_pair, merged_decoder
 
 # The model file, in the order looked for: optimum writes model.onnx, transformers.js repos keep
 # onnx/model.onnx beside onnx/model_quantized.onnx and friends (the fp32 one is the source).
@@ -135,14 +136,27 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _speech_decoder(place: Path) -> Path:
+    """The merged decoder beside an encoder_model.onnx: optimum's, or its two files (an export
+    with --no-post-process) merged at build time."""
+    if (place / MERGED_DECODER).is_file():
+        return place / MERGED_DECODER
+    first, second = PAIRS[0]
+    if (place / first).is_file() and (place / second).is_file():
+        return merged_decoder(place / first, place / second, strict=False)
+    raise ConfigError(f"{place} has {ENCODER_FILE} but no {MERGED_DECODER} (nor {first} +"
+                      f" {second}): a speech model needs its decoder with the KV cache; export"
+                      " it with --task automatic-speech-recognition-with-past")
+
+
 def read_folder(folder: Path) -> ExportFolder:
     """The export folder's model, config and tokenizer files; ConfigError naming the first file
     missing."""
     sessions: dict[str, Path] = {}
     model = next((folder / name for name in MODEL_FILES if (folder / name).is_file()), None)
     for place in (folder, folder / "onnx"):  # optimum's layout, then transformers.js's
-        if (place / ENCODER_FILE).is_file() and (place / MERGED_DECODER).is_file():
-            model, sessions = place / ENCODER_FILE, {SPEECH_SESSIONS[1]: place / MERGED_DECODER}
+        if (place / ENCODER_FILE).is_file():
+            model, sessions = place / ENCODER_FILE, {SPEECH_SESSIONS[1]: _speech_decoder(place)}
             break
     if model is None and (pair := decoder_pair(folder)) is not None:
         model = merged_decoder(*pair)

@@ -41,8 +41,10 @@ def _digest(paths: tuple[Path, ...]) -> str:
     return digest.hexdigest()[:24]
 
 
-def merged_decoder(decoder: Path, with_past: Path) -> Path:
-    """One merged decoder of the pair (in the user cache; made once)."""
+def merged_decoder(decoder: Path, with_past: Path, strict: bool = True) -> Path:
+    """One merged decoder of the pair (in the user cache; made once). `strict=False` for an
+    encoder-decoder's pair, whose with-past decoder does not output the cross-attention cache
+    (it is constant), as optimum's own post-processing merges it."""
     from bundler.site.runtime import cache_root
 
     target = cache_root() / "merged" / _digest((decoder, with_past)) / MERGED
@@ -59,7 +61,7 @@ def merged_decoder(decoder: Path, with_past: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         made = Path(scratch) / MERGED
         try:
-            merge_decoders(decoder, with_past, save_path=made)
+            merge_decoders(decoder, with_past, save_path=made, strict=strict)
         except Exception as error:  # optimum's own checks: the graphs do not pair up
             raise ConfigError(f"cannot merge {decoder.name} and {with_past.name}:"
                               f" {str(error).splitlines()[0] if str(error) else error!r}"
