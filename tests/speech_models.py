@@ -118,6 +118,14 @@ def english_only(config: dict[str, Any]) -> dict[str, Any]:
             "forced_decoder_ids": [[1, config["no_timestamps_token_id"]]]}
 
 
+def from_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` (generation_config()) as a model saved from its config alone has it
+    (GenerationConfig.from_model_config): config.json's ids, no Whisper decoding keys."""
+    keys = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id",
+            "max_length", "begin_suppress_tokens", "suppress_tokens")
+    return {key: config[key] for key in keys}
+
+
 # The suite's size: 2+2 layers x 64, 4 heads. WHISPER_TINY: openai/whisper-tiny's (the benchmark).
 TEST_SIZE = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
              "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}

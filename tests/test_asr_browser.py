@@ -224,6 +224,41 @@ def test_an_unmerged_export_is_merged_at_build(tmp_path_factory, runtime_dist, t
         assert got["windows"] == [run.tokens for run in runs] and len(got["windows"][0]) > 4
 
 
+def test_a_folder_without_whisper_configs_builds_with_them_filled(tmp_path_factory, runtime_dist,
+                                                                 tmp_path):
+    """A model saved from its config alone: generation_config.json with config.json's ids only,
+    no preprocessor_config.json. The build says what it fills, ships the completed configs
+    (the checkpoint's decoding keys, Whisper's front end at config.json's mel bins), and its
+    browser check passes on them; `bundle run --audio` reads them."""
+    folder = tmp_path / "model"
+    shutil.copytree(speech_models.exported(tmp_path_factory.getbasetemp()), folder)
+    given = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(
+        json.dumps(speech_models.from_model_config(given)))
+    (folder / "preprocessor_config.json").unlink()
+    output = tmp_path / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--variants", "fp32", "--ep", "wasm")
+    assert result.returncode == 0, result.stderr
+    said = result.stdout + result.stderr
+    assert ("generation_config.json lacks no_timestamps_token_id, lang_to_id, task_to_id,"
+            " is_multilingual: filled from config.json and the tokenizer's special tokens") in said
+    assert "no preprocessor_config.json: Whisper's log-mel front end, 80 mel bins" in said
+    files = manifest_file.load(output).task.files
+    shipped = json.loads((output / files["generation_config.json"]).read_text())
+    for key in ("no_timestamps_token_id", "lang_to_id", "task_to_id"):
+        assert shipped[key] == given[key], key
+    front_end = json.loads((output / files["preprocessor_config.json"]).read_text())
+    assert (front_end["feature_size"], front_end["n_fft"], front_end["hop_length"]) == (80, 400,
+                                                                                        160)
+    samples, rate = speech(SECONDS)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    ran = run_cli("run", output, "--audio", recording, "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert all(len(got["tokens"]) > 4 for got in json.loads(ran.stdout)["transcripts"])
+
+
 def test_the_demo_page_transcribes_a_dropped_recording(built, plain_browser, open_bundle,
                                                        tmp_path):
     samples, rate = speech(SECONDS)

@@ -132,6 +132,45 @@ def test_an_english_only_model_decodes_as_transformers(export, sessions, timesta
         _theirs(export, inputs, language="en", generation_config=GenerationConfig(**config))
 
 
+def test_a_generation_config_without_whisper_keys_is_completed(export, sessions) -> None:
+    """A model saved from its config alone has config.json's ids only: the keys decoding needs
+    come from the tokenizer's special tokens as the checkpoint's config has them, and
+    transformers given the completed config decodes what ours does."""
+    from bundler.text.whisper_folder import completed_generation, special_tokens
+
+    given = export.generation_config
+    bare = speech_models.from_model_config(given)
+    tokens = special_tokens(json.loads((export.folder / "tokenizer.json").read_text()))
+    config, filled = completed_generation(bare, {}, tokens)
+    assert filled == ["no_timestamps_token_id", "lang_to_id", "task_to_id", "is_multilingual"]
+    for key in ("no_timestamps_token_id", "lang_to_id", "task_to_id", "is_multilingual"):
+        assert config[key] == given[key], key
+    settings = whisper.settings_of(config)
+    inputs = features(7.0)
+    own = export.model.generation_config  # else generate() takes its keys for those not given
+    export.model.generation_config = GenerationConfig(**config)
+    try:
+        for timestamps in (False, True):
+            ours = transcribe_window(sessions, inputs, settings, None, None, timestamps)
+            theirs = _theirs(export, inputs, return_timestamps=timestamps)
+            assert ours.tokens == theirs["sequences"][0].tolist(), timestamps
+    finally:
+        export.model.generation_config = own
+    assert completed_generation(given, {}, tokens) == (given, [])  # a complete one is kept
+    english, filled = completed_generation({**bare, "is_multilingual": False}, {}, tokens)
+    assert filled == ["no_timestamps_token_id"] and "lang_to_id" not in english
+    openai_english = {name: 50256 + index for index, name in enumerate(
+        ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|de|>", "<|translate|>",
+         "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>",
+         "<|notimestamps|>"])}
+    english, filled = completed_generation(bare, {}, openai_english)
+    assert (english["is_multilingual"], english["no_timestamps_token_id"]) == (False, 50265)
+    assert "lang_to_id" not in english and "is_multilingual" in filled
+    with pytest.raises(ConfigError, match="has no no_timestamps_token_id and the tokenizer no"
+                                          r" <\|notimestamps\|> token"):
+        completed_generation(bare, {}, {})
+
+
 def test_optimum_ort_model_gives_the_same_tokens(export, sessions) -> None:
     from optimum.onnxruntime import ORTModelForSpeechSeq2Seq
 

@@ -81,6 +81,8 @@ def check(model: Path | None, options: BuildOptions, reporter: Reporter) -> Chec
     # an export folder (model.onnx, config.json, tokenizer files): its model and task
     source, options, text = text_source(Path(model or options.model or example_model()), options)
     header = read_model(source, load_weights=False)
+    for note in text.notes if text else ():
+        reporter.info(note)
     task = complete_text_task(resolve_task(options.task, header), text)
     shipped = shipped_inputs(input_specs(header), task)  # an image task's input is uint8 pixels
     user = load_user_inputs(options.sample, options.inputs, shipped)

@@ -85,7 +85,7 @@ def make(checked: Checked, prepared: Prepared, staging: Path, options: BuildOpti
 
         with reporter.step("Transcribing the check audio with fp32"):
             transcripts = reference({model.name: model.model for model in models},
-                                    checked.text.folder, options.validation)
+                                    checked.text, options.validation)
     return Made(tuple(make_session(model, index == 0, checked, staging, options, reporter,
                                    _judge(transcripts, model.name))
                       for index, model in enumerate(models)), transcripts)

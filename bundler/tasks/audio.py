@@ -9,7 +9,6 @@ last partial chunk, padded with zeros."""
 
 from __future__ import annotations
 
-import wave
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -107,21 +106,64 @@ def segments(chunks: list[dict[str, Any]], threshold: float) -> list[dict[str, f
     return found
 
 
+# WAV format tags: integer PCM, IEEE float, and the extensible header whose sub-format (the
+# first two bytes of its GUID) is one of those two (sox and most recorders past 16 bits)
+PCM, IEEE_FLOAT, EXTENSIBLE = 1, 3, 0xFFFE
+
+
+def _wav_chunks(data: bytes) -> dict[bytes, bytes]:
+    """A RIFF/WAVE file's chunks by id (the first of each); a chunk whose size runs past the
+    end (a stream's header written before its length was known) is cut there."""
+    chunks: dict[bytes, bytes] = {}
+    at = 12
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at + 4:at + 8], "little")
+        chunks.setdefault(data[at:at + 4], data[at + 8:at + 8 + size])
+        at += 8 + size + (size & 1)
+    return chunks
+
+
+def _decoded(raw: bytes, tag: int, width: int) -> np.ndarray | None:
+    """The samples of a data chunk in [-1, 1]; None for a layout not read here."""
+    if tag == IEEE_FLOAT and width in (4, 8):
+        return np.frombuffer(raw, "<f4" if width == 4 else "<f8").astype(np.float32)
+    if tag != PCM:
+        return None
+    if width == 1:
+        return (np.frombuffer(raw, np.uint8).astype(np.float32) - 128) / 128
+    if width == 3:  # little-endian 24-bit: widened to the top of an int32, sign kept
+        bytes3 = np.frombuffer(raw, np.uint8).reshape(-1, 3).astype(np.int32)
+        value = (bytes3[:, 0] << 8) | (bytes3[:, 1] << 16) | (bytes3[:, 2] << 24)
+        return (value.astype(np.float64) / 2**31).astype(np.float32)
+    if width in (2, 4):
+        kind = np.dtype("<i2" if width == 2 else "<i4")
+        return (np.frombuffer(raw, kind).astype(np.float64)
+                / float(np.iinfo(kind).max + 1)).astype(np.float32)
+    return None
+
+
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
-    """A PCM .wav file (8/16/32-bit, any channels: averaged) as float32 in [-1, 1] and its rate."""
+    """A .wav file as float32 in [-1, 1] and its rate: integer PCM of 8, 16, 24 or 32 bits, or
+    32/64-bit float, plain or in the extensible header; any channels, averaged."""
     try:
-        with wave.open(str(path), "rb") as file:
-            width, channels, rate = file.getsampwidth(), file.getnchannels(), file.getframerate()
-            frames = file.readframes(file.getnframes())
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"--audio {path}: no such file") from None
-    except (wave.Error, EOFError, OSError) as error:
-        raise ConfigError(f"--audio {path}: not a PCM .wav file ({error})") from None
-    if width == 1:
-        data = (np.frombuffer(frames, np.uint8).astype(np.float32) - 128) / 128
-    elif width in (2, 4):
-        kind = np.int16 if width == 2 else np.int32
-        data = np.frombuffer(frames, kind).astype(np.float32) / float(np.iinfo(kind).max + 1)
-    else:
-        raise ConfigError(f"--audio {path}: {8 * width}-bit samples; give 8, 16 or 32-bit PCM")
-    return data.reshape(-1, channels).mean(axis=1).astype(np.float32), rate
+    except OSError as error:
+        raise ConfigError(f"--audio {path}: not readable ({error.strerror})") from None
+    chunks = _wav_chunks(data) if data[:4] == b"RIFF" and data[8:12] == b"WAVE" else {}
+    form, raw = chunks.get(b"fmt "), chunks.get(b"data")
+    if form is None or raw is None or len(form) < 16:
+        raise ConfigError(f"--audio {path}: not a .wav file (no RIFF/WAVE header with fmt and"
+                          " data chunks); convert it, e.g. ffmpeg -i FILE speech.wav")
+    tag, channels = int.from_bytes(form[0:2], "little"), int.from_bytes(form[2:4], "little")
+    rate, block = int.from_bytes(form[4:8], "little"), int.from_bytes(form[12:14], "little")
+    if tag == EXTENSIBLE and len(form) >= 26:
+        tag = int.from_bytes(form[24:26], "little")
+    width = block // channels if channels else 0
+    samples = _decoded(raw[:len(raw) - len(raw) % block] if block else b"", tag, width)
+    if samples is None or rate <= 0:
+        kind = {PCM: "integer", IEEE_FLOAT: "float"}.get(tag, f"format {tag:#x}")
+        raise ConfigError(f"--audio {path}: {8 * width}-bit {kind} samples; give PCM of 8, 16,"
+                          " 24 or 32 bits or 32/64-bit float (e.g. ffmpeg -i FILE speech.wav)")
+    return samples.reshape(-1, channels).mean(axis=1).astype(np.float32), rate

@@ -34,6 +34,7 @@ from bundler.text.folder import (
     ship_text_files,
 )
 from bundler.text.web import ship_generation_modules, ship_speech_modules
+from bundler.text.whisper_folder import complete_speech_files
 
 
 def text_source(path: Path, options: BuildOptions
@@ -57,6 +58,9 @@ def text_source(path: Path, options: BuildOptions
         spec = TaskSpec(kind=inferred[0], given=("kind",)).merged(spec)
     if spec.kind == FEATURE_EXTRACTION and (modules := sentence_modules(path)) is not None:
         spec = _sentence_defaults(modules, spec, outputs)
+    if spec.kind == SPEECH_RECOGNITION and folder.sessions:
+        files, notes = complete_speech_files(folder.files, folder.config)
+        folder = dataclasses.replace(folder, files=files, notes=tuple(notes))
     labelled = spec.kind in (TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION)
     if labelled and "labels" not in spec.given and folder.labels:
         spec = spec.merged(TaskSpec(labels=tuple(folder.labels), given=("labels",)))

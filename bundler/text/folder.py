@@ -67,6 +67,12 @@ class ExportFolder:
     files: dict[str, Path]
     # the sessions beside the primary one (`model`), by name: a speech model's decoder
     sessions: dict[str, Path] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the build filled in that the folder left out (see
+    # bundler/text/whisper_folder.py)
+
+    def json(self, name: str) -> dict[str, Any]:
+        """The content of one of `files`."""
+        return _read_json(self.files[name])
 
     @property
     def primary_session(self) -> str | None:

@@ -19,7 +19,6 @@ check audio (bundler.tasks.samples.speech_like: tones in bursts, not speech).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,9 +31,10 @@ from bundler.tasks.audio import read_wav, resample
 from bundler.tasks.logmel import log_mel, spec_of
 from bundler.tasks.samples import speech_like
 from bundler.text import whisper
+from bundler.text.folder import ExportFolder
 from bundler.text.quality import agreement
 from bundler.text.tokenizer import TextTokenizer
-from bundler.text.whisper_run import RATE, WhisperSessions, transcribe_in
+from bundler.text.whisper_run import RATE, WhisperSessions, transcribe
 from bundler.variants.metrics import Metrics, compare_runs
 
 CHECK_AUDIO = "check-audio"  # bundle.json's accuracy.data without --validation audio
@@ -70,7 +70,7 @@ def check_audio(validation: Path | None) -> tuple[list[np.ndarray], str]:
 class TranscriptCheck:
     """fp32's transcripts of the check audio, made once and compared with each combination."""
 
-    folder: Path
+    folder: ExportFolder
     fp32: dict[str, Path]
     audio: list[np.ndarray]
     data: str  # accuracy.data: "check-audio" or "validation"
@@ -99,17 +99,18 @@ class _Run:
     seconds: float
 
 
-def _run(folder: Path, audio: list[np.ndarray], models: Models, configs: Configs,
+def _run(folder: ExportFolder, audio: list[np.ndarray], models: Models, configs: Configs,
          forced: list[list[int]] | None) -> _Run:
     """Transcripts of `audio` by `models`, and the logits teacher-forced on `forced` (None: on
     their own first window's tokens)."""
-    spec = spec_of(json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8")))
-    tokenizer = TextTokenizer.from_folder(folder)
+    spec = spec_of(folder.json("preprocessor_config.json"))
+    settings = whisper.settings_of(folder.json("generation_config.json"))
+    tokenizer = TextTokenizer.from_folder(folder.folder)
     sessions = _sessions(models, configs)
     tokens, texts, firsts, logits, seconds = [], [], [], [], 0.0
     for index, samples in enumerate(audio):
         started = time.perf_counter()
-        runs, chunks = transcribe_in(sessions, folder, samples, RATE)
+        runs, chunks = transcribe(sessions, samples, RATE, spec, settings)
         seconds += time.perf_counter() - started
         found = [token for chunk in chunks for token in chunk.tokens]
         tokens.append(found)
@@ -125,7 +126,7 @@ def _run(folder: Path, audio: list[np.ndarray], models: Models, configs: Configs
     return _Run(tokens, texts, firsts, logits, seconds)
 
 
-def reference(fp32: Models, folder: Path, validation: Path | None) -> TranscriptCheck:
+def reference(fp32: Models, folder: ExportFolder, validation: Path | None) -> TranscriptCheck:
     """fp32's transcripts of the check audio, by the export `folder`'s configs and tokenizer."""
     audio, data = check_audio(validation)
     run = _run(folder, audio, fp32, {}, None)

@@ -16,17 +16,15 @@ with `use_cache_branch` true and only take the new `present.N.decoder.*`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bundler.errors import ModelError
 from bundler.tasks.audio import resample
-from bundler.tasks.logmel import LogMelSpec, log_mel, spec_of
+from bundler.tasks.logmel import LogMelSpec, log_mel
 from bundler.text import whisper
 from bundler.text.whisper import WhisperSettings
 from bundler.text.whisper_windows import RATE, Chunk, WindowSpan, merge, windows
@@ -225,14 +223,3 @@ def transcribe(sessions: WhisperSessions, samples: np.ndarray, rate: int,
     chunks = merge([run.tokens for run in runs], [s.stride_seconds for s in spans], settings,
                    timestamps)
     return runs, chunks
-
-
-def transcribe_in(sessions: WhisperSessions, folder: Path, samples: np.ndarray, rate: int,
-                  **options: Any) -> tuple[list[Transcript], list[Chunk]]:
-    """`transcribe` with the log-mel spec and decoding settings of `folder`'s
-    preprocessor_config.json and generation_config.json (an export folder, or a bundle's text
-    files under their names)."""
-    spec = spec_of(json.loads((folder / "preprocessor_config.json").read_text(encoding="utf-8")))
-    settings = whisper.settings_of(json.loads((folder / "generation_config.json")
-                                              .read_text(encoding="utf-8")))
-    return transcribe(sessions, samples, rate, spec, settings, **options)
