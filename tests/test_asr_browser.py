@@ -376,6 +376,9 @@ def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
     assert [(entry["ep"], entry["file"], entry["passed"]) for entry in task] == [
         ("wasm", "speech.wav", True)]
     assert task[0]["native_count"] == task[0]["browser_count"] == 2  # without, with timestamps
+    # the row names the decoder's variant that ran with the encoder's: WASM's default, int4
+    assert (task[0]["variant"], task[0]["others"]) == ("fp32", ["int4"])
+    assert "fp32 / int4" in checked.stdout
     # each window's logits, the browser's decoder fed native's tokens, were compared: the worst
     # share of a step's logit range is the row's (the browser's float32 is not native's)
     assert 0 < task[0]["worst_score_difference"] <= 0.01, task[0]

@@ -68,6 +68,8 @@ class TaskComparison:
     # where the browser's greedy tokens part from native's at a near-tie of native's scores
     # (a speech window: kinds.automatic_speech_recognition): not a failure, said in the row
     ties: list[str] = dataclasses.field(default_factory=list)
+    # the other sessions' variants that ran with it (a speech model's decoder), shown after it
+    others: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -77,7 +79,7 @@ class TaskComparison:
         """A row of the table with columns(kind)."""
         iou = "-" if self.lowest_iou is None else f"{self.lowest_iou:.4f}"
         boxes = "lowest IoU" in (kind_of(kind).compared or ())
-        return ["task", self.variant, self.ep, self.file,
+        return ["task", " / ".join((self.variant, *self.others)), self.ep, self.file,
                 f"{self.native_count}, {self.browser_count}",
                 f"{self.worst_score_difference:.3g}", *([iou] if boxes else []),
                 ("pass" if self.passed else f"FAIL: {self.error}")
@@ -217,7 +219,8 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
             # a speech model's decoder decides the tokens: quantized when either session is
             kinds = [variant.kind, *(other.default_for(ep).kind for other in manifest.sessions[1:])]
             quantized = next((k for k in kinds if is_quantized(k)), None)
-            with reporter.step(f"Task check on {ep} ({variant.name})"):
+            names = tuple(other.default_for(ep).name for other in manifest.sessions[1:])
+            with reporter.step(f"Task check on {ep} ({' / '.join((variant.name, *names))})"):
                 # Native always runs as WASM does (its config: int4 qdq folded into float
                 # weights); WebGPU runs qdq's DequantizeLinear + MatMul as they are, the same
                 # arithmetic, where native's fused MatMulNBits differed by 1.8% of the range.
@@ -237,7 +240,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                     page.close()
             tolerance = _tolerance(kind.name, quantized or variant.kind, ep)
             for item, want, index in zip(inputs, native, range(len(inputs)), strict=True):
-                result = TaskComparison(ep, variant.name, item.name)
+                result = TaskComparison(ep, variant.name, item.name, others=names)
                 if "error" in got:
                     result.error = got["error"]
                 else:
