@@ -379,6 +379,8 @@ def test_bundle_run_and_test_transcribe_a_recording(built, tmp_path):
     # the row names the decoder's variant that ran with the encoder's: WASM's default, int4
     assert (task[0]["variant"], task[0]["others"]) == ("fp32", ["int4"])
     assert "fp32 / int4" in checked.stdout
+    # the check's progress as it goes: each transcript's windows
+    assert "transcript 2 of 2, window 1 of 1" in checked.stderr
     # each window's logits, the browser's decoder fed native's tokens, were compared: the worst
     # share of a step's logit range is the row's (the browser's float32 is not native's)
     assert 0 < task[0]["worst_score_difference"] <= 0.01, task[0]

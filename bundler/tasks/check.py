@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -189,6 +190,16 @@ def _tolerance(task: str, variant_kind: str, ep: str) -> float:
     return tolerance_for("task-scores", variant_kind).atol
 
 
+PROGRESS = "progress: "  # web/dev/conformance.mjs's console lines of a long check's progress
+
+
+def _progress(reporter: Reporter, message: Any) -> None:
+    """A console message of the check's page: its progress lines said as they come (a speech
+    check's windows, minutes each on WebGPU over SwiftShader)."""
+    if message.text.startswith(PROGRESS):
+        reporter.info(f"  {message.text[len(PROGRESS):]}")
+
+
 def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                execution_providers: Sequence[str], settings: BrowserSettings,
                reporter: Reporter, scratch: Path, every_variant: bool = False,
@@ -230,6 +241,7 @@ def check_task(directory: Path, manifest: Manifest, inputs: Sequence[TaskInput],
                                                 spread=quantized is not None)
                 page = browser.new_page()
                 page.set_default_timeout(settings.timeouts_ms["load"] + settings.timeouts_ms["run"])
+                page.on("console", functools.partial(_progress, reporter))
                 try:
                     page.goto(base_url + HARNESS_PATH.lstrip("/"))
                     got = page.evaluate(harness_call("conformance.mjs", "runTask"), {

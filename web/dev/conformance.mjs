@@ -28,6 +28,8 @@ export async function runCases({ base, options, cases }) {
 // the check's decoder steps, hours of them on Whisper-tiny over SwiftShader). rows(): per
 // window, per call, its rows, or null where the transcript parted from native before the
 // call's last probed step.
+const PROGRESS = 'progress: '; // console lines bundler/tasks/check.py reports as they come
+
 export function teacherRows(teacher) {
   const rows = teacher.map((calls) => calls.map(() => []));
   const same = (ids, from, tokens) => tokens.every((id, i) => id === ids[from + i]);
@@ -67,8 +69,17 @@ export async function runTask({ base, options, method, items }) {
         const known = [];
         for (const [index, options] of item.cases.entries()) {
           const steps = teacherRows(item.teacher[index]);
+          let shown = -1;
+          const onStep = (window, ...step) => {
+            if (window !== shown) {  // long work shows progress: the check reports this line
+              shown = window;
+              console.info(`${PROGRESS}transcript ${index + 1} of ${item.cases.length}, window`
+                           + ` ${window + 1} of ${item.teacher[index].length}`);
+            }
+            steps.record(window, ...step);
+          };
           transcripts.push(await model.transcribe(samples, { sampleRate: item.rate, ...options,
-                                                             _onStep: steps.record }));
+                                                             _onStep: onStep }));
           known.push(steps.rows());
         }
         const logits = await text.teacherForcedSpeech(model, model.manifest.task, samples,
