@@ -4,7 +4,7 @@ for every 30 s window (with strides), with and without timestamps, on WASM; with
 session on WebGPU, a short recording gives the native tokens while the decoder's KV cache stays
 in GPU buffers, each disposed when replaced (the live buffer count stays flat; with disposal off
 it grows by the cache's size a token). `bundle test --audio` on the 75 s recording compares every
-window's teacher-forced logits.
+window's teacher-forced logits. An int8 decoder passes the build's check on both EPs.
 
 On SwiftShader the encoder takes close to a minute a window on a busy machine, so the WebGPU
 test runs the encoder on WASM and only the decoder (the KV cache) on WebGPU."""
@@ -152,3 +152,20 @@ def test_the_decoder_on_webgpu_keeps_its_cache_on_the_gpu(
     assert max(buffers) - buffers[len(buffers) // 4] < 24, buffers
     assert got["leaked"] >= 30, got["leaked"]
     assert got["released"] == 0  # release() disposes the last cache too
+
+
+def test_an_int8_decoder_passes_its_check_on_webgpu_and_wasm(
+        tmp_path_factory: pytest.TempPathFactory, runtime_dist: Path) -> None:
+    """`--quantize int8` on both EPs (the default): the decoder's one int8 token table, which
+    WASM folds into a float table at load and WebGPU dequantizes as it runs, gives native's
+    transcripts in the build's check on each EP, the encoder fp32 beside it."""
+    folder = speech_models.exported(tmp_path_factory.getbasetemp())
+    output = tmp_path_factory.mktemp("int8-both") / "bundle"
+    result = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist,
+                     "--quantize", "int8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = manifest_file.load(output)
+    decoder = manifest.session("decoder")
+    assert [decoder.default_for(ep).kind for ep in ("webgpu", "wasm")] == ["int8", "int8"]
+    rows = [line for line in result.stdout.splitlines() if "fp32 / int8" in line]
+    assert [("webgpu" in row, "pass" in row) for row in rows] == [(True, True), (False, True)]
