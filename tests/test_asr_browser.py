@@ -99,7 +99,7 @@ def test_the_build_infers_the_task_and_ships_two_sessions(built):
     # the build's check: transcribe() in Chromium gave the native tokens of each session's
     # default on WASM (the encoder's fp32, the decoder's int4)
     table = built["log"][built["log"].index("automatic-speech-recognition: browser vs"):]
-    assert re.search(r"task\W+fp32\W+wasm\W+generated\.wav.*pass", table), table
+    assert re.search(r"task\W+fp32 / int4\W+wasm\W+generated\.wav.*pass", table), table
     assert not bundle.verification.problems
 
 
