@@ -38,8 +38,11 @@ def _engine() -> tuple[ctypes.CDLL, int]:
     return library, rate
 
 
+@functools.cache
 def speak(text: str) -> tuple[np.ndarray, int]:
-    """`text` read aloud: float32 samples in [-1, 1] and their rate."""
+    """`text` read aloud: float32 samples in [-1, 1] (read-only) and their rate. Read once per
+    process: eSpeak NG's output depends on what it read before (the same sentence again comes
+    out a few samples longer), so a test's audio would depend on which tests ran first."""
     library, rate = _engine()
     chunks: list[np.ndarray] = []
 
@@ -55,6 +58,7 @@ def speak(text: str) -> tuple[np.ndarray, int]:
                                  CHARS_UTF8 | END_PAUSE, None, None)
     assert error == 0, f"espeak_Synth failed ({error})"
     samples = np.concatenate(chunks).astype(np.float32) / 32768.0
+    samples.flags.writeable = False
     return samples, rate
 
 
