@@ -138,3 +138,37 @@ def test_bundle_test_passes_on_a_built_real_model(lane: Lane) -> None:
     result = run_cli("test", output)
     assert result.returncode == 0, result.stdout + result.stderr
 
+
+
+def test_a_whisper_tiny_sized_export_transcribes_as_native(tmp_path: Path,
+                                                           runtime_dist: Path) -> None:
+    """Whisper-tiny's dimensions (4+4 layers x 384, 1,500 positions), exported by optimum from a
+    random config with the suite's trained vocabulary, built with the default options on WASM:
+    the build's check and `bundle test --audio` on 8 s of speech give native's tokens for every
+    window, without and with timestamps. (WebGPU over SwiftShader takes hours at this size: the
+    speech tests check it at the suite's size.)"""
+    import numpy as np
+
+    from bundler.bundle import manifest as manifest_file
+    from bundler.tasks.samples import wav_bytes
+    from tests import speech_models
+    from tests.speech import speech
+
+    folder = speech_models.whisper(tmp_path / "export", size=speech_models.WHISPER_TINY).folder
+    assert megabytes(folder / "encoder_model.onnx") > 30  # Whisper-tiny's encoder: 32 MB
+    output = tmp_path / "bundle"
+    built = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist, "--ep", "wasm")
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert [s.name for s in manifest_file.load(output).sessions] == ["encoder", "decoder"]
+    samples, rate = speech(8.0)
+    recording = tmp_path / "speech.wav"
+    recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
+    report = tmp_path / "report.json"
+    checked = run_cli("test", output, "--audio", recording, "--ep", "wasm", "--no-fallback",
+                      "--report", report)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    [entry] = json.loads(report.read_text(encoding="utf-8"))["task"]
+    assert entry["passed"] and entry["native_count"] == entry["browser_count"] == 2, entry
+    ran = run_cli("run", output, "--audio", recording, "--json")  # what was compared: text
+    assert ran.returncode == 0, ran.stderr
+    assert all(len(got["tokens"]) > 4 for got in json.loads(ran.stdout)["transcripts"])
