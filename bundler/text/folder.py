@@ -147,9 +147,9 @@ def _speech_decoder(place: Path) -> Path:
     with --no-post-process) merged at build time."""
     if (place / MERGED_DECODER).is_file():
         return place / MERGED_DECODER
+    if (pair := decoder_pair(place)) is not None:
+        return merged_decoder(*pair, strict=False)
     first, second = PAIRS[0]
-    if (place / first).is_file() and (place / second).is_file():
-        return merged_decoder(place / first, place / second, strict=False)
     raise ConfigError(f"{place} has {ENCODER_FILE} but no {MERGED_DECODER} (nor {first} +"
                       f" {second}): a speech model needs its decoder with the KV cache; export"
                       " it with --task automatic-speech-recognition-with-past")

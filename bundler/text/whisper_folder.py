@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.errors import ConfigError
+from bundler.tasks.logmel import SETTINGS, LogMelSpec
 
 GENERATION, FRONT_END = "generation_config.json", "preprocessor_config.json"
 START, END = "<|startoftranscript|>", "<|endoftext|>"
@@ -71,12 +72,11 @@ def completed_generation(generation: Mapping[str, Any], config: Mapping[str, Any
 
 
 def front_end(config: Mapping[str, Any]) -> dict[str, Any]:
-    """WhisperFeatureExtractor's settings for config.json's mel bins: a preprocessor_config.json
-    for a folder without one."""
+    """WhisperFeatureExtractor's settings (LogMelSpec's defaults) at config.json's mel bins: a
+    preprocessor_config.json for a folder without one."""
+    spec = LogMelSpec(feature_size=int(config.get("num_mel_bins") or LogMelSpec.feature_size))
     return {"feature_extractor_type": "WhisperFeatureExtractor",
-            "feature_size": int(config.get("num_mel_bins") or 80), "sampling_rate": 16000,
-            "hop_length": 160, "chunk_length": 30, "n_fft": 400, "padding_value": 0.0,
-            "return_attention_mask": False}
+            **{name: getattr(spec, name) for name in SETTINGS}, "return_attention_mask": False}
 
 
 def _cached(name: str, content: dict[str, Any]) -> Path:

@@ -21,6 +21,8 @@ export async function runCases({ base, options, cases }) {
   }
 }
 
+const PROGRESS = 'progress: '; // console lines bundler/tasks/check.py reports as they come
+
 // teacherRows: the rows teacher forcing would compute for `teacher` (per window, native's calls
 // { seek, ids, prompt, at }), read from a transcript's own steps (`record`, transcribe()'s
 // _onStep) where its call at that seek has native's prompt and tokens so far: the same inputs,
@@ -28,8 +30,6 @@ export async function runCases({ base, options, cases }) {
 // the check's decoder steps, hours of them on Whisper-tiny over SwiftShader). rows(): per
 // window, per call, its rows, or null where the transcript parted from native before the
 // call's last probed step.
-const PROGRESS = 'progress: '; // console lines bundler/tasks/check.py reports as they come
-
 export function teacherRows(teacher) {
   const rows = teacher.map((calls) => calls.map(() => []));
   const same = (ids, from, tokens) => tokens.every((id, i) => id === ids[from + i]);
