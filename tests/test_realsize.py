@@ -144,9 +144,11 @@ def test_a_whisper_tiny_sized_export_transcribes_as_native(tmp_path: Path,
                                                            runtime_dist: Path) -> None:
     """Whisper-tiny's dimensions (4+4 layers x 384, 1,500 positions), exported by optimum from a
     random config with the suite's trained vocabulary, built with the default options on WASM:
-    the build's check and `bundle test --audio` on 8 s of speech give native's tokens for every
-    window, without and with timestamps. (WebGPU over SwiftShader takes hours at this size: the
-    speech tests check it at the suite's size.)"""
+    the build's check, and `bundle test --audio` on 75 s of speech (four windows, as the issue's
+    acceptance asks), give native's tokens for every window, without and with timestamps, and
+    teacher-forced logits within the `transcript-logits` bound (the `generation-logits` one,
+    1e-4, failed it). (WebGPU over SwiftShader takes hours at this size: the speech
+    tests check it at the suite's size.)"""
     import numpy as np
 
     from bundler.bundle import manifest as manifest_file
@@ -159,8 +161,10 @@ def test_a_whisper_tiny_sized_export_transcribes_as_native(tmp_path: Path,
     output = tmp_path / "bundle"
     built = run_cli("build", folder, "-o", output, "--runtime-dir", runtime_dist, "--ep", "wasm")
     assert built.returncode == 0, built.stdout + built.stderr
-    assert [s.name for s in manifest_file.load(output).sessions] == ["encoder", "decoder"]
-    samples, rate = speech(8.0)
+    bundle = manifest_file.load(output)
+    assert [s.name for s in bundle.sessions] == ["encoder", "decoder"]
+    assert not bundle.verification.problems  # the build's check passed
+    samples, rate = speech(75.0)
     recording = tmp_path / "speech.wav"
     recording.write_bytes(wav_bytes(np.asarray(samples, np.float32), rate))
     report = tmp_path / "report.json"

@@ -46,7 +46,7 @@ from bundler.variants.registry import is_quantized
 from bundler.verify.browser import BrowserSettings, launch, playwright_session
 from bundler.verify.harness import harness_call
 from bundler.verify.reference import run_native
-from bundler.verify.tolerance import tolerance_for
+from bundler.verify.tolerance import Comparison, tolerance_for
 
 
 def columns(kind: str) -> list[str]:
@@ -183,7 +183,9 @@ def _tolerance(task: str, variant_kind: str, ep: str) -> float:
     logits' and a speech window's near-tie's fraction of the logit range (WebGPU on its
     accelerator row)."""
     if task in (TEXT_GENERATION, SPEECH_RECOGNITION):
-        bound = tolerance_for("generation-logits", variant_kind,
+        comparison: Comparison = ("generation-logits" if task == TEXT_GENERATION
+                                  else "transcript-logits")
+        bound = tolerance_for(comparison, variant_kind,
                               "webgpu" if ep == "webgpu" else "cpu").range_fraction
         assert bound is not None
         return bound

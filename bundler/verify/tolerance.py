@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from bundler.verify.browser import BrowserSettings
 
 Comparison = Literal["browser", "fingerprint", "conversion", "ort-web", "ort-edge", "task-scores",
-                     "task-embeddings", "generation-logits"]
+                     "task-embeddings", "generation-logits", "transcript-logits"]
 Precision = Literal["exact", "accelerator", "quantized"]
 
 
@@ -55,11 +55,17 @@ TOLERANCES: dict[Comparison, dict[Precision, Tolerance]] = {
     # A text-generation bundle's teacher-forced logits in the browser against the same variant's
     # native ones (bundler/text/agreement.py): relative to each step's logit range. WASM and
     # native CPU run the same kernels in other orders; WebGPU computes in its own; a quantized
-    # variant's integer kernels differ between WASM and native. A speech window's tokens that
-    # part from native's pass as a near-tie when native's scores of the two are this close
-    # (bundler.tasks.kinds.automatic_speech_recognition).
+    # variant's integer kernels differ between WASM and native.
     "generation-logits": {"exact": Tolerance(range_fraction=1e-4),
                           "accelerator": Tolerance(range_fraction=1e-3),
+                          "quantized": Tolerance(range_fraction=1e-2)},
+    # The same for a speech window's steps (bundler.tasks.kinds.automatic_speech_recognition),
+    # and its near-tie: tokens that part from native's pass where native's scores of the two are
+    # this close. Each side decodes over its own encoding, a window's calls for up to max_length
+    # steps each: fp32 on WASM was 2.1e-4 of the range off native at Whisper-tiny size (4+4
+    # layers x 384, random weights, a 75 s recording; 2e-5 at the suite's size), WebGPU 3e-4.
+    "transcript-logits": {"exact": Tolerance(range_fraction=1e-3),
+                          "accelerator": Tolerance(range_fraction=3e-3),
                           "quantized": Tolerance(range_fraction=1e-2)},
 }
 
