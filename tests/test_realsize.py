@@ -171,6 +171,8 @@ def test_a_whisper_tiny_sized_export_transcribes_as_native(tmp_path: Path,
     checked = run_cli("test", output, "--audio", recording, "--ep", "wasm", "--no-fallback",
                       "--report", report)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # minutes of decoding show progress: a line as each window starts and every 50 steps
+    assert "transcript 1 of 2, window 1 of 4, 50 decoder steps" in checked.stderr
     [entry] = json.loads(report.read_text(encoding="utf-8"))["task"]
     assert entry["passed"] and entry["native_count"] == entry["browser_count"] == 2, entry
     ran = run_cli("run", output, "--audio", recording, "--json")  # what was compared: text

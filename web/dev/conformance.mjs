@@ -22,6 +22,7 @@ export async function runCases({ base, options, cases }) {
 }
 
 const PROGRESS = 'progress: '; // console lines bundler/tasks/check.py reports as they come
+const PROGRESS_STEPS = 50;
 
 // teacherRows: the rows teacher forcing would compute for `teacher` (per window, native's calls
 // { seek, ids, prompt, at }), read from a transcript's own steps (`record`, transcribe()'s
@@ -70,11 +71,16 @@ export async function runTask({ base, options, method, items }) {
         for (const [index, options] of item.cases.entries()) {
           const steps = teacherRows(item.teacher[index]);
           let shown = -1;
+          let taken = 0;
           const onStep = (window, ...step) => {
-            if (window !== shown) {  // long work shows progress: the check reports this line
+            // long work shows progress: the check reports these lines, one as a window starts
+            // and one every PROGRESS_STEPS of its decoder steps (seconds each over SwiftShader)
+            taken = window === shown ? taken + 1 : 0;
+            if (window !== shown || taken % PROGRESS_STEPS === 0) {
               shown = window;
               console.info(`${PROGRESS}transcript ${index + 1} of ${item.cases.length}, window`
-                           + ` ${window + 1} of ${item.teacher[index].length}`);
+                           + ` ${window + 1} of ${item.teacher[index].length}`
+                           + (taken ? `, ${taken} decoder steps` : ''));
             }
             steps.record(window, ...step);
           };
