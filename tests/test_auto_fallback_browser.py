@@ -50,7 +50,7 @@ def test_auto_ships_the_next_combination_where_its_choice_fails_the_transcript_c
     within the loose budget, fails it on WASM and the fp32 combination ships there instead, its
     check passed, each session on its variant of it (the encoder, which auto does not choose
     for, ships what its plan says), the decoder's int8 file gone, the manifest saying why."""
-    monkeypatch.setitem(TOLERANCES["generation-logits"], "quantized",
+    monkeypatch.setitem(TOLERANCES["transcript-logits"], "quantized",
                         Tolerance(range_fraction=0.0))
     output, bundle = build_bundle(whisper_export.folder, verify=True, quantize="auto",
                                   objective="size", max_error="tokens>=0,wer<=100",
