@@ -10,7 +10,7 @@ that decide a token. The bound is relative to the step's logit range (max - min 
 full row), so one number serves models whose logits are of any scale. The comparison is
 bundler.tasks.kinds.spec's close_logits. A speech bundle's windows are compared the same way,
 their steps teacher-forced call by call over each side's own encoding
-(bundler.text.whisper_bundle)."""
+(bundler.text.whisper_bundle), within the `transcript-logits` row."""
 
 from __future__ import annotations
 
