@@ -139,7 +139,6 @@ def test_bundle_test_passes_on_a_built_real_model(lane: Lane) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-
 def test_a_whisper_tiny_sized_export_transcribes_as_native(tmp_path: Path,
                                                            runtime_dist: Path) -> None:
     """Whisper-tiny's dimensions (4+4 layers x 384, 1,500 positions), exported by optimum from a

@@ -63,7 +63,7 @@ TOLERANCES: dict[Comparison, dict[Precision, Tolerance]] = {
     # and its near-tie: tokens that part from native's pass where native's scores of the two are
     # this close. Each side decodes over its own encoding, a window's calls for up to max_length
     # steps each: fp32 on WASM was 2.1e-4 of the range off native at Whisper-tiny size (4+4
-    # layers x 384, random weights, a 75 s recording; 2e-5 at the suite's size), WebGPU 3e-4.
+    # layers x 384, random weights, a 75 s recording), WebGPU 3e-4.
     "transcript-logits": {"exact": Tolerance(range_fraction=1e-3),
                           "accelerator": Tolerance(range_fraction=3e-3),
                           "quantized": Tolerance(range_fraction=1e-2)},
